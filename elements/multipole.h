@@ -1,0 +1,91 @@
+// Thin multipole kick (xtrack Multipole, thin: isthick = 0, i.e. the "kick only" model), with
+// integrated strengths knl[n] = K_n L, ksl[n] = J_n L [m^-n] and chi = 1 (reference species):
+//   px -= Re S,  py += Im S,   S = sum_{n=0..order} (knl[n] + i ksl[n]) (x + i y)^n / n!
+// evaluated by Horner from n = order down, with 1/n! carried as xtrack does
+// (start from inv_factorial_order = 1/order!, multiply by n at each step).
+// Then the curvature terms of a bend of angle hxl (h = hxl / length, 0 if length == 0),
+// from H = -h x (1 + delta) + h knl[0] x^2 / 2 + h knl[1] (x^3/3 - x y^2/2) (MAD-8 physics
+// manual eq. 5.15), with x, y the positions at the kick:
+//   px += hxl (1 + delta) - h knl[0] x + h knl[1] (y^2/2 - x^2)
+//   py += h knl[1] x y
+//   zeta -= hxl x / rvv
+// (knl[1] enters only if order >= 1). Sources: xtrack/beam_elements/elements_src/multipole.h
+// (Multipole_track_local_particle -> track_magnet_particles with model -1 = kick only),
+// track_magnet.h, track_magnet_configure.h (kick_rot_frame = 1 for the kick-only model),
+// track_magnet_kick.h (track_magnet_kick_single_particle, kick_simple_single_coordinates);
+// xtrack/beam_elements/_common.py (inv_factorial_order = 1 / order!).
+//
+// Integer fields are declared `int`: element.h maps them to FT_FIELD_INT32 through int32_t (the
+// same type as int on every supported host), and NVRTC has no int32_t without a prelude.
+#pragma once
+#include "fusetrack/device/element.h"
+
+#define FT_MULTIPOLE_MAX_ORDER 5
+
+#define FT_MULTIPOLE_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                          \
+  ARRAY(double, knl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated normal strengths K_n L")      \
+  ARRAY(double, ksl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated skew strengths J_n L")        \
+  PARAM(double, hxl, 0.0, "rad", "horizontal bending angle of the reference trajectory")               \
+  PARAM(double, length, 0.0, "m", "length of the originating thick magnet, for h = hxl / length")      \
+  PARAM(int, order, FT_MULTIPOLE_MAX_ORDER, "1", "highest order used; knl/ksl above it must be zero")  \
+  DERIVED(double, inv_factorial_order, "1", "1 / order!")
+
+FT_ELEMENT_STRUCT(Multipole, FT_MULTIPOLE_FIELDS)
+
+#ifndef FT_DEVICE_COMPILE
+#include <cstdio>
+#include <stdexcept>
+inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
+  if (e.order < 0 || e.order > FT_MULTIPOLE_MAX_ORDER) {
+    char msg[160];
+    std::snprintf(msg, sizeof(msg), "Multipole: order = %d is outside [0, %d]", e.order, FT_MULTIPOLE_MAX_ORDER);
+    throw std::invalid_argument(msg);
+  }
+  for (int n = e.order + 1; n <= FT_MULTIPOLE_MAX_ORDER; ++n) {
+    if (e.knl[n] != 0.0 || e.ksl[n] != 0.0) {
+      char msg[160];
+      std::snprintf(msg, sizeof(msg), "Multipole: knl[%d] or ksl[%d] is non-zero but order = %d", n, n, e.order);
+      throw std::invalid_argument(msg);
+    }
+  }
+  double factorial = 1.0;  // exact for n <= 18
+  for (int n = 2; n <= e.order; ++n) factorial *= n;
+  e.inv_factorial_order = 1.0 / factorial;
+}
+#endif
+
+FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
+  const double x = p.x;
+  const double y = p.y;
+
+  // Horner on (x + i y): (re, im) <- (re, im) (x + i y) + (knl[n] + i ksl[n]) / n!
+  int n = e.order;
+  double inv_factorial = e.inv_factorial_order;
+  double re = e.knl[n] * inv_factorial;
+  double im = e.ksl[n] * inv_factorial;
+  while (n > 0) {
+    const double zre = re * x - im * y;
+    const double zim = re * y + im * x;
+    inv_factorial *= n;
+    n -= 1;
+    re = e.knl[n] * inv_factorial + zre;
+    im = e.ksl[n] * inv_factorial + zim;
+  }
+  p.px += -re;
+  p.py += im;
+
+  // Curvature of the reference trajectory.
+  const double h = (e.length != 0.0) ? e.hxl / e.length : 0.0;
+  const double k1l = (e.order >= 1) ? e.knl[1] : 0.0;
+  double dpx = e.hxl * (1.0 + p.delta);
+  const double dzeta = -(1.0 / p.rvv) * e.hxl * x;
+  dpx += -(e.knl[0] * h) * x;
+  dpx += (h * k1l) * (-x * x + 0.5 * y * y);
+  const double dpy = (h * k1l) * x * y;
+  p.px += dpx;
+  p.py += dpy;
+  p.zeta += dzeta;
+}
+
+FT_REGISTER_ELEMENT(Multipole, FT_MULTIPOLE_FIELDS, FT_THIN, FT_WITH_PREPARE,
+                    "Thin multipole kick with hxl curvature terms (xtrack Multipole, thin)")

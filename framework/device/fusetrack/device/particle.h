@@ -1,0 +1,100 @@
+// The one particle an element function sees, with Xsuite's coordinates and
+// derived quantities (xtrack Particles: x, px, y, py, zeta, delta, ptau, rpp, rvv).
+// It lives in registers in the fused GPU kernel and in a block loop on the CPU.
+#pragma once
+#include "fusetrack/device/qualifiers.h"
+
+namespace ft {
+
+/// Particle states: > 0 alive, otherwise the reason it was lost.
+enum ParticleState : int {
+  kAlive = 1,
+  kLostOnAperture = 0,     // an aperture element (LimitRect, LimitEllipse, ...)
+  kLostOnGlobalLimit = -1, // the lattice's global |x|,|y| limit (Xsuite XTRACK_GLOBAL_XY_LIMIT)
+  kLostOnTurnLimit = -2,   // per-coordinate limits checked at the end of a turn (DA C_k limits)
+  kLostNotFinite = -3,     // a coordinate became NaN or infinite
+};
+
+struct ParticleView {
+  double x;     // horizontal position [m]
+  double px;    // horizontal momentum P_x / P0 [1]
+  double y;     // vertical position [m]
+  double py;    // vertical momentum P_y / P0 [1]
+  double zeta;  // longitudinal position s - beta0 c t [m]
+  double delta; // relative momentum deviation (P - P0) / P0 [1]
+  double ptau;  // (E - E0) / (P0 c) [1]
+  double rpp;   // P0 / P = 1 / (1 + delta) [1]
+  double rvv;   // beta / beta0 [1]
+  double beta0; // reference relativistic beta [1]
+  int state;    // see ParticleState
+
+  /// Set delta and keep ptau, rpp and rvv consistent (xtrack Particles.update_delta).
+  FT_FUNCTION void update_delta(double new_delta) {
+    const double delta_beta0 = new_delta * beta0;
+    const double ptau_beta0 = sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
+    delta = new_delta;
+    rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
+    rpp = 1.0 / (1.0 + new_delta);
+    ptau = ptau_beta0 / beta0;
+  }
+
+  /// Add an energy change given as a fraction of the reference energy E0 = P0 c / beta0,
+  /// keeping the transverse momenta (xtrack LocalParticle_add_to_energy with pz_only = 1):
+  ///   ptau beta0 += dE/E0,  delta = sqrt(ptau^2 + 2 ptau / beta0 + 1) - 1.
+  FT_FUNCTION void add_to_energy(double energy_change_over_e0) {
+    const double delta_beta0 = delta * beta0;
+    const double ptau_beta0 =
+        energy_change_over_e0 + sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
+    const double new_ptau = ptau_beta0 / beta0;
+    const double new_delta = sqrt(new_ptau * new_ptau + 2.0 * new_ptau / beta0 + 1.0) - 1.0;
+    ptau = new_ptau;
+    delta = new_delta;
+    rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
+    rpp = 1.0 / (1.0 + new_delta);
+  }
+
+  FT_FUNCTION bool alive() const { return state > 0; }
+  FT_FUNCTION void mark_lost() { state = kLostOnAperture; }
+};
+
+/// A live particle at (x, px, y, py, zeta, delta), with ptau, rpp and rvv made consistent.
+FT_FUNCTION ParticleView make_particle(double x, double px, double y, double py, double zeta, double delta,
+                                       double beta0) {
+  ParticleView p{x, px, y, py, zeta, 0.0, 0.0, 1.0, 1.0, beta0, kAlive};
+  p.update_delta(delta);
+  return p;
+}
+
+/// Limits applied by the framework, not by elements.
+struct GlobalLimits {
+  double x;  // |x| limit after every element [m] (Xsuite default 1 m); +inf disables it
+  double y;  // |y| limit after every element [m]; +inf disables it
+  double turn_limit[6];  // |coordinate| limits at the end of each turn, (x, px, y, py, zeta, delta); <= 0 disables one
+};
+
+/// Checked after every element. A NaN fails the comparison and counts as lost.
+FT_FUNCTION void apply_element_limits(ParticleView& p, const GlobalLimits& lim) {
+  if (p.state > 0) {
+    if (!(fabs(p.x) <= lim.x && fabs(p.y) <= lim.y)) p.state = kLostOnGlobalLimit;
+  }
+}
+
+/// Checked at the end of every turn: finiteness of all six coordinates, then the C_k limits.
+FT_FUNCTION void apply_turn_limits(ParticleView& p, const GlobalLimits& lim) {
+  if (p.state <= 0) return;
+  const double c[6] = {p.x, p.px, p.y, p.py, p.zeta, p.delta};
+  for (int k = 0; k < 6; ++k) {
+    if (!(c[k] - c[k] == 0.0)) {  // inf - inf and NaN - NaN are NaN
+      p.state = kLostNotFinite;
+      return;
+    }
+  }
+  for (int k = 0; k < 6; ++k) {
+    if (lim.turn_limit[k] > 0.0 && !(fabs(c[k]) <= lim.turn_limit[k])) {
+      p.state = kLostOnTurnLimit;
+      return;
+    }
+  }
+}
+
+}  // namespace ft

@@ -1,0 +1,57 @@
+// Generates the CUDA source of one fused kernel per lattice: every element of the sequence,
+// every turn, one thread per particle with its coordinates in registers. The element code is
+// the plugins' own header text; the generator only writes the loop and the dispatch.
+#pragma once
+#include <map>
+#include <string>
+#include <vector>
+
+#include "fusetrack/lattice.h"
+#include "fusetrack/tracker.h"
+
+namespace ft {
+
+enum class Dispatch {
+  Auto,    // Baked for short sequences, Switch otherwise (see choose_dispatch)
+  Switch,  // a switch over the element types, parameters read from a packed read-only buffer
+  Baked    // straight-line calls with the parameters baked in as constants (recompiles on change)
+};
+
+struct KernelSource {
+  std::string name;  // name of the generated translation unit, e.g. "fusetrack_fused.cu"
+  std::string text;  // the generated source
+  /// Every header NVRTC needs, by include name: the framework's device headers and the element
+  /// headers of the plugins whose types the lattice uses.
+  std::map<std::string, std::string> headers;
+  /// For error messages: include name -> "plugin NAME (FILE): types A, B".
+  std::map<std::string, std::string> header_origin;
+  Dispatch dispatch = Dispatch::Switch;
+  FmaMode fma = FmaMode::Off;
+  /// Element types in the order of their switch case ids.
+  std::vector<const ElementType*> types;
+};
+
+/// The kernel entry point every generated source defines.
+constexpr const char* kFusedKernelName = "fusetrack_track";
+
+/// Switch for long sequences, Baked for sequences of at most this many elements.
+constexpr size_t kBakedMaxElements = 2000;
+Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
+
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch);
+
+/// One step of the switch kernel's sequence table: the type's case id and the byte offset of
+/// its parameters in the packed buffer. Same layout in the generated source.
+struct KernelStep {
+  int32_t type_id;
+  uint32_t param_offset;
+};
+std::vector<KernelStep> kernel_steps(const Lattice& lattice, const KernelSource& source);
+
+/// Writes the source and all its headers into `directory` (FUSETRACK_DUMP_SOURCE).
+void dump_kernel_source(const KernelSource& source, const std::string& directory);
+
+/// The framework's device headers, embedded at build time (include name -> text).
+std::map<std::string, std::string> framework_device_headers();
+
+}  // namespace ft

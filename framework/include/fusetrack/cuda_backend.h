@@ -1,0 +1,62 @@
+// The GPU backend: one fused kernel per lattice (codegen.h), compiled by NVRTC (cached), loaded
+// through the run-time-loaded driver. Particles stay on the device for all turns of a call;
+// they come back only for callbacks (every K turns) and at the end.
+#pragma once
+#include <map>
+#include <memory>
+#include <string>
+
+#include "fusetrack/codegen.h"
+#include "fusetrack/cuda_device.h"
+#include "fusetrack/nvrtc_compiler.h"
+#include "fusetrack/tracker.h"
+
+namespace ft {
+
+struct CudaBackendOptions {
+  Dispatch dispatch = Dispatch::Auto;
+  std::string cache_dir;  // see KernelCompiler
+  int device = 0;
+  int threads_per_block = 128;
+  /// Largest number of particles resident on the device at once; 0: from free device memory.
+  size_t max_resident_particles = 0;
+};
+
+/// What the last track() call did, for benchmarks and reports.
+struct CudaRunStats {
+  double kernel_seconds = 0.0;   // sum of kernel times (device events)
+  double compile_seconds = 0.0;  // NVRTC compile or cache lookup
+  bool kernel_from_cache = false;
+  int launches = 0;
+  size_t chunks = 0;             // particle chunks (more than 1 when the device memory was short)
+  int registers_per_thread = 0;
+  int local_bytes_per_thread = 0;  // spills / stack
+};
+
+class CudaBackend : public Backend {
+ public:
+  /// Throws DeviceError (with the reason) when no GPU is usable.
+  CudaBackend(const Lattice& lattice, CudaBackendOptions options);
+  ~CudaBackend() override;
+  std::string name() const override;
+  void track(Particles& particles, const TrackOptions& options) override;
+
+  /// One launch per element instead of one fused kernel: the per-element baseline of the
+  /// benchmark (particles go through device memory after every element).
+  void track_per_element(Particles& particles, const TrackOptions& options);
+
+  const CudaRunStats& last_stats() const { return m_stats; }
+  const GpuInfo& gpu() const { return m_gpu; }
+
+ struct Impl;
+
+ private:
+  void run(Particles& particles, const TrackOptions& options, bool per_element);
+  std::unique_ptr<Impl> m_impl;
+  const Lattice& m_lattice;
+  CudaBackendOptions m_options;
+  GpuInfo m_gpu;
+  CudaRunStats m_stats;
+};
+
+}  // namespace ft

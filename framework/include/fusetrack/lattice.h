@@ -1,0 +1,109 @@
+// A lattice: the reference particle, named element definitions (type + packed parameters)
+// and the sequence of element instances that make one turn.
+#pragma once
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+#include "fusetrack/device/particle.h"
+#include "fusetrack/registry.h"
+
+namespace ft {
+
+/// The reference particle (MAD-X/Xsuite): rest energy, charge and momentum.
+struct ReferenceParticle {
+  double mass0 = 0.0;  // rest energy [eV]
+  double q0 = 1.0;     // charge [e]
+  double p0c = 0.0;    // momentum times c [eV]
+
+  double energy0() const;  // total energy [eV]
+  double gamma0() const;
+  double beta0() const;
+  ft_reference to_abi(double circumference) const;
+};
+
+/// A named element definition. Several sequence entries may share one definition.
+struct ElementDefinition {
+  std::string name;
+  const ElementType* type = nullptr;
+  uint32_t param_offset = 0;  // bytes into Lattice::param_bytes()
+};
+
+/// One entry of the sequence.
+struct SequenceEntry {
+  uint32_t definition = 0;  // index into Lattice::definitions()
+  double s = 0.0;           // longitudinal position of the entrance [m]
+};
+
+class Lattice {
+ public:
+  Lattice() = default;
+  explicit Lattice(ReferenceParticle reference) : m_reference(reference) {}
+
+  /// Defines an element from a JSON object of field values (the same validation as for lattice
+  /// files). Returns the definition index. `where` locates errors.
+  uint32_t define(const std::string& name, const ElementType& type, const nlohmann::ordered_json& fields,
+                  const InputLocation& where);
+  /// Appends an instance of a definition to the sequence.
+  void append(uint32_t definition);
+  /// Appends a definition by name.
+  void append(const std::string& definition_name);
+  /// Sets one field of a definition (programmatic knobs and tests; no range checks beyond type).
+  void set_field(uint32_t definition, const std::string& field, double value, unsigned index = 0);
+  double field(uint32_t definition, const std::string& field, unsigned index = 0) const;
+
+  /// Computes s positions and circumference and runs every definition's prepare(). Call after
+  /// the sequence is complete and after changing fields. Throws InputError naming the element.
+  void prepare();
+
+  const ReferenceParticle& reference() const { return m_reference; }
+  void set_reference(const ReferenceParticle& r) { m_reference = r; }
+  const std::vector<ElementDefinition>& definitions() const { return m_definitions; }
+  const std::vector<SequenceEntry>& sequence() const { return m_sequence; }
+  const ElementDefinition& element(size_t sequence_index) const {
+    return m_definitions[m_sequence[sequence_index].definition];
+  }
+  const unsigned char* params(uint32_t definition) const {
+    return param_bytes() + m_definitions[definition].param_offset;
+  }
+  const unsigned char* param_bytes() const { return reinterpret_cast<const unsigned char*>(m_params.data()); }
+  size_t param_byte_count() const { return m_params.size() * sizeof(uint64_t); }
+  double circumference() const { return m_circumference; }
+  int find_definition(const std::string& name) const;
+
+  GlobalLimits limits() const { return m_limits; }
+  void set_limits(const GlobalLimits& l) { m_limits = l; }
+  const std::string& source_file() const { return m_source_file; }
+  void set_source_file(const std::string& f) { m_source_file = f; }
+  /// Element types used by the lattice, in order of first use.
+  std::vector<const ElementType*> types_used() const;
+
+ private:
+  unsigned char* mutable_params(uint32_t definition) {
+    return reinterpret_cast<unsigned char*>(m_params.data()) + m_definitions[definition].param_offset;
+  }
+
+  ReferenceParticle m_reference;
+  std::vector<ElementDefinition> m_definitions;
+  std::vector<SequenceEntry> m_sequence;
+  std::vector<uint64_t> m_params;  // 8-byte aligned storage for every definition's struct
+  GlobalLimits m_limits{1.0, 1.0, {0, 0, 0, 0, 0, 0}};
+  double m_circumference = 0.0;
+  std::string m_source_file;
+};
+
+/// Loads a lattice file: fusetrack's own format, or an Xsuite line JSON (converted on the fly).
+/// Loads the plugins the file lists (relative to the file) into `registry`.
+Lattice load_lattice(const std::string& path, ElementRegistry& registry);
+
+/// Builds a lattice from fusetrack-format JSON; `file` is used in error messages and to resolve
+/// plugin paths.
+Lattice lattice_from_json(const nlohmann::ordered_json& doc, const std::string& file, ElementRegistry& registry);
+
+/// Writes a lattice in fusetrack's format (definitions with their input fields, and the sequence).
+nlohmann::ordered_json lattice_to_json(const Lattice& lattice);
+
+/// Parses JSON text; a syntax error becomes an InputError with line and column.
+nlohmann::ordered_json parse_json_file(const std::string& path);
+
+}  // namespace ft

@@ -1,0 +1,114 @@
+// Element types come from plugins. The registry loads plugin shared libraries (Boost.DLL),
+// checks their versioned C descriptors and offers the types by name. The core knows no
+// element type by name: everything it does with an element goes through ElementType.
+#pragma once
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusetrack/error.h"
+#include "fusetrack/plugin_abi.h"
+
+namespace boost {
+namespace dll {
+class shared_library;
+}
+}  // namespace boost
+
+namespace ft {
+
+struct FieldInfo {
+  std::string name;
+  std::string unit;
+  std::string doc;
+  uint32_t offset = 0;  // bytes into the parameter struct
+  uint32_t type = FT_FIELD_DOUBLE;
+  uint32_t count = 1;
+  bool derived = false;   // filled by prepare(), never read from input
+  bool required = false;  // must be given in the lattice file
+  double default_value = 0.0;
+
+  size_t element_size() const { return type == FT_FIELD_INT32 ? 4 : 8; }
+  const char* type_name() const { return type == FT_FIELD_INT32 ? "int32" : "double"; }
+};
+
+/// A loaded plugin library. It stays loaded while any ElementType from it is alive.
+class Plugin {
+ public:
+  Plugin(std::string file, std::unique_ptr<boost::dll::shared_library> library, const ft_plugin_desc* desc);
+  ~Plugin();
+  const std::string& file() const { return m_file; }
+  const std::string& name() const { return m_name; }
+  uint32_t abi_version() const { return m_desc->abi_version; }
+  /// Header text for NVRTC by include name, or nullptr.
+  const std::string* header(const std::string& include_name) const;
+  const std::map<std::string, std::string>& headers() const { return m_headers; }
+
+ private:
+  std::string m_file;
+  std::string m_name;
+  std::unique_ptr<boost::dll::shared_library> m_library;
+  const ft_plugin_desc* m_desc;
+  std::map<std::string, std::string> m_headers;
+};
+
+struct ElementType {
+  std::string name;            // also the C++ struct name in the device source
+  std::string doc;
+  std::string track_function;  // NAME_track
+  std::string header;          // include name in the plugin's header set
+  uint32_t param_size = 0;
+  uint32_t param_align = 8;
+  bool thick = false;
+  int length_field = -1;
+  std::vector<FieldInfo> fields;
+  ft_prepare_fn prepare = nullptr;
+  ft_track_block_fn track_block = nullptr;
+  std::shared_ptr<const Plugin> plugin;
+
+  const FieldInfo* find_field(const std::string& field_name) const;
+  /// Parameter bytes with every field at its default (required fields zero).
+  std::vector<unsigned char> default_params() const;
+};
+
+class ElementRegistry {
+ public:
+  ElementRegistry();
+  ~ElementRegistry();
+  ElementRegistry(const ElementRegistry&) = delete;
+  ElementRegistry& operator=(const ElementRegistry&) = delete;
+
+  /// Loads one plugin file and registers its types. Throws PluginError naming the file and the
+  /// reason; on error nothing from that file is registered and earlier plugins stay usable.
+  /// Loading the same file twice is a no-op.
+  const Plugin& load_plugin(const std::string& path);
+
+  /// Loads every fusetrack_plugin_*.so found in $FUSETRACK_PLUGIN_PATH (':'-separated) and
+  /// then in the directory that holds the core library. Files that fail are skipped; the
+  /// reasons are kept in load_warnings().
+  void load_default_plugins();
+
+  const ElementType* find(const std::string& type_name) const;
+  /// Like find(), but throws InputError at `where` listing the registered types and the
+  /// directories searched for plugins.
+  const ElementType& get(const std::string& type_name, const InputLocation& where) const;
+
+  std::vector<const ElementType*> types() const;
+  const std::vector<std::shared_ptr<const Plugin>>& plugins() const { return m_plugins; }
+  const std::vector<std::string>& searched_directories() const { return m_searched; }
+  const std::vector<std::string>& load_warnings() const { return m_warnings; }
+
+  /// The directory holding the fusetrack core library.
+  static std::string core_library_directory();
+
+ private:
+  std::vector<std::shared_ptr<const Plugin>> m_plugins;
+  std::map<std::string, std::shared_ptr<const ElementType>> m_types;
+  std::vector<std::string> m_type_order;
+  std::vector<std::string> m_searched;
+  std::vector<std::string> m_warnings;
+};
+
+}  // namespace ft

@@ -1,0 +1,43 @@
+// Backends track Particles through a Lattice. The CPU backend runs the plugins' host-compiled
+// element functions; the CUDA backend runs one fused kernel generated from the same sources.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "fusetrack/lattice.h"
+#include "fusetrack/particles.h"
+
+namespace ft {
+
+enum class FmaMode { Off, On };
+
+struct TrackOptions {
+  int64_t turns = 1;
+  int64_t first_turn = 0;  // number of the first turn (recorded on loss; for resumed runs)
+  /// Track only sequence entries [element_begin, element_end) each turn (element-by-element
+  /// replay); end-of-turn checks run only when the range ends at the end of the sequence.
+  size_t element_begin = 0;
+  size_t element_end = std::numeric_limits<size_t>::max();
+  /// Called every `callback_every` turns (and after the last) with the number of turns done and
+  /// the particles as they are then (copied back from the device). Returning false stops
+  /// tracking after that turn. 0: no callback.
+  int64_t callback_every = 0;
+  std::function<bool(int64_t turns_done, const Particles& particles)> callback;
+  int threads = 0;            // CPU threads; 0: OpenMP's default
+  FmaMode fma = FmaMode::Off; // GPU numerics (the CPU never contracts)
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+  /// Tracks in place. Throws ft::Error on failure (e.g. a plugin function threw).
+  virtual void track(Particles& particles, const TrackOptions& options) = 0;
+};
+
+std::unique_ptr<Backend> make_cpu_backend(const Lattice& lattice);
+
+}  // namespace ft

@@ -1,0 +1,45 @@
+// Internal: the driver entry points fusetrack uses, resolved with dlsym. Types come from
+// cuda.h; no libcuda is linked.
+#pragma once
+#include <cuda.h>
+
+#include <string>
+
+namespace ft::cuda {
+
+struct Driver {
+  decltype(&::cuInit) init = nullptr;
+  decltype(&::cuDriverGetVersion) driver_get_version = nullptr;
+  decltype(&::cuDeviceGetCount) device_get_count = nullptr;
+  decltype(&::cuDeviceGet) device_get = nullptr;
+  decltype(&::cuDeviceGetName) device_get_name = nullptr;
+  decltype(&::cuDeviceGetAttribute) device_get_attribute = nullptr;
+  decltype(&::cuDeviceTotalMem) device_total_mem = nullptr;
+  decltype(&::cuDevicePrimaryCtxRetain) primary_ctx_retain = nullptr;
+  decltype(&::cuCtxSetCurrent) ctx_set_current = nullptr;
+  decltype(&::cuCtxSynchronize) ctx_synchronize = nullptr;
+  decltype(&::cuModuleLoadData) module_load_data = nullptr;
+  decltype(&::cuModuleUnload) module_unload = nullptr;
+  decltype(&::cuModuleGetFunction) module_get_function = nullptr;
+  decltype(&::cuFuncGetAttribute) func_get_attribute = nullptr;
+  decltype(&::cuMemAlloc) mem_alloc = nullptr;
+  decltype(&::cuMemFree) mem_free = nullptr;
+  decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
+  decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
+  decltype(&::cuMemGetInfo) mem_get_info = nullptr;
+  decltype(&::cuLaunchKernel) launch_kernel = nullptr;
+  decltype(&::cuEventCreate) event_create = nullptr;
+  decltype(&::cuEventRecord) event_record = nullptr;
+  decltype(&::cuEventSynchronize) event_synchronize = nullptr;
+  decltype(&::cuEventElapsedTime) event_elapsed_time = nullptr;
+  decltype(&::cuEventDestroy) event_destroy = nullptr;
+  decltype(&::cuGetErrorString) get_error_string = nullptr;
+};
+
+/// The driver, loaded and initialised once; nullptr with `why` set when unavailable.
+const Driver* driver(std::string* why = nullptr);
+
+/// Throws ft::DeviceError naming the call when rc is not CUDA_SUCCESS.
+void check(CUresult rc, const char* what);
+
+}  // namespace ft::cuda

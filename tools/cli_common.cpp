@@ -1,0 +1,44 @@
+#include "cli_common.h"
+
+#include <fmt/format.h>
+
+#include "fusetrack/cuda_backend.h"
+#include "fusetrack/error.h"
+
+namespace ft::cli {
+
+void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
+  cmd.add_option("--plugin", o.plugins, "load an element plugin (.so); repeatable");
+  if (with_device) {
+    cmd.add_option("--device", o.device, "where to track: auto (GPU if available), cpu or gpu")
+        ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+    cmd.add_option("--fma", o.fma, "GPU floating-point contraction: off (bitwise CPU reproduction) or on (fast)")
+        ->check(CLI::IsMember({"off", "on"}));
+    cmd.add_option("--kernel-cache", o.cache_dir, "directory of the compiled-kernel cache")
+        ->envname("FUSETRACK_KERNEL_CACHE");
+  }
+  cmd.add_option("--threads", o.threads, "CPU threads (0: all)")->check(CLI::NonNegativeNumber);
+}
+
+void load_plugins(ElementRegistry& registry, const CommonOptions& o) {
+  for (const auto& p : o.plugins) registry.load_plugin(p);
+  registry.load_default_plugins();
+  for (const auto& w : registry.load_warnings()) fmt::print(stderr, "warning: plugin skipped: {}\n", w);
+}
+
+FmaMode parse_fma(const std::string& s) { return s == "on" ? FmaMode::On : FmaMode::Off; }
+
+std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOptions& o) {
+  if (o.device == "cpu") return make_cpu_backend(lattice);
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    if (o.device == "gpu") throw DeviceError("--device gpu: " + why);
+    fmt::print(stderr, "note: no usable GPU ({}); tracking on the CPU\n", why);
+    return make_cpu_backend(lattice);
+  }
+  CudaBackendOptions co;
+  co.cache_dir = o.cache_dir;
+  return std::make_unique<CudaBackend>(lattice, co);
+}
+
+}  // namespace ft::cli

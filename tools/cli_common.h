@@ -1,0 +1,48 @@
+// Shared pieces of the fusetrack command line: plugin loading, backend choice and exit codes.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "fusetrack/lattice.h"
+#include "fusetrack/registry.h"
+#include "fusetrack/tracker.h"
+
+namespace ft::cli {
+
+/// Exit codes of the fusetrack command (documented in the README).
+enum ExitCode : int {
+  kOk = 0,
+  kFailure = 1,      // a runtime failure (tracking error, I/O)
+  kBadInput = 2,     // bad command line, lattice, particles or options
+  kPluginError = 3,  // a plugin could not be loaded
+  kMismatch = 4,     // repro: CPU and GPU differ where they must not
+};
+
+/// Options every subcommand that reads a lattice shares.
+struct CommonOptions {
+  std::vector<std::string> plugins;  // --plugin PATH (repeatable)
+  std::string device = "auto";       // auto | cpu | gpu
+  std::string fma = "off";           // off | on
+  int threads = 0;
+  std::string cache_dir;             // kernel cache; empty: default
+};
+
+void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device = true);
+
+/// Loads --plugin files, then the default plugin path. Plugin load warnings go to stderr.
+void load_plugins(ElementRegistry& registry, const CommonOptions& o);
+
+FmaMode parse_fma(const std::string& s);
+
+/// A backend as chosen by --device: the GPU when asked or available (auto), else the CPU with a
+/// one-line notice on stderr explaining why.
+std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOptions& o);
+
+// Subcommands, one file each.
+void add_track_command(CLI::App& app);
+void add_info_command(CLI::App& app);
+void add_bench_command(CLI::App& app);
+
+}  // namespace ft::cli
