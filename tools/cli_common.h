@@ -44,5 +44,6 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
 void add_track_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
+void add_repro_command(CLI::App& app);
 
 }  // namespace ft::cli

@@ -13,6 +13,7 @@ int main(int argc, char** argv) {
   ft::cli::add_track_command(app);
   ft::cli::add_info_command(app);
   ft::cli::add_bench_command(app);
+  ft::cli::add_repro_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -21,6 +22,8 @@ int main(int argc, char** argv) {
     return app.exit(e);
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
+  } catch (const CLI::RuntimeError& e) {
+    return e.get_exit_code();
   } catch (const CLI::ParseError& e) {
     app.exit(e);
     return ft::cli::kBadInput;

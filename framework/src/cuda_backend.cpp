@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <fstream>
 #include <iostream>
 
 #include "cuda_driver.h"
@@ -82,11 +83,17 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   if (it != impl.kernels.end()) return it->second;
   LoadedKernel k;
   k.source = generate_fused_kernel(lattice, fma, dispatch);
-  if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump)
-    dump_kernel_source(k.source, fmt::format("{}/{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
-                                             fma == FmaMode::On ? "fma_on" : "fma_off"));
+  std::string dump_dir;
+  if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
+    dump_dir = fmt::format("{}/{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
+                           fma == FmaMode::On ? "fma_on" : "fma_off");
+    dump_kernel_source(k.source, dump_dir);
+  }
   KernelCompiler compiler(o.cache_dir);
   k.compiled = compiler.compile(k.source, arch);
+  if (!dump_dir.empty())  // the binary too, for cuobjdump -sass / -res-usage
+    std::ofstream(dump_dir + "/fusetrack_fused.cubin", std::ios::binary)
+        .write(k.compiled.cubin.data(), static_cast<std::streamsize>(k.compiled.cubin.size()));
   stats.compile_seconds += k.compiled.seconds;
   stats.kernel_from_cache = k.compiled.from_cache;
   const cuda::Driver& d = *impl.d;

@@ -88,23 +88,35 @@ int track_block(const void* params, ft_particle_block* b, ft_error* error) {
     GlobalLimits limits{};
     limits.x = b->limit_x;
     limits.y = b->limit_y;
-    for (int64_t i = 0; i < b->count; ++i) {
-      if (b->state[i] <= 0) continue;
-      ParticleView p{b->x[i],    b->px[i],  b->y[i],   b->py[i],  b->zeta[i], b->delta[i],
-                     b->ptau[i], b->rpp[i], b->rvv[i], b->beta0,  b->state[i]};
+    // Distinct arrays: restrict lets the compiler drop the store-back of untouched coordinates.
+    double* __restrict__ x = b->x;
+    double* __restrict__ px = b->px;
+    double* __restrict__ y = b->y;
+    double* __restrict__ py = b->py;
+    double* __restrict__ zeta = b->zeta;
+    double* __restrict__ delta = b->delta;
+    double* __restrict__ ptau = b->ptau;
+    double* __restrict__ rpp = b->rpp;
+    double* __restrict__ rvv = b->rvv;
+    int32_t* __restrict__ state = b->state;
+    const int64_t count = b->count;
+    const double beta0 = b->beta0;
+    for (int64_t i = 0; i < count; ++i) {
+      if (state[i] <= 0) continue;
+      ParticleView p{x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], rpp[i], rvv[i], beta0, state[i]};
       Track(e, p);
       apply_element_limits(p, limits);
-      b->x[i] = p.x;
-      b->px[i] = p.px;
-      b->y[i] = p.y;
-      b->py[i] = p.py;
-      b->zeta[i] = p.zeta;
-      b->delta[i] = p.delta;
-      b->ptau[i] = p.ptau;
-      b->rpp[i] = p.rpp;
-      b->rvv[i] = p.rvv;
-      b->state[i] = p.state;
+      x[i] = p.x;
+      px[i] = p.px;
+      y[i] = p.y;
+      py[i] = p.py;
+      zeta[i] = p.zeta;
+      delta[i] = p.delta;
+      ptau[i] = p.ptau;
+      rpp[i] = p.rpp;
+      rvv[i] = p.rvv;
       if (p.state <= 0) {
+        state[i] = p.state;
         b->lost_turn[i] = b->turn;
         b->lost_element[i] = b->element_index;
       }

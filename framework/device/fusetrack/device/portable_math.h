@@ -245,7 +245,7 @@ constexpr double kE3 = 0.16666666666666666, kE4 = 0.041666666666666664, kE5 = 0.
                  kE6 = 0.001388888888888889, kE7 = 0.0001984126984126984, kE8 = 2.48015873015873e-05,
                  kE9 = 2.7557319223985893e-06, kE10 = 2.755731922398589e-07, kE11 = 2.505210838544172e-08,
                  kE12 = 2.08767569878681e-09, kE13 = 1.6059043836821613e-10;
-constexpr double kE15 = 7.647163731819816e-13, kE17 = 2.8114572543455206e-15;  // sinh's series only
+constexpr double kE15 = 7.647163731819816e-13;  // sinh's series only
 
 // exp(x) == (yh + yl) 2^k with yh in [~0.7, ~1.42], |yl| <= ulp(yh)/2, relative error ~2^-57;
 // for -746 <= x <= 711. k = round(x / ln2), r = x - k ln2 (Cody & Waite, 2-part ln 2, the
@@ -625,8 +625,8 @@ FT_FUNCTION double log(double x) {
   return b + (((ae + be) - hl) + (s * (h + rs) + ed * detail::kLn2Lo));
 }
 
-// sinh(x): |x| < 1: Taylor series x + x^3/3! + ... + x^17/17! (first omitted term < 2^-56
-// relative); 1 <= |x| <= 40: (e^|x| - e^-|x|) / 2 with both exponentials as double-doubles;
+// sinh(x): |x| < 1/2: Taylor series x + x^3/3! + ... + x^15/15! (first omitted term < 2^-64
+// relative); 1/2 <= |x| <= 40: (e^|x| - e^-|x|) / 2 with both exponentials as double-doubles;
 // above: e^|x| / 2 straight from exp_core's 2^k (no premature overflow). Odd, keeps -0.
 FT_FUNCTION double sinh(double x) {
   if (x != x) return detail::quiet_nan();
@@ -635,11 +635,11 @@ FT_FUNCTION double sinh(double x) {
   double r;
   if (ax > 711.0) {
     r = detail::infinity();
-  } else if (ax < 1.0) {
+  } else if (ax < 0.5) {
     const double z = ax * ax;
     const double p =
         detail::kE3 +
-        z * (detail::kE5 + z * (detail::kE7 + z * (detail::kE9 + z * (detail::kE11 + z * (detail::kE13 + z * (detail::kE15 + z * detail::kE17))))));
+        z * (detail::kE5 + z * (detail::kE7 + z * (detail::kE9 + z * (detail::kE11 + z * (detail::kE13 + z * detail::kE15)))));
     r = ax + (ax * z) * p;
   } else if (ax > 40.0) {
     int k;

@@ -1,0 +1,46 @@
+// Lattices built in tests: one element of a type (fields from JSON), or a bundled file.
+#pragma once
+#include <nlohmann/json.hpp>
+
+#include "support/registry.h"
+
+namespace ft::test {
+
+/// A lattice of a single element of `type` with the given fields, protons at p0c = 2 GeV
+/// unless another reference is given.
+inline Lattice single_element_lattice(const std::string& type, const nlohmann::ordered_json& fields,
+                                      ReferenceParticle ref = ReferenceParticle{938272088.16, 1.0, 2e9}) {
+  Lattice lattice(ref);
+  const uint32_t d = lattice.define("element", builtin_registry().get(type, InputLocation("test")), fields,
+                                    InputLocation("test"));
+  lattice.append(d);
+  lattice.prepare();
+  return lattice;
+}
+
+/// Fields that make a valid instance of any type: every required field and every optional
+/// double set to `value` (the second form satisfies types whose prepare() needs more than the
+/// required fields, such as a cavity's frequency).
+inline nlohmann::ordered_json sample_fields(const ElementType& type, double value, bool optional_too) {
+  nlohmann::ordered_json f = nlohmann::ordered_json::object();
+  for (const auto& field : type.fields) {
+    if (field.derived || field.count != 1) continue;
+    if (field.required || (optional_too && field.type == FT_FIELD_DOUBLE)) {
+      if (field.type == FT_FIELD_INT32)
+        f[field.name] = 1;
+      else
+        f[field.name] = value;
+    }
+  }
+  return f;
+}
+
+inline nlohmann::ordered_json parse_bundled(const std::string& name) {
+  return parse_json_file(source_path("lattices/" + name));
+}
+
+inline Lattice bundled_lattice(const std::string& name) {
+  return load_lattice(source_path("lattices/" + name), builtin_registry());
+}
+
+}  // namespace ft::test

@@ -1,0 +1,128 @@
+// Code generation and NVRTC compilation, without a GPU: every element type of every loaded
+// plugin and every bundled lattice compiles to a fused kernel in both dispatch and FMA modes.
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "fusetrack/codegen.h"
+#include "fusetrack/nvrtc_compiler.h"
+#include "support/lattice_builders.h"
+
+using namespace ft;
+using ft::test::builtin_registry;
+
+namespace {
+
+/// A valid single-element lattice of `type`: its required fields at 0.5, plus, if prepare()
+/// asks for more, one optional field at a time (e.g. a cavity's frequency).
+Lattice lattice_of_type(const ElementType& type) {
+  std::vector<nlohmann::ordered_json> candidates = {ft::test::sample_fields(type, 0.5, false)};
+  for (const auto& f : type.fields)
+    if (!f.required && !f.derived && f.count == 1 && f.type == FT_FIELD_DOUBLE) {
+      candidates.push_back(candidates.front());
+      candidates.back()[f.name] = 0.5;
+    }
+  std::string last_error;
+  for (const auto& fields : candidates) {
+    try {
+      Lattice lattice(ReferenceParticle{938272088.16, 1.0, 2e9});
+      lattice.append(lattice.define("e", type, fields, InputLocation("t")));
+      lattice.prepare();
+      return lattice;
+    } catch (const InputError& e) {
+      last_error = e.what();
+    }
+  }
+  throw Error("no valid sample instance of " + type.name + ": " + last_error);
+}
+
+void compile_all_modes(const Lattice& lattice) {
+  const KernelCompiler compiler("off");
+  for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Baked})
+    for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+      const KernelSource src = generate_fused_kernel(lattice, fma, dispatch);
+      CompiledKernel k;
+      CHECK_NOTHROW(k = compiler.compile(src, 90));
+      CHECK(k.cubin.size() > 100);
+      CHECK_FALSE(k.from_cache);
+    }
+}
+
+}  // namespace
+
+TEST_CASE("every registered element type compiles with NVRTC in a fused kernel") {
+  const auto types = builtin_registry().types();
+  REQUIRE(types.size() >= 10);
+  for (const ElementType* type : types) {
+    CAPTURE(type->name);
+    compile_all_modes(lattice_of_type(*type));
+  }
+}
+
+TEST_CASE("every bundled lattice compiles with NVRTC") {
+  for (const auto& entry : std::filesystem::directory_iterator(ft::test::source_path("lattices"))) {
+    if (entry.path().extension() != ".json") continue;
+    CAPTURE(entry.path().string());
+    compile_all_modes(load_lattice(entry.path().string(), builtin_registry()));
+  }
+}
+
+TEST_CASE("generated source: one switch case per type used, layout checks, origins") {
+  const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
+  CHECK(src.types.size() == lattice.types_used().size());
+  for (size_t k = 0; k < src.types.size(); ++k) {
+    CHECK(src.text.find(fmt::format("case {}: {}(", k, src.types[k]->track_function)) != std::string::npos);
+    CHECK(src.text.find(fmt::format("static_assert(sizeof({})", src.types[k]->name)) != std::string::npos);
+    CHECK(src.header_origin.count(src.types[k]->header) == 1);
+  }
+  CHECK(src.text.find("FT_DEVICE_FAST_MATH") == std::string::npos);
+  const KernelSource fast = generate_fused_kernel(lattice, FmaMode::On, Dispatch::Switch);
+  CHECK(fast.text.find("#define FT_DEVICE_FAST_MATH") != std::string::npos);
+  const auto steps = kernel_steps(lattice, src);
+  REQUIRE(steps.size() == lattice.sequence().size());
+  for (size_t e = 0; e < steps.size(); ++e) {
+    const auto& def = lattice.element(e);
+    CHECK(src.types[static_cast<size_t>(steps[e].type_id)] == def.type);
+    CHECK(steps[e].param_offset == def.param_offset);
+  }
+}
+
+TEST_CASE("baked source spells every parameter exactly") {
+  const Lattice lattice = ft::test::bundled_lattice("fodo_ring.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Baked);
+  CHECK(src.dispatch == Dispatch::Baked);
+  // 0.09 and -0.18 as hexadecimal literals round-trip exactly.
+  CHECK(src.text.find(fmt::format("{:a}", 0.09)) != std::string::npos);
+  CHECK(src.text.find(fmt::format("{:a}", -0.18)) != std::string::npos);
+  CHECK(choose_dispatch(lattice, Dispatch::Auto) == Dispatch::Baked);
+}
+
+TEST_CASE("dump writes the source and every header") {
+  const Lattice lattice = ft::test::bundled_lattice("fodo_ring.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
+  const auto dir = ft::test::temp_dir("dump");
+  dump_kernel_source(src, dir.string());
+  CHECK(std::filesystem::exists(dir / src.name));
+  for (const auto& [name, text] : src.headers) {
+    CAPTURE(name);
+    std::ifstream in(dir / name);
+    std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+    CHECK(content == text);
+  }
+}
+
+TEST_CASE("an NVRTC error names the header and the plugin it came from") {
+  const Lattice lattice = ft::test::bundled_lattice("fodo_ring.json");
+  KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
+  const ElementType* drift = builtin_registry().find("Drift");
+  REQUIRE(drift);
+  src.headers[drift->header] += "\nFT_FUNCTION void broken() { undefined_identifier_in_drift = 1; }\n";
+  const std::string msg = ft::test::error_message([&] { KernelCompiler("off").compile(src, 90); });
+  CHECK(msg.find("NVRTC failed") != std::string::npos);
+  CHECK(msg.find("undefined_identifier_in_drift") != std::string::npos);
+  CHECK(msg.find(drift->header + " comes from plugin builtin") != std::string::npos);
+  CHECK(msg.find("fusetrack_plugin_builtin.so") != std::string::npos);
+}

@@ -1,0 +1,59 @@
+#!/bin/bash
+# Runs on the GPU machine (see bench/RESULTS.md): builds fusetrack, then runs the stages named
+# on the command line, writing logs and numbers to $OUT:
+#   build      configure and build (Release) into build-gpu/
+#   tests      the whole CTest suite, GPU tests included
+#   repro      fusetrack repro on every bundled lattice, fma off and on
+#   bench      fusetrack bench (CPU threads, fused vs per-element, fma off/on, 1e4..1e7 particles)
+#   reference  ../shared/reference/run.sh (carried in .carry/reference) on the same device
+#   ncu        FP64 pipe utilisation of the fused kernel; register/spill report and SASS
+# Needs .carry/ (libzip, the reference kernel) carried with the call.
+set -u
+OUT=${OUT:-/tmp/fusetrack-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
+export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+BIN=$ROOT/build-gpu/bin/fusetrack
+stages="$*"
+has() { [[ " $stages " == *" $1 "* ]]; }
+
+if has build; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DFUSETRACK_WARNINGS_AS_ERRORS=ON >"$OUT/cmake.log" 2>&1 \
+    || { tail -40 "$OUT/cmake.log"; exit 1; }
+  cmake --build build-gpu -j16 >"$OUT/build.log" 2>&1 || { grep -E -A5 "error" "$OUT/build.log" | head -60; exit 1; }
+  echo "== build ok"
+fi
+if has tests; then
+  (cd build-gpu && ctest -j4 --output-on-failure) >"$OUT/tests.log" 2>&1
+  tail -25 "$OUT/tests.log"
+  (cd build-gpu && ./bin/test_gpu -s 2>&1 | grep -E "MESSAGE|bitwise|TEST CASE" | head -80) >"$OUT/gpu_messages.log" 2>&1
+fi
+if has repro; then
+  for f in lattices/*.json; do
+    for fma in off on; do
+      $BIN repro "$f" --fma $fma -N 10000 -n 1000 --amplitude 0.03 2>&1 | tee -a "$OUT/repro.log" | grep -E "repro|bitwise|max ULP|result|diverges"
+    done
+  done
+fi
+if has bench; then
+  $BIN bench lattices/reference_sequence.json lattices/sextupole_rf_ring.json -N 65536 -n 10 --gpu-turns 20 2>&1 | tee "$OUT/bench.log"
+fi
+if has reference; then
+  bash .carry/reference/run.sh 1048576 100 2>&1 | tee "$OUT/reference.log"
+fi
+if has ncu; then
+  rm -rf "$OUT/dump"
+  FUSETRACK_DUMP_SOURCE=$ROOT/build-gpu/dump $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 \
+    --gpu-particles 1048576 --gpu-turns 10 --no-per-element >/dev/null 2>&1
+  for d in build-gpu/dump/*/; do
+    echo "== $d" ; cuobjdump -res-usage "$d/fusetrack_fused.cubin" 2>&1 | grep -E "REG|STACK|LOCAL" | head -3
+  done | tee "$OUT/resources.log"
+  cuobjdump -sass build-gpu/dump/baked_fma_off/fusetrack_fused.cubin > "$OUT/sass_baked_fma_off.txt" 2>&1
+  grep -c -E "DFMA|DMUL|DADD" "$OUT/sass_baked_fma_off.txt" | sed 's/^/fp64 instructions in baked fma=off SASS: /'
+  ncu --metrics sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__warps_active.avg.pct_of_peak_sustained_active \
+    --kernel-name fusetrack_track --launch-skip 2 --launch-count 2 \
+    $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 --gpu-particles 1048576 --gpu-turns 10 \
+    --no-per-element 2>&1 | tee "$OUT/ncu.log" | grep -E "fusetrack_track|pipe_fp64|throughput|warps_active"
+fi
