@@ -53,7 +53,7 @@ if has ncu; then
   cuobjdump -sass build-gpu/dump/baked_fma_off/fusetrack_fused.cubin > "$OUT/sass_baked_fma_off.txt" 2>&1
   grep -c -E "DFMA|DMUL|DADD" "$OUT/sass_baked_fma_off.txt" | sed 's/^/fp64 instructions in baked fma=off SASS: /'
   ncu --metrics sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__warps_active.avg.pct_of_peak_sustained_active \
-    --kernel-name fusetrack_track --launch-skip 2 --launch-count 2 \
+    --kernel-name fusetrack_track --launch-count 12 \
     $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 --gpu-particles 1048576 --gpu-turns 10 \
     --no-per-element 2>&1 | tee "$OUT/ncu.log" | grep -E "fusetrack_track|pipe_fp64|throughput|warps_active"
 fi
