@@ -27,8 +27,10 @@
   ARRAY(double, ksl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated skew strengths J_n L")        \
   PARAM(double, hxl, 0.0, "rad", "horizontal bending angle of the reference trajectory")               \
   PARAM(double, length, 0.0, "m", "length of the originating thick magnet, for h = hxl / length")      \
-  PARAM(int, order, FT_MULTIPOLE_MAX_ORDER, "1", "highest order used; knl/ksl above it must be zero")  \
-  DERIVED(double, inv_factorial_order, "1", "1 / order!")
+  PARAM(int, order, -1, "1",                                                                            \
+        "highest order of the Horner sum; -1: the highest non-zero knl/ksl (set it as in Xsuite to match it bit for bit)") \
+  DERIVED(int, kick_order, "1", "order used by the kick")                                               \
+  DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")
 
 FT_ELEMENT_STRUCT(Multipole, FT_MULTIPOLE_FIELDS)
 
@@ -36,12 +38,18 @@ FT_ELEMENT_STRUCT(Multipole, FT_MULTIPOLE_FIELDS)
 #include <cstdio>
 #include <stdexcept>
 inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
-  if (e.order < 0 || e.order > FT_MULTIPOLE_MAX_ORDER) {
+  if (e.order < -1 || e.order > FT_MULTIPOLE_MAX_ORDER) {
     char msg[160];
-    std::snprintf(msg, sizeof(msg), "Multipole: order = %d is outside [0, %d]", e.order, FT_MULTIPOLE_MAX_ORDER);
+    std::snprintf(msg, sizeof(msg), "Multipole: order = %d is outside [-1, %d]", e.order, FT_MULTIPOLE_MAX_ORDER);
     throw std::invalid_argument(msg);
   }
-  for (int n = e.order + 1; n <= FT_MULTIPOLE_MAX_ORDER; ++n) {
+  e.kick_order = e.order;
+  if (e.order < 0) {  // automatic: the highest non-zero coefficient
+    e.kick_order = 0;
+    for (int n = 0; n <= FT_MULTIPOLE_MAX_ORDER; ++n)
+      if (e.knl[n] != 0.0 || e.ksl[n] != 0.0) e.kick_order = n;
+  }
+  for (int n = e.kick_order + 1; n <= FT_MULTIPOLE_MAX_ORDER; ++n) {
     if (e.knl[n] != 0.0 || e.ksl[n] != 0.0) {
       char msg[160];
       std::snprintf(msg, sizeof(msg), "Multipole: knl[%d] or ksl[%d] is non-zero but order = %d", n, n, e.order);
@@ -49,7 +57,7 @@ inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
     }
   }
   double factorial = 1.0;  // exact for n <= 18
-  for (int n = 2; n <= e.order; ++n) factorial *= n;
+  for (int n = 2; n <= e.kick_order; ++n) factorial *= n;
   e.inv_factorial_order = 1.0 / factorial;
 }
 #endif
@@ -59,7 +67,7 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   const double y = p.y;
 
   // Horner on (x + i y): (re, im) <- (re, im) (x + i y) + (knl[n] + i ksl[n]) / n!
-  int n = e.order;
+  int n = e.kick_order;
   double inv_factorial = e.inv_factorial_order;
   double re = e.knl[n] * inv_factorial;
   double im = e.ksl[n] * inv_factorial;
@@ -74,9 +82,11 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   p.px += -re;
   p.py += im;
 
-  // Curvature of the reference trajectory.
+  // Curvature of the reference trajectory; without bending every term is zero (up to the sign
+  // of zero), so straight multipoles skip it.
+  if (e.hxl == 0.0) return;
   const double h = (e.length != 0.0) ? e.hxl / e.length : 0.0;
-  const double k1l = (e.order >= 1) ? e.knl[1] : 0.0;
+  const double k1l = (e.kick_order >= 1) ? e.knl[1] : 0.0;
   double dpx = e.hxl * (1.0 + p.delta);
   const double dzeta = -(1.0 / p.rvv) * e.hxl * x;
   dpx += -(e.knl[0] * h) * x;

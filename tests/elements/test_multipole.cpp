@@ -54,7 +54,7 @@ TEST_CASE("Multipole: descriptor (thin, arrays, order, derived 1/order!)") {
   const ft_field_desc* order = find_field(d, "order");
   REQUIRE(order != nullptr);
   CHECK(order->type == FT_FIELD_INT32);
-  CHECK(order->default_value == FT_MULTIPOLE_MAX_ORDER);
+  CHECK(order->default_value == -1);  // automatic: highest non-zero coefficient
   REQUIRE(find_field(d, "inv_factorial_order") != nullptr);
   CHECK(find_field(d, "inv_factorial_order")->flags == FT_FIELD_DERIVED);
   CHECK(std::string(find_field(d, "length")->unit) == "m");
@@ -142,8 +142,18 @@ TEST_CASE("Multipole: order") {
   CHECK_THROWS_AS(Multipole_prepare(m, reference_proton(0.9)), std::invalid_argument);
   m.order = FT_MULTIPOLE_MAX_ORDER + 1;
   CHECK_THROWS_AS(Multipole_prepare(m, reference_proton(0.9)), std::invalid_argument);
-  m.order = -1;
+  m.order = -2;
   CHECK_THROWS_AS(Multipole_prepare(m, reference_proton(0.9)), std::invalid_argument);
+
+  // Automatic order: the highest non-zero coefficient (here 2), and the same kick as order 2.
+  m.order = -1;
+  Multipole_prepare(m, reference_proton(0.9));
+  CHECK(m.kick_order == 2);
+  CHECK(m.inv_factorial_order == 0.5);
+  ft::ParticleView q = particle(c);
+  Multipole_track(m, q);
+  CHECK(q.px == p.px);
+  CHECK(q.py == p.py);
 }
 
 TEST_CASE("Multipole: symplectic, with and without hxl") {

@@ -1,35 +1,37 @@
-// Deterministic double-precision elementary functions: sin, cos, tan, asin, acos, atan, atan2,
-// exp, log, sinh, cosh (and sincos).
-//
-// The same source, compiled by the host compiler (x86-64, -ffp-contract=off, no fast-math) and
-// by NVRTC (--fmad=false), gives bit-identical results. It is built only from IEEE-754
-// operations that are correctly rounded on both sides: + - * /, sqrt, fabs, comparisons,
-// integer arithmetic, exact double <-> integer conversions of integral values, and exact bit
-// reinterpretation. No C math library, no long double, no FMA, no data tables (a handful of
-// named constants only). Every expression is written in the order it must be evaluated.
-//
-// Accuracy (measured against glibc and a quad-precision reference, see
-// tests/unit/test_portable_math.cpp): below 1 ulp everywhere listed, typically ~0.5 ulp:
-//   sin, cos, tan     |x| <= ~1e9 (2^30). Beyond that the reduction gets worse: the
-//                     results stay in range and deterministic, but lose accuracy as |x| grows
-//                     (|x| > 2^53: essentially no correct digits).
-//   exp               all x; overflows to +inf above ~709.78, gradual underflow to subnormals
-//                     below ~-708.4 (a subnormal result may be off by one unit of the
-//                     subnormal), +0 below ~-745.13.
-//   log               (0, +inf], subnormals included; log(+-0) = -inf, log(x < 0) = NaN.
-//   atan, atan2       all inputs, with the C99 Annex F special cases (signed zeros, infinities).
-//   asin, acos        [-1, 1]; NaN outside.
-//   sinh, cosh        all x; overflow to +-inf above ~710.48.
-// NaN arguments give a NaN result (always the canonical quiet NaN 0x7ff8000000000000, so that
-// the bits agree between host and device too). Odd functions keep the sign of zero.
-//
-// Building blocks: Knuth's TwoSum and Dekker's Fast2Sum / product (Dekker 1971, with
-// Veltkamp's splitting) give exact rounding errors, so that reduced arguments and results can be
-// carried as unevaluated double-double sums and rounded once at the end.
-// Polynomials are truncated Taylor (or atanh / arctan) series whose coefficients are the exact
-// rationals rounded to double; the number of terms makes truncation error < 2^-57 relative.
 #pragma once
 #include "fusetrack/device/qualifiers.h"
+
+// Deterministic double-precision elementary functions for element code (reached through ft_sin,
+// ... in math.h): sin, cos, tan, sincos, asin, acos, atan, atan2, exp, log, sinh, cosh.
+//
+// The host compiler (x86-64, -ffp-contract=off, no fast-math) and NVRTC (--fmad=false) give
+// bit-identical results: the code uses only operations that both round correctly (+ - * /,
+// sqrt), fabs, comparisons, integer arithmetic, double <-> integer conversions of integral
+// values and exact bit reinterpretation. No C math library, no long double, no FMA, no tables
+// (a few dozen named constants). Every expression is written in the order it is evaluated in.
+//
+// Accuracy: largest error seen against a quad-precision reference, 1-4 million samples per
+// function (tests/unit/test_portable_math.cpp checks <= 2 ulp from the C library and <= 1 ulp
+// from the long-double one):
+//   sin, cos, tan  0.79, 0.78, 0.91 ulp for |x| <= 1e9, the doubles nearest to multiples of pi/2
+//                  included. The reduction keeps ~159 - log2|x| bits: enough for the worst
+//                  cancellations up to |x| ~ 2^42 and for typical arguments up to ~2^90; beyond
+//                  ~2^100 the results stay deterministic and within range but have no correct
+//                  digits (tracking phases are small).
+//   exp            0.62 ulp; +inf above 709.78; results below 2^-1022 (x < -708.40) are
+//                  subnormal (error 0.77 of the subnormal spacing); +0 below -745.13.
+//   log            0.65 ulp on (0, +inf], subnormals included; log(+-0) = -inf, log(x < 0) = NaN.
+//   atan, atan2    0.53, 0.52 ulp; atan2 follows C99 Annex F for signed zeros and infinities.
+//   asin, acos     0.54, 0.52 ulp on [-1, 1]; NaN outside.
+//   sinh, cosh     0.63 ulp; +-inf beyond |x| ~ 710.48 (no premature overflow).
+// Odd functions keep the sign of zero. A NaN result is always the canonical quiet NaN
+// (0x7ff8000000000000), so that its bits agree between host and device too.
+//
+// Building blocks: Knuth's TwoSum, Dekker's Fast2Sum and exact product (Dekker 1971, with
+// Veltkamp's split) give exact rounding errors, so that reduced arguments and results are carried
+// as unevaluated double-double sums and rounded once at the end. Polynomials are truncated Taylor
+// (or atanh / arctan) series with the exact rational coefficients rounded to double, with enough
+// terms that the truncation error is below 2^-57 relative.
 
 #ifndef FT_DEVICE_COMPILE
 #include <string.h>  // memcpy for the host-side bit casts
@@ -132,6 +134,13 @@ FT_FUNCTION void dd_div(double nh, double nl, double dh, double dl, double& qh, 
   ql = ((((nh - p) - e) + nl) - qh * dl) / dh;
 }
 
+// Horner's scheme, c0 + x (c1 + x (c2 + ...)), in exactly that order.
+FT_FUNCTION double horner(double, double c) { return c; }
+template <class... C>
+FT_FUNCTION double horner(double x, double c0, double c1, C... rest) {
+  return c0 + x * horner(x, c1, rest...);
+}
+
 // ---- sin / cos / tan ----------------------------------------------------------------------------
 
 constexpr double kPio4 = 0x1.921fb54442d18p-1;
@@ -172,12 +181,14 @@ FT_FUNCTION void subtract_k_pio2(double k, double& rh, double& rl) {
 // Argument reduction: ax (finite, >= 0) == n pi/2 + r (mod 2 pi), r = rh + rl with
 // |rh| <= ~pi/4 and |rl| <= ulp(rh). Returns n mod 4.
 //  - ax <= pi/4: r = ax.
-//  - k = round(ax 2/pi) < 2^20 (ax < ~1.6e6): Cody & Waite (1980) with a 4-part pi/2; the
-//    first product and difference are exact, the others are tracked with TwoSum, so r keeps
-//    ~100 correct bits even when it cancels down to the closest double to a multiple of pi/2.
+//  - k = round(ax 2/pi) < 2^20 (ax < ~1.6e6): Cody & Waite (1980) with a 4-part (160-bit)
+//    pi/2; the first product and difference are exact, the other rounding errors are kept with
+//    TwoSum, so r has an absolute error ~2^-130: more than 65 correct bits even where r cancels
+//    down to ~2^-60 (the doubles closest to multiples of pi/2).
 //  - larger: subtract k pi/2 with Dekker's exact products and a 3-part (159-bit) pi/2, repeated
-//    until k == 0 (once for |x| < 2^50; more for huge |x|, where k is itself inexact). Accurate
-//    while |x| 2^-159 stays small against |r| (|x| <= ~2^30); beyond, only deterministic.
+//    until k == 0 (once below 2^50; more for huge |x|, where k is itself inexact). The absolute
+//    error of r grows as |x| 2^-159: fine for the worst cancellations up to |x| ~ 2^42 and for
+//    typical arguments up to ~2^90; beyond ~2^100, r is deterministic but meaningless.
 FT_FUNCTION int reduce_pio2(double ax, double& rh, double& rl) {
   if (ax <= kPio4) {
     rh = ax;
@@ -217,7 +228,7 @@ constexpr double kC4 = 0.041666666666666664, kC6 = -0.001388888888888889, kC8 = 
 // sin(h + l) ~= a + b, for |h| <= ~pi/4, |l| <= ulp(h): sin(h) + l cos(h), with |b| <= 0.11 |a|.
 FT_FUNCTION void sin_kernel(double h, double l, double& a, double& b) {
   const double z = h * h;
-  const double p = kS3 + z * (kS5 + z * (kS7 + z * (kS9 + z * (kS11 + z * (kS13 + z * (kS15 + z * kS17))))));
+  const double p = horner(z, kS3, kS5, kS7, kS9, kS11, kS13, kS15, kS17);
   a = h;
   b = (h * z) * p + l * (1.0 - 0.5 * z);
 }
@@ -230,7 +241,7 @@ FT_FUNCTION void cos_kernel(double h, double l, double& a, double& b) {
   const double hz = 0.5 * z;
   a = 1.0 - hz;
   const double e = (1.0 - a) - hz;  // exact
-  const double q = kC4 + z * (kC6 + z * (kC8 + z * (kC10 + z * (kC12 + z * (kC14 + z * kC16)))));
+  const double q = horner(z, kC4, kC6, kC8, kC10, kC12, kC14, kC16);
   b = e + (((z * z) * q - 0.5 * zl) - h * l);
 }
 
@@ -247,6 +258,9 @@ constexpr double kE3 = 0.16666666666666666, kE4 = 0.041666666666666664, kE5 = 0.
                  kE12 = 2.08767569878681e-09, kE13 = 1.6059043836821613e-10;
 constexpr double kE15 = 7.647163731819816e-13;  // sinh's series only
 
+// sinh(x) / x - 1 = z/3! + z^2/5! + ... + z^7/15!, z = x^2.
+FT_FUNCTION double sinh_series(double z) { return z * horner(z, kE3, kE5, kE7, kE9, kE11, kE13, kE15); }
+
 // exp(x) == (yh + yl) 2^k with yh in [~0.7, ~1.42], |yl| <= ulp(yh)/2, relative error ~2^-57;
 // for -746 <= x <= 711. k = round(x / ln2), r = x - k ln2 (Cody & Waite, 2-part ln 2, the
 // rounding error of r kept by TwoSum), exp(r) = 1 + r + r^2 (1/2 + r/6 + ...) with 1 + r exact
@@ -257,9 +271,7 @@ FT_FUNCTION void exp_core(double x, int& k, double& yh, double& yl) {
   const double hi = x - kd * kLn2Hi;  // exact
   double rh, rl;
   two_sum(hi, -(kd * kLn2Lo), rh, rl);
-  const double q =
-      kE3 +
-      rh * (kE4 + rh * (kE5 + rh * (kE6 + rh * (kE7 + rh * (kE8 + rh * (kE9 + rh * (kE10 + rh * (kE11 + rh * (kE12 + rh * kE13)))))))));
+  const double q = horner(rh, kE3, kE4, kE5, kE6, kE7, kE8, kE9, kE10, kE11, kE12, kE13);
   const double small = (rh * rh) * (0.5 + rh * q);
   double s, e;
   fast_two_sum(1.0, rh, s, e);
@@ -288,6 +300,9 @@ constexpr double kSqrt2 = 0x1.6a09e667f3bcdp+0;
 constexpr double kL1 = 0.6666666666666666, kL2 = 0.4, kL3 = 0.2857142857142857, kL4 = 0.2222222222222222,
                  kL5 = 0.18181818181818182, kL6 = 0.15384615384615385, kL7 = 0.13333333333333333,
                  kL8 = 0.11764705882352941, kL9 = 0.10526315789473684, kL10 = 0.09523809523809523;
+
+// R(z) = 2z/3 + 2z^2/5 + ... + 2z^10/21, z = s^2.
+FT_FUNCTION double log_series(double z) { return z * horner(z, kL1, kL2, kL3, kL4, kL5, kL6, kL7, kL8, kL9, kL10); }
 
 // ---- atan family --------------------------------------------------------------------------------
 
@@ -334,7 +349,7 @@ FT_FUNCTION void atan_ratio(double nh, double nl, double dh, double dl, double& 
   double uh, ul;
   dd_div(qh - c, ql, dh2, dl2, uh, ul);
   const double z = uh * uh;
-  const double p = kA3 + z * (kA5 + z * (kA7 + z * (kA9 + z * (kA11 + z * (kA13 + z * (kA15 + z * kA17))))));
+  const double p = horner(z, kA3, kA5, kA7, kA9, kA11, kA13, kA15, kA17);
   const double tail = (uh * z) * p + (ul - ul * z);  // atan(uh + ul) - uh
   double ah = 0.0, al = 0.0;
   if (i == 1) {
@@ -363,8 +378,9 @@ FT_FUNCTION void atan_ratio(double nh, double nl, double dh, double dl, double& 
   tl = lo;
 }
 
-// sqrt(1 - x^2) as sh + sl for 0 <= x <= 1: 1 - x^2 exactly as a double-double ((1 - x)(1 + x)
-// for x >= 1/2, where 1 - x is exact), then one Newton correction of the square root.
+// sqrt(1 - x^2) as sh + sl for 0 <= x <= 1: 1 - x^2 as a double-double to ~2^-104 relative
+// ((1 - x)(1 + x) for x >= 1/2, where 1 - x is exact, so there is no cancellation), then one
+// Newton correction of the square root.
 FT_FUNCTION void sqrt_one_minus_sq(double x, double& sh, double& sl) {
   double wh, wl;
   if (x >= 0.5) {
@@ -392,8 +408,8 @@ FT_FUNCTION void sqrt_one_minus_sq(double x, double& sh, double& sl) {
 
 }  // namespace detail
 
-// sincos(x): both with one reduction. See reduce_pio2 for the range of validity (|x| <= ~1e9
-// to < 1 ulp). sin keeps the sign of zero; +-inf and NaN give NaN.
+// sincos(x): sin and cos with one reduction, bit-identical to sin(x) and cos(x). See
+// reduce_pio2 for the range of validity. sin keeps the sign of zero; +-inf and NaN give NaN.
 FT_FUNCTION void sincos(double x, double* s, double* c) {
   const double ax = ::fabs(x);
   if (!(ax <= detail::kMaxDouble)) {
@@ -428,7 +444,7 @@ FT_FUNCTION void sincos(double x, double* s, double* c) {
 FT_FUNCTION double sin(double x) {
   const double ax = ::fabs(x);
   if (!(ax <= detail::kMaxDouble)) return detail::quiet_nan();
-  if (ax < 0x1p-26) return x;  // sin x = x (1 - x^2/6) rounds to x
+  if (ax < 0x1p-27) return x;  // sin x = x (1 - x^2/6) rounds to x
   double rh, rl, a, b;
   const int n = detail::reduce_pio2(ax, rh, rl);
   if (n & 1) {
@@ -584,7 +600,8 @@ FT_FUNCTION double exp(double x) {
 // log(x): x = 2^e f with f in [sqrt(2)/2, sqrt(2)) from the bits (subnormals pre-scaled by
 // 2^54); with g = f - 1 (exact) and s = g / (2 + g), log f = 2 atanh(s) is rearranged as
 // g - g^2/2 + s (g^2/2 + R(s^2)), where s only enters the small last term; e ln 2 (2-part
-// ln 2) + g - g^2/2 is summed exactly as a double-double and rounded once with the rest. log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
+// ln 2) + g - g^2/2 is summed exactly as a double-double and rounded once with the rest.
+// log(+-0) = -inf, log(x < 0) = NaN, log(+inf) = +inf.
 FT_FUNCTION double log(double x) {
   if (x != x || x < 0.0) return detail::quiet_nan();
   if (x == 0.0) return -detail::infinity();
@@ -605,14 +622,7 @@ FT_FUNCTION double log(double x) {
   const double g = f - 1.0;  // exact
   const double s = g / (2.0 + g);
   const double z = s * s;
-  const double rs =
-      z * (detail::kL1 +
-           z * (detail::kL2 +
-                z * (detail::kL3 +
-                     z * (detail::kL4 +
-                          z * (detail::kL5 +
-                               z * (detail::kL6 +
-                                    z * (detail::kL7 + z * (detail::kL8 + z * (detail::kL9 + z * detail::kL10)))))))));
+  const double rs = detail::log_series(z);
   double h, hl;  // g^2 / 2 == h + hl exactly
   detail::two_prod(g, g, h, hl);
   h *= 0.5;
@@ -637,10 +647,7 @@ FT_FUNCTION double sinh(double x) {
     r = detail::infinity();
   } else if (ax < 0.5) {
     const double z = ax * ax;
-    const double p =
-        detail::kE3 +
-        z * (detail::kE5 + z * (detail::kE7 + z * (detail::kE9 + z * (detail::kE11 + z * (detail::kE13 + z * detail::kE15)))));
-    r = ax + (ax * z) * p;
+    r = ax + ax * detail::sinh_series(z);
   } else if (ax > 40.0) {
     int k;
     double yh, yl;
