@@ -45,5 +45,8 @@ void add_track_command(CLI::App& app);
 void add_info_command(CLI::App& app);
 void add_bench_command(CLI::App& app);
 void add_repro_command(CLI::App& app);
+void add_import_command(CLI::App& app);
+void add_optics_command(CLI::App& app);
+void add_da_command(CLI::App& app);
 
 }  // namespace ft::cli

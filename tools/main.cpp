@@ -14,6 +14,9 @@ int main(int argc, char** argv) {
   ft::cli::add_info_command(app);
   ft::cli::add_bench_command(app);
   ft::cli::add_repro_command(app);
+  ft::cli::add_import_command(app);
+  ft::cli::add_optics_command(app);
+  ft::cli::add_da_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
