@@ -1,8 +1,220 @@
-// Placeholder until the da command lands (being written in this session).
+// fusetrack da LATTICE: dynamic-aperture scan with loss maps, DA per angle and against turns,
+// checkpoints and resume, Ctrl-C handling, adaptive refinement and plots.
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <chrono>
+#include <csignal>
+#include <cmath>
+#include <filesystem>
+
 #include "cli_common.h"
+#include "fusetrack/da.h"
+#include "fusetrack/error.h"
 
 namespace ft::cli {
 
-void add_da_command(CLI::App& app) { (void)app; }
+namespace {
+
+std::atomic<bool> g_stop{false};
+extern "C" void on_sigint(int) { g_stop.store(true); }
+
+struct DaArgs {
+  CommonOptions common;
+  std::string lattice;
+  DaConfig config;
+  std::string grid = "polar";
+  std::string units = "m";
+  std::vector<double> amplitude_range, angle_range, x_range, y_range;  // min max
+  std::vector<double> limits;  // x px y py zeta delta
+  bool no_closed_orbit = false;
+  std::string output = "da_out";
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  bool plots = true;
+};
+
+std::string format_duration(double s) {
+  if (!std::isfinite(s)) return "?";
+  const long t = static_cast<long>(s + 0.5);
+  return t >= 3600 ? fmt::format("{}h{:02d}m", t / 3600, (t % 3600) / 60) : fmt::format("{}m{:02d}s", t / 60, t % 60);
+}
+
+/// A progress bar with rate and ETA on a terminal, plain lines otherwise.
+class ProgressReporter {
+ public:
+  ProgressReporter() : m_tty(isatty(fileno(stderr)) != 0) {}
+  void operator()(const DaProgress& p) {
+    const double frac = static_cast<double>(p.turns_done) / static_cast<double>(p.turns_total);
+    const double rate = p.seconds > 0 ? p.surviving_particle_turns / p.seconds : 0.0;
+    const double eta = frac > 0 ? p.seconds * (1 - frac) / frac : NAN;
+    if (m_tty) {
+      const int width = 30, filled = static_cast<int>(frac * width);
+      fmt::print(stderr, "\r[{}{}] {:5.1f}%  turn {}/{}  alive {}/{}  {:.3g} particle-turns/s  ETA {}   ",
+                 std::string(static_cast<size_t>(filled), '#'), std::string(static_cast<size_t>(width - filled), '.'),
+                 100 * frac, p.turns_done, p.turns_total, p.alive, p.total, rate, format_duration(eta));
+      if (p.turns_done >= p.turns_total) fmt::print(stderr, "\n");
+    } else {
+      const auto now = std::chrono::steady_clock::now();
+      if (p.turns_done >= p.turns_total || now - m_last > std::chrono::seconds(10) || frac >= m_next) {
+        fmt::print(stderr, "progress: turn {}/{} ({:.1f}%), alive {}/{}, {:.3g} particle-turns/s, ETA {}\n",
+                   p.turns_done, p.turns_total, 100 * frac, p.alive, p.total, rate, format_duration(eta));
+        m_last = now;
+        while (m_next <= frac) m_next += 0.1;
+      }
+    }
+  }
+
+ private:
+  bool m_tty;
+  std::chrono::steady_clock::time_point m_last = std::chrono::steady_clock::now();
+  double m_next = 0.1;
+};
+
+void take_range(const std::vector<double>& v, const char* name, double& lo, double& hi) {
+  if (v.empty()) return;
+  InputLocation at;
+  at.field = name;
+  if (v.size() != 2) throw InputError(at, "expects two values: min max");
+  lo = v[0];
+  hi = v[1];
+}
+
+int run_da(DaArgs a) {
+  DaConfig& c = a.config;
+  c.grid = a.grid == "cartesian" ? DaGrid::Cartesian : DaGrid::Polar;
+  c.units = a.units == "sigma" ? DaUnits::Sigma : DaUnits::Metres;
+  c.around_closed_orbit = !a.no_closed_orbit;
+  take_range(a.amplitude_range, "--amplitude-range", c.amplitude_min, c.amplitude_max);
+  take_range(a.angle_range, "--angle-range", c.angle_min, c.angle_max);
+  take_range(a.x_range, "--x-range", c.x_min, c.x_max);
+  take_range(a.y_range, "--y-range", c.y_min, c.y_max);
+  if (!a.limits.empty()) {
+    InputLocation at;
+    at.field = "--limit";
+    if (a.limits.size() != 6) throw InputError(at, "expects six values: x px y py zeta delta (0: no limit)");
+    std::copy(a.limits.begin(), a.limits.end(), c.turn_limits);
+  }
+  validate_da_config(c);  // before the (possibly slow) lattice load
+
+  ElementRegistry registry;
+  load_plugins(registry, a.common);
+  Lattice lattice = load_lattice(a.lattice, registry);
+  GlobalLimits limits = lattice.limits();
+  std::copy(c.turn_limits, c.turn_limits + 6, limits.turn_limit);
+  lattice.set_limits(limits);
+
+  DaScan scan = make_da_scan(lattice, c);
+  auto backend = make_backend(lattice, a.common);
+  std::filesystem::create_directories(a.output);
+  DaRunOptions ro;
+  ro.checkpoint_every = a.checkpoint_every;
+  ro.checkpoint_file = (std::filesystem::path(a.output) / "checkpoint.npz").string();
+  ro.fingerprint = da_fingerprint(a.lattice, c);
+  ro.fma = parse_fma(a.common.fma);
+  ro.threads = a.common.threads;
+  ro.stop = &g_stop;
+  ProgressReporter reporter;
+  ro.on_progress = [&](const DaProgress& p) { reporter(p); };
+  if (a.resume) {
+    read_da_checkpoint(scan, ro.checkpoint_file, ro.fingerprint);
+    fmt::print(stderr, "resuming from {} at turn {}\n", ro.checkpoint_file, scan.turns_done);
+  }
+  fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}\n", a.lattice,
+             scan.particles.size(), c.deltas.size(), c.turns, backend->name());
+  g_stop = false;
+  auto previous = std::signal(SIGINT, on_sigint);
+  DaProgress progress;
+  const bool done = run_da_scan(scan, *backend, ro, &progress);
+  std::signal(SIGINT, previous);
+  if (!done) {
+    fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n", scan.turns_done,
+               ro.checkpoint_file);
+    return 130;
+  }
+  DaSummary summary = summarize_da(scan);
+  if (c.refine_resolution > 0) refine_da(lattice, scan, summary, *backend, ro);
+  write_da_results(scan, summary, a.output, a.lattice);
+
+  const char* unit = c.units == DaUnits::Sigma ? "sigma" : "m";
+  fmt::print("survivors: {} of {} after {} turns; {:.3g} surviving-particle-turns/s over the scan ({:.2f} s)\n",
+             scan.particles.alive_count(), scan.particles.size(), c.turns,
+             progress.seconds > 0 ? progress.surviving_particle_turns / progress.seconds : 0.0, progress.seconds);
+  if (c.grid == DaGrid::Polar) {
+    fmt::print("{:>10} {:>10} {:>16} {:>16} {:>16}\n", "delta", "angle", fmt::format("first loss [{}]", unit),
+               fmt::format("last stable [{}]", unit), fmt::format("refined [{}]", unit));
+    for (const auto& r : summary.per_angle)
+      fmt::print("{:>10.3g} {:>10.2f} {:>16.6g} {:>16.6g} {:>16.6g}\n", r.delta, r.angle, r.da_first_loss,
+                 r.da_last_stable, r.da_refined);
+    fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: largest amplitude below the first loss on "
+               "each ray{})\n",
+               summary.da_min, summary.da_mean, summary.da_max, unit, c.refine_resolution > 0 ? ", refined by bisection" : "");
+    if (c.refine_resolution > 0)
+      fmt::print("refinement: {} particle-turns; the equivalent fine grid (step {}) would need about {} ({:.1f}x more)\n",
+                 summary.refinement_particle_turns, c.refine_resolution, summary.fine_grid_particle_turns_estimate,
+                 static_cast<double>(summary.fine_grid_particle_turns_estimate) /
+                     std::max<double>(1.0, static_cast<double>(summary.refinement_particle_turns) +
+                                               static_cast<double>(c.turns) * static_cast<double>(scan.particles.size())));
+  }
+  fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", a.output);
+  if (a.plots) {
+    const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
+                                "fusetrack" / "plot_da.py").string();
+    std::string plot = std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_da.py";
+    // The first Python that has matplotlib and numpy (a user's venv may lack them).
+    std::string python;
+    for (const char* candidate : {"python3", "/usr/bin/python3"})
+      if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0) {
+        python = candidate;
+        break;
+      }
+    const std::string cmd = fmt::format("{} '{}' '{}'", python, plot, a.output);
+    if (python.empty())
+      fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; results are written, plots are not\n");
+    else if (std::system(cmd.c_str()) != 0)
+      fmt::print(stderr, "warning: plotting failed ({}); results are written, plots are not\n", cmd);
+  }
+  return kOk;
+}
+
+}  // namespace
+
+void add_da_command(CLI::App& app) {
+  auto a = std::make_shared<DaArgs>();
+  CLI::App* cmd = app.add_subcommand("da", "dynamic-aperture scan: loss map, DA per angle and against turns, plots");
+  cmd->add_option("lattice", a->lattice, "lattice file")->required();
+  cmd->add_option("-n,--turns", a->config.turns, "turns (1 to 10^6 and more)");
+  cmd->add_option("--grid", a->grid, "polar (angles x amplitudes) or cartesian (x-y)")
+      ->check(CLI::IsMember({"polar", "cartesian"}));
+  cmd->add_option("--angles", a->config.angles, "number of angles (polar)");
+  cmd->add_option("--angle-range", a->angle_range, "first and last angle [deg] (polar, default 0 90)")->expected(2);
+  cmd->add_option("--amplitudes", a->config.amplitudes, "number of amplitudes per angle (polar)");
+  cmd->add_option("--amplitude-range", a->amplitude_range, "smallest and largest amplitude (polar)")->expected(2);
+  cmd->add_option("--nx", a->config.nx, "points in x (cartesian)");
+  cmd->add_option("--ny", a->config.ny, "points in y (cartesian)");
+  cmd->add_option("--x-range", a->x_range, "x min max (cartesian)")->expected(2);
+  cmd->add_option("--y-range", a->y_range, "y min max (cartesian)")->expected(2);
+  cmd->add_option("--units", a->units, "amplitude units: m, or sigma (needs --emittance-nx/-ny)")
+      ->check(CLI::IsMember({"m", "sigma"}));
+  cmd->add_option("--emittance-nx", a->config.emittance_nx, "normalised horizontal emittance [m]");
+  cmd->add_option("--emittance-ny", a->config.emittance_ny, "normalised vertical emittance [m]");
+  cmd->add_option("--px", a->config.px0, "px offset of every particle");
+  cmd->add_option("--py", a->config.py0, "py offset of every particle");
+  cmd->add_option("--zeta", a->config.zeta0, "zeta offset of every particle [m]");
+  cmd->add_option("--delta", a->config.deltas, "momentum offsets (several: one scan each)");
+  cmd->add_flag("--no-closed-orbit", a->no_closed_orbit, "launch around zero instead of the closed orbit");
+  cmd->add_option("--limit", a->limits, "per-turn limits |x| |px| |y| |py| |zeta| |delta| (0: none)")->expected(6);
+  cmd->add_option("--refine", a->config.refine_resolution, "bisect the boundary on each ray to this resolution");
+  cmd->add_option("-o,--output", a->output, "output directory");
+  cmd->add_option("--checkpoint-every", a->checkpoint_every, "turns between checkpoints (default 1000)");
+  cmd->add_flag("--resume", a->resume, "continue from the checkpoint in the output directory");
+  cmd->add_flag("--plots,!--no-plots", a->plots, "write PNG plots (python3 + matplotlib)");
+  add_common_options(*cmd, a->common);
+  cmd->callback([a] {
+    const int rc = run_da(*a);
+    if (rc != kOk) throw CLI::RuntimeError(rc);
+  });
+}
 
 }  // namespace ft::cli

@@ -1,0 +1,118 @@
+// Dynamic-aperture scans: a grid of initial conditions (polar or cartesian, in metres or beam
+// sigma, at one or several momentum offsets, around the closed orbit), tracked for up to 10^6
+// turns with checkpoints, then reduced to the DA per angle, DA against turn number and loss maps.
+#pragma once
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "fusetrack/lattice.h"
+#include "fusetrack/particles.h"
+#include "fusetrack/tracker.h"
+
+namespace ft {
+
+enum class DaGrid { Polar, Cartesian };
+enum class DaUnits { Metres, Sigma };
+
+struct DaConfig {
+  int64_t turns = 1000;
+  DaGrid grid = DaGrid::Polar;
+  // Polar grid: angles in [angle_min, angle_max] [deg] from the x axis, amplitudes r in
+  // [amplitude_min, amplitude_max], x = r cos(angle), y = r sin(angle).
+  int angles = 19;
+  double angle_min = 0.0, angle_max = 90.0;
+  int amplitudes = 30;
+  double amplitude_min = 0.0, amplitude_max = 0.02;
+  // Cartesian grid: nx x ny points.
+  int nx = 30, ny = 30;
+  double x_min = 0.0, x_max = 0.02, y_min = 0.0, y_max = 0.02;
+  DaUnits units = DaUnits::Metres;
+  double emittance_nx = 0.0, emittance_ny = 0.0;  // normalised emittances [m] for sigma units
+  // Offsets added to every particle (in addition to the closed orbit).
+  double px0 = 0.0, py0 = 0.0, zeta0 = 0.0;
+  std::vector<double> deltas = {0.0};  // momentum offsets, one scan each
+  bool around_closed_orbit = true;
+  double turn_limits[6] = {0, 0, 0, 0, 0, 0};  // C_k limits |x|, |px|, |y|, |py|, |zeta|, |delta| (0: none)
+  // Adaptive refinement: bisect each ray between the last surviving and first lost amplitude
+  // down to this resolution (same units as the amplitudes); 0: off. Polar grids only.
+  double refine_resolution = 0.0;
+};
+
+/// Checks a configuration; throws InputError naming the option for anything invalid.
+void validate_da_config(const DaConfig& config);
+
+/// Per-particle scan coordinates and the resulting losses.
+struct DaScan {
+  DaConfig config;
+  std::vector<double> amplitude, angle;     // polar grid coordinates (amplitude units), or NaN
+  std::vector<double> grid_x, grid_y;       // x, y in amplitude units (metres or sigma)
+  std::vector<int32_t> delta_index;
+  Particles initial;                        // physical initial coordinates
+  Particles particles;                      // current / final state
+  int64_t turns_done = 0;
+  double sigma_x = 0.0, sigma_y = 0.0;      // [m] per unit amplitude (1 for metres)
+  double closed_orbit[6] = {0, 0, 0, 0, 0, 0};
+};
+
+/// Builds the initial conditions (needs the optics at the start for sigma units and the closed
+/// orbit; computed here with the CPU backend).
+DaScan make_da_scan(const Lattice& lattice, const DaConfig& config);
+
+struct DaProgress {
+  int64_t turns_done = 0, turns_total = 0;
+  size_t alive = 0, total = 0;
+  double seconds = 0.0;
+  double surviving_particle_turns = 0.0;  // sum over chunks of alive particles x turns
+};
+
+struct DaRunOptions {
+  int64_t checkpoint_every = 0;     // turns between checkpoints (0: chunks of 1000 turns, no file)
+  std::string checkpoint_file;      // .npz; "" for none
+  std::string fingerprint;          // da_fingerprint(lattice file, config), stored in checkpoints
+  std::function<void(const DaProgress&)> on_progress;
+  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to stop after the current chunk
+  FmaMode fma = FmaMode::Off;
+  int threads = 0;
+};
+
+/// Tracks the scan's alive particles in chunks (survivors compacted before each chunk so the
+/// device stays busy), writing a checkpoint after each chunk. Returns false when stopped early.
+bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, DaProgress* progress_out = nullptr);
+
+/// Writes / reads a checkpoint; `fingerprint` ties it to the lattice file and configuration.
+void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint);
+void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint);
+std::string da_fingerprint(const std::string& lattice_file, const DaConfig& config);
+
+struct DaAngleResult {
+  double delta = 0.0;
+  double angle = 0.0;             // [deg]
+  double da_first_loss = 0.0;     // smallest amplitude lost before the last turn (NaN: none lost)
+  double da_last_stable = 0.0;    // largest amplitude below it that survived (0 if none)
+  double da_refined = 0.0;        // after bisection (NaN when refinement is off)
+};
+
+struct DaSummary {
+  std::vector<DaAngleResult> per_angle;
+  std::vector<int64_t> turn_checkpoints;          // turns at which the DA is evaluated
+  std::vector<std::vector<double>> da_vs_turns;   // [delta][checkpoint]: min over angles of first loss
+  double da_min = 0.0, da_mean = 0.0, da_max = 0.0;  // over angles, of da_last_stable (or refined)
+  int64_t refinement_particle_turns = 0;
+  int64_t fine_grid_particle_turns_estimate = 0;
+};
+
+/// DA per angle and against turns (polar grids), min/mean/max over angles.
+DaSummary summarize_da(const DaScan& scan);
+
+/// Adaptive refinement: bisection along each ray, tracking the midpoints for the full number of
+/// turns with `backend`; fills da_refined and the particle-turn accounting in `summary`.
+void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend& backend, const DaRunOptions& options);
+
+/// Writes summary.json, summary.csv and da.npz into `directory`.
+void write_da_results(const DaScan& scan, const DaSummary& summary, const std::string& directory,
+                      const std::string& lattice_file);
+
+}  // namespace ft

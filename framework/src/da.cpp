@@ -1,0 +1,491 @@
+#include "fusetrack/da.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "fusetrack/error.h"
+#include "fusetrack/npy.h"
+#include "fusetrack/optics.h"
+
+namespace ft {
+
+namespace fs = std::filesystem;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+InputLocation option(const std::string& name) {
+  InputLocation at;
+  at.field = name;
+  return at;
+}
+
+}  // namespace
+
+void validate_da_config(const DaConfig& c) {
+  if (c.turns < 1 || c.turns > 1000000000)
+    throw InputError(option("--turns"), fmt::format("must be between 1 and 10^9, got {}", c.turns));
+  if (c.grid == DaGrid::Polar) {
+    if (c.angles < 1) throw InputError(option("--angles"), fmt::format("the grid is empty: {} angles", c.angles));
+    if (c.amplitudes < 1)
+      throw InputError(option("--amplitudes"), fmt::format("the grid is empty: {} amplitudes", c.amplitudes));
+    if (!(c.amplitude_min >= 0) || !(c.amplitude_max >= 0))
+      throw InputError(option("--amplitude-range"), "amplitudes must not be negative");
+    if (!(c.amplitude_max > c.amplitude_min) && c.amplitudes > 1)
+      throw InputError(option("--amplitude-range"), "the largest amplitude must exceed the smallest");
+    if (!(c.angle_max >= c.angle_min)) throw InputError(option("--angle-range"), "the angle range is reversed");
+  } else {
+    if (c.nx < 1 || c.ny < 1)
+      throw InputError(option("--nx/--ny"), fmt::format("the grid is empty: {} x {} points", c.nx, c.ny));
+    if (c.refine_resolution > 0)
+      throw InputError(option("--refine"), "adaptive refinement needs a polar grid (rays of amplitude)");
+  }
+  if (c.units == DaUnits::Sigma) {
+    if (!(c.emittance_nx > 0))
+      throw InputError(option("--emittance-nx"), "amplitudes in sigma need a positive normalised emittance");
+    if (!(c.emittance_ny > 0))
+      throw InputError(option("--emittance-ny"), "amplitudes in sigma need a positive normalised emittance");
+  }
+  if (c.deltas.empty()) throw InputError(option("--delta"), "at least one momentum offset is needed");
+  for (double d : c.deltas)
+    if (!std::isfinite(d) || d <= -1.0) throw InputError(option("--delta"), fmt::format("invalid momentum offset {}", d));
+  for (int k = 0; k < 6; ++k)
+    if (!(c.turn_limits[k] >= 0)) throw InputError(option("--limit"), "limits must not be negative");
+  if (c.refine_resolution < 0) throw InputError(option("--refine"), "the resolution must be positive");
+}
+
+DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
+  validate_da_config(config);
+  DaScan scan;
+  scan.config = config;
+  const double beta0 = lattice.reference().beta0();
+  scan.sigma_x = scan.sigma_y = 1.0;
+  double co[6] = {0, 0, 0, 0, 0, 0};
+  const bool need_optics = config.units == DaUnits::Sigma || config.around_closed_orbit;
+  LinearOptics optics;
+  if (need_optics) {
+    OpticsOptions oo;
+    optics = compute_linear_optics(lattice, oo);
+    if (config.around_closed_orbit)
+      for (int k = 0; k < 6; ++k) co[k] = optics.closed_orbit[k];
+  }
+  if (config.units == DaUnits::Sigma) {
+    const double bg = beta0 * lattice.reference().gamma0();
+    scan.sigma_x = std::sqrt(optics.beta_x * config.emittance_nx / bg);
+    scan.sigma_y = std::sqrt(optics.beta_y * config.emittance_ny / bg);
+    if (!(scan.sigma_x > 0) || !(scan.sigma_y > 0))
+      throw InputError(option("--units"), "the optics at the start give no finite beam size (unstable lattice?)");
+  }
+  std::copy(co, co + 6, scan.closed_orbit);
+
+  std::vector<std::pair<double, double>> points;  // (grid_x, grid_y) in amplitude units
+  if (config.grid == DaGrid::Polar) {
+    for (int a = 0; a < config.angles; ++a) {
+      const double angle = config.angles > 1 ? config.angle_min + (config.angle_max - config.angle_min) * a / (config.angles - 1)
+                                             : config.angle_min;
+      for (int k = 0; k < config.amplitudes; ++k) {
+        const double r = config.amplitudes > 1
+                             ? config.amplitude_min + (config.amplitude_max - config.amplitude_min) * k / (config.amplitudes - 1)
+                             : config.amplitude_max;
+        points.emplace_back(r * std::cos(angle * kPi / 180.0), r * std::sin(angle * kPi / 180.0));
+        scan.amplitude.push_back(r);
+        scan.angle.push_back(angle);
+      }
+    }
+  } else {
+    for (int j = 0; j < config.ny; ++j)
+      for (int i = 0; i < config.nx; ++i) {
+        const double x = config.nx > 1 ? config.x_min + (config.x_max - config.x_min) * i / (config.nx - 1) : config.x_min;
+        const double y = config.ny > 1 ? config.y_min + (config.y_max - config.y_min) * j / (config.ny - 1) : config.y_min;
+        points.emplace_back(x, y);
+        scan.amplitude.push_back(std::hypot(x, y));
+        scan.angle.push_back(std::atan2(y, x) * 180.0 / kPi);
+      }
+  }
+  const size_t per_delta = points.size();
+  scan.initial = Particles(per_delta * config.deltas.size(), beta0);
+  for (size_t d = 0; d < config.deltas.size(); ++d) {
+    for (size_t i = 0; i < per_delta; ++i) {
+      const size_t n = d * per_delta + i;
+      if (d > 0) {
+        scan.amplitude.push_back(scan.amplitude[i]);
+        scan.angle.push_back(scan.angle[i]);
+      }
+      scan.grid_x.push_back(points[i].first);
+      scan.grid_y.push_back(points[i].second);
+      scan.delta_index.push_back(static_cast<int32_t>(d));
+      scan.initial.set(n, co[0] + points[i].first * scan.sigma_x, co[1] + config.px0,
+                       co[2] + points[i].second * scan.sigma_y, co[3] + config.py0, co[4] + config.zeta0,
+                       co[5] + config.deltas[d]);
+    }
+  }
+  scan.particles = scan.initial;
+  return scan;
+}
+
+bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, DaProgress* progress_out) {
+  DaProgress progress;
+  progress.turns_total = scan.config.turns;
+  progress.total = scan.particles.size();
+  const int64_t chunk = options.checkpoint_every > 0 ? options.checkpoint_every : 1000;
+  const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
+  const auto t0 = std::chrono::steady_clock::now();
+  bool completed = true;
+  while (scan.turns_done < scan.config.turns) {
+    if (options.stop && options.stop->load()) {
+      completed = false;
+      break;
+    }
+    // Compact the survivors: only alive particles go to the backend.
+    std::vector<size_t> alive;
+    for (size_t i = 0; i < scan.particles.size(); ++i)
+      if (scan.particles.state[i] > 0) alive.push_back(i);
+    if (alive.empty()) {
+      scan.turns_done = scan.config.turns;
+      break;
+    }
+    Particles batch(alive.size(), scan.particles.beta0);
+    for (size_t k = 0; k < alive.size(); ++k) {
+      batch.store(k, scan.particles.view(alive[k]));
+      batch.id[k] = scan.particles.id[alive[k]];
+    }
+    TrackOptions o;
+    o.turns = std::min(chunk, scan.config.turns - scan.turns_done);
+    o.first_turn = scan.turns_done;
+    o.fma = options.fma;
+    o.threads = options.threads;
+    backend.track(batch, o);
+    for (size_t k = 0; k < alive.size(); ++k) {
+      const size_t i = alive[k];
+      scan.particles.store(i, batch.view(k));
+      scan.particles.lost_turn[i] = batch.lost_turn[k];
+      scan.particles.lost_element[i] = batch.lost_element[k];
+    }
+    progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
+    scan.turns_done += o.turns;
+    if (!options.checkpoint_file.empty()) write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
+    progress.turns_done = scan.turns_done;
+    progress.alive = scan.particles.alive_count();
+    progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    if (options.on_progress) options.on_progress(progress);
+  }
+  progress.turns_done = scan.turns_done;
+  progress.alive = scan.particles.alive_count();
+  progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (progress_out) *progress_out = progress;
+  return completed && scan.turns_done >= scan.config.turns;
+}
+
+std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
+  json j;
+  j["turns"] = c.turns;
+  j["grid"] = c.grid == DaGrid::Polar ? "polar" : "cartesian";
+  j["polar"] = {c.angles, c.angle_min, c.angle_max, c.amplitudes, c.amplitude_min, c.amplitude_max};
+  j["cartesian"] = {c.nx, c.x_min, c.x_max, c.ny, c.y_min, c.y_max};
+  j["units"] = c.units == DaUnits::Sigma ? "sigma" : "m";
+  j["emittances"] = {c.emittance_nx, c.emittance_ny};
+  j["offsets"] = {c.px0, c.py0, c.zeta0};
+  j["deltas"] = c.deltas;
+  j["closed_orbit"] = c.around_closed_orbit;
+  j["limits"] = std::vector<double>(c.turn_limits, c.turn_limits + 6);
+  std::string text = j.dump();
+  if (!lattice_file.empty()) {
+    std::ifstream in(lattice_file, std::ios::binary);
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text += ss.str();
+  }
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char ch : text) {
+    h ^= ch;
+    h *= 1099511628211ull;
+  }
+  return fmt::format("{:016x}", h);
+}
+
+void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint) {
+  const Particles& p = scan.particles;
+  write_npz(file, {{"x", NpyArray::from(p.x)},
+                   {"px", NpyArray::from(p.px)},
+                   {"y", NpyArray::from(p.y)},
+                   {"py", NpyArray::from(p.py)},
+                   {"zeta", NpyArray::from(p.zeta)},
+                   {"delta", NpyArray::from(p.delta)},
+                   {"ptau", NpyArray::from(p.ptau)},
+                   {"rpp", NpyArray::from(p.rpp)},
+                   {"rvv", NpyArray::from(p.rvv)},
+                   {"state", NpyArray::from(p.state)},
+                   {"lost_turn", NpyArray::from(p.lost_turn)},
+                   {"lost_element", NpyArray::from(p.lost_element)},
+                   {"turns_done", NpyArray::from(std::vector<int64_t>{scan.turns_done})},
+                   {"fingerprint", NpyArray::from(std::vector<int64_t>{static_cast<int64_t>(std::stoull(fingerprint.empty() ? "0" : fingerprint, nullptr, 16))})}});
+}
+
+void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint) {
+  InputLocation where(file);
+  if (!fs::exists(file)) throw InputError(where, "no checkpoint to resume from");
+  NpzArchive a;
+  try {
+    a = read_npz(file);
+  } catch (const Error& e) {
+    throw InputError(where, std::string("unreadable checkpoint: ") + e.what());
+  }
+  for (const char* key : {"x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv", "state", "lost_turn",
+                          "lost_element", "turns_done", "fingerprint"})
+    if (!a.count(key)) throw InputError(where, fmt::format("checkpoint lacks '{}'", key));
+  const int64_t stored = a.at("fingerprint").to_int64().at(0);
+  if (!fingerprint.empty() && stored != static_cast<int64_t>(std::stoull(fingerprint, nullptr, 16)))
+    throw InputError(where, "the checkpoint belongs to another lattice or scan configuration; refusing to resume");
+  Particles& p = scan.particles;
+  const size_t n = p.size();
+  auto doubles = [&](const char* key, std::vector<double>& out) {
+    std::vector<double> v = a.at(key).to_doubles();
+    if (v.size() != n) throw InputError(where, fmt::format("checkpoint array '{}' has {} entries, expected {}", key, v.size(), n));
+    out = std::move(v);
+  };
+  doubles("x", p.x);
+  doubles("px", p.px);
+  doubles("y", p.y);
+  doubles("py", p.py);
+  doubles("zeta", p.zeta);
+  doubles("delta", p.delta);
+  doubles("ptau", p.ptau);
+  doubles("rpp", p.rpp);
+  doubles("rvv", p.rvv);
+  const auto state = a.at("state").to_int64(), lost_turn = a.at("lost_turn").to_int64(),
+             lost_element = a.at("lost_element").to_int64();
+  if (state.size() != n || lost_turn.size() != n || lost_element.size() != n)
+    throw InputError(where, "checkpoint loss arrays have the wrong size");
+  for (size_t i = 0; i < n; ++i) {
+    p.state[i] = static_cast<int32_t>(state[i]);
+    p.lost_turn[i] = static_cast<int32_t>(lost_turn[i]);
+    p.lost_element[i] = lost_element[i];
+  }
+  scan.turns_done = a.at("turns_done").to_int64().at(0);
+}
+
+namespace {
+
+/// Loss turn of particle i as "never" when it survived.
+int64_t loss_turn(const Particles& p, size_t i) {
+  return p.state[i] > 0 ? std::numeric_limits<int64_t>::max() : static_cast<int64_t>(p.lost_turn[i]);
+}
+
+}  // namespace
+
+DaSummary summarize_da(const DaScan& scan) {
+  DaSummary s;
+  const DaConfig& c = scan.config;
+  // Turn checkpoints: logarithmic from 1 to the number of turns.
+  for (int64_t t = 1; t < c.turns; t = std::max<int64_t>(t + 1, static_cast<int64_t>(std::llround(t * 1.5))))
+    s.turn_checkpoints.push_back(t);
+  s.turn_checkpoints.push_back(c.turns);
+  if (c.grid != DaGrid::Polar) return s;
+  const size_t per_delta = static_cast<size_t>(c.angles) * static_cast<size_t>(c.amplitudes);
+  std::vector<double> values;
+  for (size_t d = 0; d < c.deltas.size(); ++d) {
+    std::vector<double> da_t(s.turn_checkpoints.size(), std::numeric_limits<double>::infinity());
+    for (int a = 0; a < c.angles; ++a) {
+      DaAngleResult r;
+      r.delta = c.deltas[d];
+      const size_t base = d * per_delta + static_cast<size_t>(a) * static_cast<size_t>(c.amplitudes);
+      r.angle = scan.angle[base];
+      r.da_first_loss = kNaN;
+      r.da_last_stable = 0.0;
+      r.da_refined = kNaN;
+      for (int k = 0; k < c.amplitudes; ++k) {
+        const size_t i = base + static_cast<size_t>(k);
+        if (scan.particles.state[i] <= 0) {
+          r.da_first_loss = scan.amplitude[i];
+          break;
+        }
+        r.da_last_stable = scan.amplitude[i];
+      }
+      // DA against turns: smallest amplitude lost before each checkpoint turn.
+      for (size_t t = 0; t < s.turn_checkpoints.size(); ++t)
+        for (int k = 0; k < c.amplitudes; ++k) {
+          const size_t i = base + static_cast<size_t>(k);
+          if (loss_turn(scan.particles, i) < s.turn_checkpoints[t]) {
+            da_t[t] = std::min(da_t[t], scan.amplitude[i]);
+            break;
+          }
+        }
+      s.per_angle.push_back(r);
+    }
+    for (double& v : da_t)
+      if (std::isinf(v)) v = kNaN;  // nothing lost yet: DA beyond the grid
+    s.da_vs_turns.push_back(da_t);
+  }
+  for (const auto& r : s.per_angle) values.push_back(r.da_last_stable);
+  if (!values.empty()) {
+    s.da_min = *std::min_element(values.begin(), values.end());
+    s.da_max = *std::max_element(values.begin(), values.end());
+    double sum = 0;
+    for (double v : values) sum += v;
+    s.da_mean = sum / static_cast<double>(values.size());
+  }
+  return s;
+}
+
+void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend& backend, const DaRunOptions& options) {
+  const DaConfig& c = scan.config;
+  if (c.refine_resolution <= 0 || c.grid != DaGrid::Polar) return;
+  const double beta0 = lattice.reference().beta0();
+  struct Ray {
+    size_t result;   // index into summary.per_angle
+    double lo, hi;   // surviving, lost amplitude
+    double angle, delta;
+  };
+  std::vector<Ray> rays;
+  for (size_t r = 0; r < summary.per_angle.size(); ++r) {
+    const auto& a = summary.per_angle[r];
+    if (std::isnan(a.da_first_loss)) continue;  // nothing lost on this ray: DA beyond the grid
+    rays.push_back({r, a.da_last_stable, a.da_first_loss, a.angle, a.delta});
+  }
+  int64_t particle_turns = 0;
+  while (true) {
+    std::vector<size_t> active;
+    for (size_t k = 0; k < rays.size(); ++k)
+      if (rays[k].hi - rays[k].lo > c.refine_resolution) active.push_back(k);
+    if (active.empty()) break;
+    Particles batch(active.size(), beta0);
+    for (size_t j = 0; j < active.size(); ++j) {
+      const Ray& ray = rays[active[j]];
+      const double mid = 0.5 * (ray.lo + ray.hi);
+      const double th = ray.angle * kPi / 180.0;
+      batch.set(j, scan.closed_orbit[0] + mid * std::cos(th) * scan.sigma_x, scan.closed_orbit[1] + c.px0,
+                scan.closed_orbit[2] + mid * std::sin(th) * scan.sigma_y, scan.closed_orbit[3] + c.py0,
+                scan.closed_orbit[4] + c.zeta0, scan.closed_orbit[5] + ray.delta);
+    }
+    TrackOptions o;
+    o.turns = c.turns;
+    o.fma = options.fma;
+    o.threads = options.threads;
+    backend.track(batch, o);
+    for (size_t j = 0; j < active.size(); ++j) {
+      Ray& ray = rays[active[j]];
+      const double mid = 0.5 * (ray.lo + ray.hi);
+      particle_turns += batch.state[j] > 0 ? c.turns : batch.lost_turn[j] + 1;
+      (batch.state[j] > 0 ? ray.lo : ray.hi) = mid;
+    }
+  }
+  for (const Ray& ray : rays) summary.per_angle[ray.result].da_refined = ray.lo;
+  summary.refinement_particle_turns = particle_turns;
+  // The equivalent fine grid: amplitudes spaced by the resolution along every ray, each tracked
+  // until lost. Below the refined boundary a particle survives all turns; above it, it is
+  // counted with the loss turn of the nearest coarse-grid particle (an estimate).
+  const size_t per_delta = static_cast<size_t>(c.angles) * static_cast<size_t>(c.amplitudes);
+  int64_t fine = 0;
+  for (size_t r = 0; r < summary.per_angle.size(); ++r) {
+    const auto& a = summary.per_angle[r];
+    const size_t d = r / static_cast<size_t>(c.angles), ai = r % static_cast<size_t>(c.angles);
+    const size_t base = d * per_delta + ai * static_cast<size_t>(c.amplitudes);
+    const double boundary = std::isnan(a.da_refined) ? a.da_last_stable : a.da_refined;
+    for (double amp = c.amplitude_min; amp <= c.amplitude_max + 1e-12 * c.amplitude_max; amp += c.refine_resolution) {
+      if (amp <= boundary || std::isnan(a.da_first_loss)) {
+        fine += c.turns;
+        continue;
+      }
+      size_t nearest = base;
+      for (int k = 0; k < c.amplitudes; ++k)
+        if (std::fabs(scan.amplitude[base + static_cast<size_t>(k)] - amp) < std::fabs(scan.amplitude[nearest] - amp))
+          nearest = base + static_cast<size_t>(k);
+      fine += scan.particles.state[nearest] > 0 ? c.turns : scan.particles.lost_turn[nearest] + 1;
+    }
+  }
+  summary.fine_grid_particle_turns_estimate = fine;
+  // min/mean/max now from the refined boundary.
+  std::vector<double> values;
+  for (const auto& a : summary.per_angle) values.push_back(std::isnan(a.da_refined) ? a.da_last_stable : a.da_refined);
+  if (!values.empty()) {
+    summary.da_min = *std::min_element(values.begin(), values.end());
+    summary.da_max = *std::max_element(values.begin(), values.end());
+    double sum = 0;
+    for (double v : values) sum += v;
+    summary.da_mean = sum / static_cast<double>(values.size());
+  }
+}
+
+void write_da_results(const DaScan& scan, const DaSummary& s, const std::string& directory, const std::string& lattice_file) {
+  fs::create_directories(directory);
+  const DaConfig& c = scan.config;
+  const char* unit = c.units == DaUnits::Sigma ? "sigma" : "m";
+  json j;
+  j["lattice"] = lattice_file;
+  j["turns"] = c.turns;
+  j["grid"] = c.grid == DaGrid::Polar ? "polar" : "cartesian";
+  j["amplitude_unit"] = unit;
+  j["sigma_x_m"] = scan.sigma_x;
+  j["sigma_y_m"] = scan.sigma_y;
+  j["closed_orbit"] = std::vector<double>(scan.closed_orbit, scan.closed_orbit + 6);
+  j["deltas"] = c.deltas;
+  j["particles"] = scan.particles.size();
+  j["survivors"] = scan.particles.alive_count();
+  j["definition"] =
+      "da_first_loss: smallest amplitude on the ray lost before the last turn; da_last_stable: the largest "
+      "amplitude below it that survived all turns; da_refined: bisection between the two";
+  j["da_min"] = s.da_min;
+  j["da_mean"] = s.da_mean;
+  j["da_max"] = s.da_max;
+  json rows = json::array();
+  for (const auto& r : s.per_angle)
+    rows.push_back({{"delta", r.delta},
+                    {"angle_deg", r.angle},
+                    {"da_first_loss", std::isnan(r.da_first_loss) ? json(nullptr) : json(r.da_first_loss)},
+                    {"da_last_stable", r.da_last_stable},
+                    {"da_refined", std::isnan(r.da_refined) ? json(nullptr) : json(r.da_refined)}});
+  j["per_angle"] = rows;
+  j["turn_checkpoints"] = s.turn_checkpoints;
+  json vs = json::array();
+  for (const auto& v : s.da_vs_turns) {
+    json row = json::array();
+    for (double x : v) row.push_back(std::isnan(x) ? json(nullptr) : json(x));
+    vs.push_back(row);
+  }
+  j["da_vs_turns"] = vs;
+  if (c.refine_resolution > 0) {
+    j["refinement"] = {{"resolution", c.refine_resolution},
+                       {"particle_turns", s.refinement_particle_turns},
+                       {"fine_grid_particle_turns_estimate", s.fine_grid_particle_turns_estimate}};
+  }
+  std::ofstream(fs::path(directory) / "summary.json") << j.dump(2) << "\n";
+  {
+    std::ofstream csv(fs::path(directory) / "summary.csv");
+    csv << "delta,angle_deg,da_first_loss,da_last_stable,da_refined\n";
+    for (const auto& r : s.per_angle)
+      csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g},{:.10g}\n", r.delta, r.angle, r.da_first_loss,
+                         r.da_last_stable, r.da_refined);
+  }
+  const Particles& in = scan.initial;
+  const Particles& out = scan.particles;
+  write_npz((fs::path(directory) / "da.npz").string(),
+            {{"x0", NpyArray::from(in.x)},
+             {"px0", NpyArray::from(in.px)},
+             {"y0", NpyArray::from(in.y)},
+             {"py0", NpyArray::from(in.py)},
+             {"zeta0", NpyArray::from(in.zeta)},
+             {"delta0", NpyArray::from(in.delta)},
+             {"grid_x", NpyArray::from(scan.grid_x)},
+             {"grid_y", NpyArray::from(scan.grid_y)},
+             {"amplitude", NpyArray::from(scan.amplitude)},
+             {"angle", NpyArray::from(scan.angle)},
+             {"delta_index", NpyArray::from(scan.delta_index)},
+             {"state", NpyArray::from(out.state)},
+             {"lost_turn", NpyArray::from(out.lost_turn)},
+             {"lost_element", NpyArray::from(out.lost_element)},
+             {"x", NpyArray::from(out.x)},
+             {"y", NpyArray::from(out.y)}});
+}
+
+}  // namespace ft

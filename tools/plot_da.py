@@ -1,0 +1,80 @@
+#!/usr/bin/env python3
+"""Plots of a fusetrack DA scan: survival map, DA against angle, DA against turns.
+
+Usage: plot_da.py OUTPUT_DIR   (the directory `fusetrack da -o` wrote)
+Writes survival.png, da_vs_angle.png and da_vs_turns.png into it.
+"""
+import json
+import os
+import sys
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def main(directory):
+    with open(os.path.join(directory, "summary.json")) as f:
+        summary = json.load(f)
+    data = np.load(os.path.join(directory, "da.npz"))
+    unit = summary["amplitude_unit"]
+    turns = summary["turns"]
+    deltas = summary["deltas"]
+
+    # Survival map: initial x-y (in amplitude units), coloured by log10 of the loss turn.
+    lost_turn = np.where(data["state"] > 0, turns, data["lost_turn"] + 1).astype(float)
+    fig, axes = plt.subplots(1, len(deltas), figsize=(5.5 * len(deltas), 4.6), squeeze=False)
+    for d, delta in enumerate(deltas):
+        ax = axes[0][d]
+        sel = data["delta_index"] == d
+        sc = ax.scatter(data["grid_x"][sel], data["grid_y"][sel], c=np.log10(lost_turn[sel]), s=12, cmap="viridis",
+                        vmin=0, vmax=np.log10(max(turns, 10)))
+        ax.set_xlabel(f"x [{unit}]")
+        ax.set_ylabel(f"y [{unit}]")
+        ax.set_title(f"survival, delta = {delta:g}")
+        fig.colorbar(sc, ax=ax, label="log10(turns survived)")
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "survival.png"), dpi=120)
+    plt.close(fig)
+
+    rows = summary["per_angle"]
+    if rows:
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        for d, delta in enumerate(deltas):
+            r = [row for row in rows if row["delta"] == delta]
+            ang = [row["angle_deg"] for row in r]
+            ax.plot(ang, [row["da_last_stable"] for row in r], "o-", label=f"last stable, delta={delta:g}")
+            refined = [row["da_refined"] for row in r]
+            if any(v is not None for v in refined):
+                ax.plot(ang, [np.nan if v is None else v for v in refined], "s--", label=f"refined, delta={delta:g}")
+        ax.set_xlabel("angle [deg]")
+        ax.set_ylabel(f"DA [{unit}]")
+        ax.set_title(f"dynamic aperture after {turns} turns")
+        ax.grid(alpha=0.3)
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(directory, "da_vs_angle.png"), dpi=120)
+        plt.close(fig)
+
+        fig, ax = plt.subplots(figsize=(6, 4.2))
+        t = summary["turn_checkpoints"]
+        for d, delta in enumerate(deltas):
+            v = [np.nan if x is None else x for x in summary["da_vs_turns"][d]]
+            ax.semilogx(t, v, "o-", label=f"delta={delta:g}")
+        ax.set_xlabel("turn")
+        ax.set_ylabel(f"min DA over angles [{unit}]")
+        ax.set_title("DA against turn number (smallest amplitude lost by then)")
+        ax.grid(alpha=0.3, which="both")
+        ax.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(directory, "da_vs_turns.png"), dpi=120)
+        plt.close(fig)
+    print(f"plots: {directory}/survival.png, da_vs_angle.png, da_vs_turns.png")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 2:
+        sys.exit(__doc__)
+    main(sys.argv[1])
