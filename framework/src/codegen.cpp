@@ -6,6 +6,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include "fusetrack/error.h"
 
@@ -137,17 +138,22 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   s += kKernelPrologue;
 
   if (src.dispatch == Dispatch::Switch) {
-    s += "    int e = element_begin;\n";
-    s += "    for (; e < element_end; ++e) {\n";
-    s += "      const FtStep step = steps[e];\n";
-    s += "      const unsigned char* prm = params + step.param_offset;\n";
-    s += "      switch (step.type_id) {\n";
+    // Software pipelining: the step two ahead is loaded, and the next element's parameters are
+    // prefetched into L1, while the current element computes.
+    s += "    FtStep cur = steps[element_begin];\n";
+    s += "    FtStep nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : cur;\n";
+    s += "    for (int e = element_begin; e < element_end; ++e) {\n";
+    s += "      const FtStep after = e + 2 < element_end ? steps[e + 2] : nxt;\n";
+    s += "      asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(params + nxt.param_offset));\n";
+    s += "      const unsigned char* prm = params + cur.param_offset;\n";
+    s += "      switch (cur.type_id) {\n";
     for (size_t k = 0; k < src.types.size(); ++k)
       s += fmt::format("        case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", k,
                        src.types[k]->track_function, src.types[k]->name);
     s += "        default: break;\n      }\n";
     s += "      ft::apply_element_limits(p, limits);\n";
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
+    s += "      cur = nxt;\n      nxt = after;\n";
     s += "    }\n";
   } else {
     s += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";
@@ -164,15 +170,31 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   return src;
 }
 
-std::vector<KernelStep> kernel_steps(const Lattice& lattice, const KernelSource& source) {
-  std::vector<KernelStep> steps;
-  steps.reserve(lattice.sequence().size());
+KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source) {
+  KernelTables t;
+  t.steps.reserve(lattice.sequence().size());
+  std::map<std::pair<const ElementType*, std::string>, uint32_t> stored;  // (type, bytes) -> offset
+  std::vector<uint32_t> offset_of_definition(lattice.definitions().size(), UINT32_MAX);
   for (const auto& entry : lattice.sequence()) {
     const ElementDefinition& def = lattice.definitions()[entry.definition];
-    auto it = std::find(source.types.begin(), source.types.end(), def.type);
-    steps.push_back({static_cast<int32_t>(it - source.types.begin()), def.param_offset});
+    uint32_t& offset = offset_of_definition[entry.definition];
+    if (offset == UINT32_MAX) {
+      const auto* bytes = reinterpret_cast<const char*>(lattice.params(entry.definition));
+      auto key = std::make_pair(def.type, std::string(bytes, def.type->param_size));
+      auto it = stored.find(key);
+      if (it == stored.end()) {
+        const uint32_t at = static_cast<uint32_t>(t.params.size() * sizeof(uint64_t));
+        t.params.resize(t.params.size() + (def.type->param_size + 7) / 8, 0);
+        std::memcpy(reinterpret_cast<char*>(t.params.data()) + at, bytes, def.type->param_size);
+        it = stored.emplace(std::move(key), at).first;
+      }
+      offset = it->second;
+    }
+    auto type_it = std::find(source.types.begin(), source.types.end(), def.type);
+    t.steps.push_back({static_cast<int32_t>(type_it - source.types.begin()), offset});
   }
-  return steps;
+  if (t.params.empty()) t.params.push_back(0);
+  return t;
 }
 
 void dump_kernel_source(const KernelSource& source, const std::string& directory) {

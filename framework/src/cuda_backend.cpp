@@ -37,6 +37,7 @@ struct CudaBackend::Impl {
   CUcontext context = nullptr;
   std::map<std::pair<int, int>, LoadedKernel> kernels;  // (fma, dispatch) -> kernel
   CUdeviceptr steps = 0, params = 0;
+  CUdeviceptr switch_params = 0;  // deduplicated parameter blocks of the switch kernel
   std::map<int, CUdeviceptr> steps_by_dispatch;
 
   ~Impl() {
@@ -47,6 +48,7 @@ struct CudaBackend::Impl {
     for (auto& [key, p] : steps_by_dispatch)
       if (p) d->mem_free(p);
     if (params) d->mem_free(params);
+    if (switch_params) d->mem_free(switch_params);
   }
 };
 
@@ -64,10 +66,7 @@ CudaBackend::CudaBackend(const Lattice& lattice, CudaBackendOptions options)
   check(d.device_get(&dev, m_options.device), "cuDeviceGet");
   check(d.primary_ctx_retain(&m_impl->context, dev), "cuDevicePrimaryCtxRetain");
   check(d.ctx_set_current(m_impl->context), "cuCtxSetCurrent");
-  // The packed parameters of every definition, read-only for the whole run.
-  const size_t pbytes = std::max<size_t>(lattice.param_byte_count(), 8);
-  check(d.mem_alloc(&m_impl->params, pbytes), "cuMemAlloc(parameters)");
-  check(d.memcpy_htod(m_impl->params, lattice.param_bytes(), lattice.param_byte_count()), "cuMemcpyHtoD(parameters)");
+
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -100,11 +99,14 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
   if (dispatch == Dispatch::Switch && !impl.steps_by_dispatch.count(0)) {
-    const std::vector<KernelStep> steps = kernel_steps(lattice, k.source);
+    const KernelTables tables = kernel_tables(lattice, k.source);
     CUdeviceptr p = 0;
-    check(d.mem_alloc(&p, std::max<size_t>(steps.size() * sizeof(KernelStep), 8)), "cuMemAlloc(steps)");
-    check(d.memcpy_htod(p, steps.data(), steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
+    check(d.mem_alloc(&p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8)), "cuMemAlloc(steps)");
+    check(d.memcpy_htod(p, tables.steps.data(), tables.steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
     impl.steps_by_dispatch[0] = p;
+    check(d.mem_alloc(&impl.switch_params, tables.params.size() * sizeof(uint64_t)), "cuMemAlloc(parameters)");
+    check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
+          "cuMemcpyHtoD(parameters)");
   }
   return impl.kernels.emplace(key, std::move(k)).first->second;
 }
@@ -140,6 +142,7 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);
   CUdeviceptr steps = m_impl->steps_by_dispatch.count(0) ? m_impl->steps_by_dispatch[0] : 0;
+  CUdeviceptr params = m_impl->switch_params;  // unused (0) by baked kernels
 
   // Particles resident on the device at once: all of them when they fit in 80% of free memory,
   // otherwise consecutive chunks, each tracked for all turns (single-particle physics is
@@ -215,7 +218,10 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
     const int64_t chunk_turns = options.callback_every > 0 ? options.callback_every : options.turns;
     int64_t done = 0;
     int n_particles = static_cast<int>(count);
-    const unsigned blocks = static_cast<unsigned>((count + m_options.threads_per_block - 1) / m_options.threads_per_block);
+    // Few particles (a DA scan late in its life): small blocks spread them over every multiprocessor.
+    const int tpb = m_options.threads_per_block > 0 ? m_options.threads_per_block
+                    : count < static_cast<size_t>(m_gpu.multiprocessors) * 512 ? 32 : 128;
+    const unsigned blocks = static_cast<unsigned>((count + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
     while (done < options.turns) {
       int turns_now = static_cast<int>(std::min(chunk_turns, options.turns - done));
       check(d.event_record(ev0, nullptr), "cuEventRecord");
@@ -229,9 +235,9 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
         for (size_t k = 0; k < element_launches; ++k) {
           int lb = per_element ? static_cast<int>(begin + k) : eb;
           int le = per_element ? lb + 1 : ee;
-          void* args[] = {&dp, &steps, &m_impl->params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
+          void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
                           &launch_turns, const_cast<GlobalLimits*>(&limits)};
-          check(d.launch_kernel(kernel.function, blocks, 1, 1, static_cast<unsigned>(m_options.threads_per_block), 1,
+          check(d.launch_kernel(kernel.function, blocks, 1, 1, static_cast<unsigned>(tpb), 1,
                                 1, 0, nullptr, args, nullptr),
                 "cuLaunchKernel");
           ++m_stats.launches;

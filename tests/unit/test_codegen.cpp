@@ -3,6 +3,7 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -81,13 +82,25 @@ TEST_CASE("generated source: one switch case per type used, layout checks, origi
   CHECK(src.text.find("FT_DEVICE_FAST_MATH") == std::string::npos);
   const KernelSource fast = generate_fused_kernel(lattice, FmaMode::On, Dispatch::Switch);
   CHECK(fast.text.find("#define FT_DEVICE_FAST_MATH") != std::string::npos);
-  const auto steps = kernel_steps(lattice, src);
-  REQUIRE(steps.size() == lattice.sequence().size());
-  for (size_t e = 0; e < steps.size(); ++e) {
+  const KernelTables tables = kernel_tables(lattice, src);
+  REQUIRE(tables.steps.size() == lattice.sequence().size());
+  for (size_t e = 0; e < tables.steps.size(); ++e) {
     const auto& def = lattice.element(e);
-    CHECK(src.types[static_cast<size_t>(steps[e].type_id)] == def.type);
-    CHECK(steps[e].param_offset == def.param_offset);
+    CHECK(src.types[static_cast<size_t>(tables.steps[e].type_id)] == def.type);
+    // The step's parameter block holds exactly the definition's bytes.
+    CHECK(std::memcmp(reinterpret_cast<const unsigned char*>(tables.params.data()) + tables.steps[e].param_offset,
+                      lattice.params(lattice.sequence()[e].definition), def.type->param_size) == 0);
   }
+}
+
+TEST_CASE("identical parameter blocks are stored once in the switch kernel's table") {
+  const Lattice lattice = ft::test::bundled_lattice("reference_sequence.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
+  const KernelTables tables = kernel_tables(lattice, src);
+  size_t distinct_bytes = 0;
+  for (const auto& def : lattice.definitions()) distinct_bytes += (def.type->param_size + 7) / 8 * 8;
+  CHECK(tables.params.size() * 8 <= distinct_bytes);
+  CHECK(tables.steps.size() == 301);
 }
 
 TEST_CASE("baked source spells every parameter exactly") {

@@ -46,7 +46,15 @@ struct KernelStep {
   int32_t type_id;
   uint32_t param_offset;
 };
-std::vector<KernelStep> kernel_steps(const Lattice& lattice, const KernelSource& source);
+
+/// The switch kernel's inputs: one step per sequence entry and the parameter buffer, with
+/// identical parameter blocks of one type stored once (real lattices repeat a few magnet
+/// settings thousands of times; fewer distinct bytes stay in the L1 cache).
+struct KernelTables {
+  std::vector<KernelStep> steps;
+  std::vector<uint64_t> params;  // 8-byte aligned parameter blocks
+};
+KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source);
 
 /// Writes the source and all its headers into `directory` (FUSETRACK_DUMP_SOURCE).
 void dump_kernel_source(const KernelSource& source, const std::string& directory);

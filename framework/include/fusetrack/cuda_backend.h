@@ -17,7 +17,7 @@ struct CudaBackendOptions {
   Dispatch dispatch = Dispatch::Auto;
   std::string cache_dir;  // see KernelCompiler
   int device = 0;
-  int threads_per_block = 128;
+  int threads_per_block = 0;  // 0: 128, or 32 when there are few particles (<= 128 by __launch_bounds__)
   /// Largest number of particles resident on the device at once; 0: from free device memory.
   size_t max_resident_particles = 0;
 };

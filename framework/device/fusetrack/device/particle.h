@@ -41,10 +41,9 @@ struct ParticleView {
   /// Add an energy change given as a fraction of the reference energy E0 = P0 c / beta0,
   /// keeping the transverse momenta (xtrack LocalParticle_add_to_energy with pz_only = 1):
   ///   ptau beta0 += dE/E0,  delta = sqrt(ptau^2 + 2 ptau / beta0 + 1) - 1.
+  /// The stored ptau is updated directly (no round trip through 1 + ...), as current xtrack does.
   FT_FUNCTION void add_to_energy(double energy_change_over_e0) {
-    const double delta_beta0 = delta * beta0;
-    const double ptau_beta0 =
-        energy_change_over_e0 + sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
+    const double ptau_beta0 = ptau * beta0 + energy_change_over_e0;
     const double new_ptau = ptau_beta0 / beta0;
     const double new_delta = sqrt(new_ptau * new_ptau + 2.0 * new_ptau / beta0 + 1.0) - 1.0;
     ptau = new_ptau;
