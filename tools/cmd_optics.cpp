@@ -1,8 +1,121 @@
-// Placeholder until the optics command lands (being written in this session).
+// fusetrack optics LATTICE: closed orbit, one-turn matrix and linear optics at the start of the
+// lattice (ft::compute_linear_optics), tunes from tracking, a readable summary and JSON.
+#include <fmt/format.h>
+
+#include <cmath>
+#include <fstream>
+#include <nlohmann/json.hpp>
+
 #include "cli_common.h"
+#include "fusetrack/error.h"
+#include "fusetrack/optics.h"
 
 namespace ft::cli {
 
-void add_optics_command(CLI::App& app) { (void)app; }
+namespace {
+
+struct OpticsArgs {
+  CommonOptions common;
+  std::string lattice;
+  std::string output;
+  bool force_4d = false;
+  double delta0 = 0.0;
+  int64_t tracking_turns = 1024;
+};
+
+std::string num(double v, const char* spec = "{:.10g}") {
+  return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("-");
+}
+
+void run_optics(const OpticsArgs& a) {
+  ElementRegistry registry;
+  load_plugins(registry, a.common);
+  const Lattice lattice = load_lattice(a.lattice, registry);
+  OpticsOptions options;
+  options.force_4d = a.force_4d;
+  options.delta0 = a.delta0;
+  options.threads = a.common.threads;
+  options.tracking_turns = a.tracking_turns;
+  const LinearOptics o = compute_linear_optics(lattice, options);
+  TrackedTunes tracked;
+  const bool with_tracking = a.tracking_turns > 0;
+  if (with_tracking) tracked = tunes_by_tracking(lattice, o, a.tracking_turns, options);
+
+  const auto& ref = lattice.reference();
+  fmt::print("lattice      {} ({} elements, circumference {:.10g} m)\n", a.lattice, lattice.sequence().size(),
+             o.circumference);
+  fmt::print("reference    mass0 {:.10g} eV, q0 {:g}, p0c {:.10g} eV, beta0 {:.12g}, gamma0 {:.12g}\n", ref.mass0,
+             ref.q0, ref.p0c, o.beta0, o.gamma0);
+  fmt::print("method       {}\n", o.mode_reason);
+  fmt::print("closed orbit x {:.6e} m, px {:.6e}, y {:.6e} m, py {:.6e}, zeta {:.6e} m, delta {:.6e}\n",
+             o.closed_orbit[0], o.closed_orbit[1], o.closed_orbit[2], o.closed_orbit[3], o.closed_orbit[4],
+             o.closed_orbit[5]);
+  fmt::print("             max |map(co) - co| = {:.2e} after {} Newton iterations\n", o.map.residual,
+             o.map.iterations);
+  fmt::print("one-turn matrix ({}; x, px, y, py, zeta, pzeta):\n", o.six_d ? "6D" : "4D, delta fixed");
+  for (const auto& row : o.map.matrix)
+    fmt::print("  {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e}\n", row[0], row[1], row[2], row[3],
+               row[4], row[5]);
+  fmt::print("tunes        Qx {:.10f}  Qy {:.10f}  Qs {}   (one-turn matrix)\n", o.qx, o.qy, num(o.qs, "{:.10f}"));
+  if (with_tracking)
+    fmt::print("             Qx {:.10f}  Qy {:.10f}  Qs {}   (tracking, {} turns; differences {:.1e}, {:.1e}{})\n",
+               tracked.qx, tracked.qy, num(tracked.qs, "{:.10f}"), tracked.turns, tracked.qx - o.qx,
+               tracked.qy - o.qy, o.six_d ? fmt::format(", {:.1e}", tracked.qs - o.qs) : std::string());
+  fmt::print("twiss        beta_x {:.8g} m, alpha_x {:.8g}, beta_y {:.8g} m, alpha_y {:.8g}\n", o.beta_x, o.alpha_x,
+             o.beta_y, o.alpha_y);
+  if (o.six_d) fmt::print("             beta_s {:.8g} m, alpha_s {:.8g}\n", o.beta_s, o.alpha_s);
+  fmt::print("dispersion   Dx {:.8g} m, Dpx {:.8g}, Dy {:.8g} m, Dpy {:.8g}\n", o.dx, o.dpx, o.dy, o.dpy);
+  fmt::print("chromaticity Q'x {:.8g}, Q'y {:.8g}  (delta +- {:g})\n", o.dqx, o.dqy, o.delta_chrom);
+  fmt::print("longitudinal slip factor eta {:.10g}, momentum compaction alpha_c {:.10g}, gamma_t {}\n", o.eta,
+             o.alpha_c, num(o.gamma_tr));
+
+  if (!a.output.empty()) {
+    nlohmann::ordered_json j;
+    j["lattice"] = a.lattice;
+    j["reference"] = {{"mass0", ref.mass0}, {"q0", ref.q0}, {"p0c", ref.p0c}};
+    const nlohmann::ordered_json oj = optics_to_json(o);
+    for (auto it = oj.begin(); it != oj.end(); ++it) {
+      if (it.key() == "reference") {
+        for (auto r = it.value().begin(); r != it.value().end(); ++r) j["reference"][r.key()] = r.value();
+      } else {
+        j[it.key()] = it.value();
+      }
+    }
+    if (with_tracking) {
+      auto n = [](double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(nullptr); };
+      j["tunes_from_tracking"] = {{"turns", tracked.turns},
+                                  {"amplitude_sqrt_m", options.tracking_amplitude},
+                                  {"qx", tracked.qx},
+                                  {"qy", tracked.qy},
+                                  {"qs", n(tracked.qs)}};
+    }
+    const std::string tmp = a.output + ".tmp";
+    {
+      std::ofstream out(tmp);
+      if (!out) throw Error(fmt::format("{}: cannot write file", a.output));
+      out << j.dump(2) << "\n";
+      if (!out) throw Error(fmt::format("{}: write failed", a.output));
+    }
+    if (std::rename(tmp.c_str(), a.output.c_str()) != 0) throw Error(fmt::format("{}: cannot write file", a.output));
+    fmt::print("output       {}\n", a.output);
+  }
+}
+
+}  // namespace
+
+void add_optics_command(CLI::App& app) {
+  auto args = std::make_shared<OpticsArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "optics", "closed orbit, one-turn matrix, tunes, Twiss, dispersion, chromaticity and slip factor at the start");
+  cmd->add_option("lattice", args->lattice, "lattice file (fusetrack JSON or Xsuite line JSON)")->required();
+  cmd->add_option("-o,--output", args->output, "write everything as JSON");
+  cmd->add_flag("--4d", args->force_4d, "4D method (delta fixed) even when the ring has RF");
+  cmd->add_option("--delta0", args->delta0, "momentum offset of the 4D closed orbit");
+  cmd->add_option("--tracking-turns", args->tracking_turns,
+                  "turns for the tunes from tracking (0: skip)")
+      ->check(CLI::NonNegativeNumber);
+  add_common_options(*cmd, args->common, false);
+  cmd->callback([args] { run_optics(*args); });
+}
 
 }  // namespace ft::cli

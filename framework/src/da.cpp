@@ -75,15 +75,14 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
   const bool need_optics = config.units == DaUnits::Sigma || config.around_closed_orbit;
   LinearOptics optics;
   if (need_optics) {
-    OpticsOptions oo;
-    optics = compute_linear_optics(lattice, oo);
+    optics = compute_linear_optics(lattice, OpticsOptions{});
     if (config.around_closed_orbit)
       for (int k = 0; k < 6; ++k) co[k] = optics.closed_orbit[k];
   }
   if (config.units == DaUnits::Sigma) {
-    const double bg = beta0 * lattice.reference().gamma0();
-    scan.sigma_x = std::sqrt(optics.beta_x * config.emittance_nx / bg);
-    scan.sigma_y = std::sqrt(optics.beta_y * config.emittance_ny / bg);
+    const BeamSizes sizes = beam_sizes(optics, config.emittance_nx, config.emittance_ny);
+    scan.sigma_x = sizes.sigma_x;
+    scan.sigma_y = sizes.sigma_y;
     if (!(scan.sigma_x > 0) || !(scan.sigma_y > 0))
       throw InputError(option("--units"), "the optics at the start give no finite beam size (unstable lattice?)");
   }

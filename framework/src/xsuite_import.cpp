@@ -1,18 +1,955 @@
+// Import of Xsuite line JSON (xtrack Line.to_dict()) into fusetrack's lattice format.
+//
+// Facts about the Xsuite format used here (xsuite/xtrack @ 858ffc69, the version the shared test
+// lattices come from):
+//  - xobjects' HybridClass.to_dict stores a scalar field only when it differs from the field's
+//    default, which is 0 except where a class declares another one (LimitRect and
+//    LimitRacetrack: min_x/min_y = -1e10, max_x/max_y = +1e10, xtrack's UNLIMITED). Fields that
+//    xtrack renames (Cavity frequency/harmonic/lag, DipoleEdge k/e1/..., model, integrator,
+//    order, isthick, the alignment shifts) may appear with or without a leading underscore.
+//  - Line.from_dict accepts `elements` as a list (the old Line.to_dict) with one entry per
+//    element_names entry, zipped into a dict (the last entry of a repeated name wins).
+//  - `particle_ref` may be the name of an entry of `env_particles`.
+//  - `config` replaces the tracker flags when present (absent keys are then undefined); without
+//    it a Line has XTRACK_GLOBAL_XY_LIMIT = 1.0 and XTRACK_MULTIPOLE_NO_SYNRAD set.
+//  - Cavity is thick: drift(L/2), kick, drift(L/2) with expanded drifts for its default model;
+//    the kick is |q0| V sin(lag pi/180 + phase - 2 pi f zeta / (beta0 c)).
 #include "fusetrack/xsuite_import.h"
 
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <map>
 #include <nlohmann/json.hpp>
+#include <set>
+#include <unordered_map>
 
 #include "fusetrack/error.h"
 
 namespace ft {
 
-bool is_xsuite_line(const nlohmann::ordered_json& doc) {
-  return doc.is_object() && (doc.contains("element_names") || (doc.contains("line") && doc.contains("particle")));
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr double kUnlimited = 1e10;  // xtrack's UNLIMITED aperture (apertures/_aperture_common.py)
+constexpr int kMaxMultipoleOrder = 5;  // FT_MULTIPOLE_MAX_ORDER (elements/multipole.h)
+constexpr double kPi = 3.141592653589793;
+
+const char* json_kind(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
 }
 
-nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json&, const std::string& file,
-                                           const XsuiteImportOptions&) {
-  throw InputError(InputLocation{file}, "Xsuite import is not available yet");
+bool is_complex(const json& v) { return v.is_object() && v.size() == 1 && v.contains("__complex__"); }
+
+/// The real value of a number or of {"__complex__": [re, im]} with im == 0; throws otherwise.
+/// `where` is a callable returning the InputLocation, built only for an error.
+template <class Where>
+double real_number(const json& v, const Where& where) {
+  if (v.is_number()) {
+    const double x = v.get<double>();
+    if (!std::isfinite(x)) throw InputError(where(), fmt::format("value {} is not a finite number", v.dump()));
+    return x;
+  }
+  if (is_complex(v)) {
+    const json& c = v.at("__complex__");
+    if (!c.is_array() || c.size() != 2 || !c[0].is_number() || !c[1].is_number())
+      throw InputError(where(), fmt::format("expected {{\"__complex__\": [real, imaginary]}}, got {}", v.dump()));
+    const double re = c[0].get<double>(), im = c[1].get<double>();
+    if (!std::isfinite(re) || !std::isfinite(im))
+      throw InputError(where(), fmt::format("complex value {} is not finite", c.dump()));
+    if (im != 0.0)
+      throw InputError(where(), fmt::format("complex value {} + {}j has a non-zero imaginary part; a real number is "
+                                       "expected here",
+                                       re, im));
+    return re;
+  }
+  throw InputError(where(), fmt::format("expected a number, got {}", json_kind(v)));
+}
+
+double real_number(const json& v, const InputLocation& at) {
+  return real_number(v, [&] { return at; });
+}
+
+/// True for values that mean "nothing": 0, false, null, "", empty or all-zero arrays, 0 + 0j.
+bool is_zero_like(const json& v) {
+  if (v.is_null()) return true;
+  if (v.is_boolean()) return !v.get<bool>();
+  if (v.is_number()) return v.get<double>() == 0.0;
+  if (v.is_string()) return v.get<std::string>().empty();
+  if (v.is_array()) return std::all_of(v.begin(), v.end(), [](const json& e) { return is_zero_like(e); });
+  if (is_complex(v)) {
+    const json& c = v.at("__complex__");
+    return c.is_array() && std::all_of(c.begin(), c.end(), [](const json& e) { return e.is_number() && e.get<double>() == 0.0; });
+  }
+  return v.is_object() && v.empty();
+}
+
+std::string short_dump(const json& v) {
+  std::string s = v.dump();
+  if (s.size() > 60) s = s.substr(0, 57) + "...";
+  return s;
+}
+
+/// Xsuite's tracker flags that matter to the conversion (xtrack TrackerConfig).
+struct XsuiteConfig {
+  bool present = false;
+  double global_xy_limit = 1.0;  // <= 0: disabled
+  bool no_synrad = true;         // XTRACK_MULTIPOLE_NO_SYNRAD
+  bool exact_drifts = false;     // XTRACK_USE_EXACT_DRIFTS
+  bool cavity_preserve_angle = false;  // XTRACK_CAVITY_PRESERVE_ANGLE
+};
+
+/// A problem that makes the line unconvertible, collected over all elements and reported at once.
+struct Problem {
+  long count = 0;        // sequence entries affected
+  long first_index = -1; // first sequence index
+  std::string first_name;
+  std::string cls;
+  std::string field;
+  std::string value;
+  std::string reason;
+  bool has_length = false;  // unknown class: some of its elements have a non-zero "length"
+};
+
+struct Converter {
+  std::string file;
+  const XsuiteImportOptions& options;
+  XsuiteConfig config;
+  std::vector<std::string> warnings;
+
+  // Keyed by class (unknown classes) or by "Class.field" (unsupported fields); ordered by first
+  // appearance through `order`.
+  std::map<std::string, Problem> unknown_classes, unsupported_fields;
+  std::vector<std::string> unknown_order, field_order;
+  // Notes that become one warning each, with the number of elements concerned.
+  std::map<std::string, long> notes;
+  std::vector<std::string> note_order;
+
+  Converter(std::string file_, const XsuiteImportOptions& o) : file(std::move(file_)), options(o) {}
+
+  InputLocation at(const std::string& field) const {
+    InputLocation w{file};
+    w.field = field;
+    return w;
+  }
+
+  void note(const std::string& message, long count) {
+    if (!notes.count(message)) note_order.push_back(message);
+    notes[message] += count;
+  }
+};
+
+/// One Xsuite element: typed access to its fields, remembering which were read so that the
+/// others can be checked (a non-zero field nobody read is reported, never silently dropped).
+class XElement {
+ public:
+  XElement(Converter& cv, const json& obj, long index, std::string name, std::string cls, long uses)
+      : m_cv(cv), m_obj(obj), m_index(index), m_name(std::move(name)), m_cls(std::move(cls)), m_uses(uses) {}
+
+  const std::string& cls() const { return m_cls; }
+  const std::string& name() const { return m_name; }
+
+  InputLocation at(const std::string& field) const {
+    InputLocation w{m_cv.file};
+    w.element_index = m_index;
+    w.element_name = m_name;
+    w.element_type = m_cls;
+    w.field = field;
+    return w;
+  }
+
+  /// The value of field f (also spelt _f), or nullptr; marks it as read.
+  const json* get(const std::string& f) {
+    const json* v = nullptr;
+    for (const std::string& key : {f, "_" + f}) {
+      auto it = m_obj.find(key);
+      if (it == m_obj.end()) continue;
+      m_used.insert(key);
+      if (!v) {
+        v = &*it;
+        m_key[f] = key;
+      }
+    }
+    return v;
+  }
+
+  std::string key(const std::string& f) const {
+    auto it = m_key.find(f);
+    return it == m_key.end() ? f : it->second;
+  }
+
+  double num(const std::string& f, double default_value = 0.0) {
+    const json* v = get(f);
+    if (!v || v->is_null()) return default_value;
+    return real_number(*v, [&] { return at(key(f)); });
+  }
+
+  /// An integer-valued field (Xsuite Int64 flags: also true/false, or a float with an integral value).
+  long long integer(const std::string& f, long long default_value = 0) {
+    const json* v = get(f);
+    if (!v || v->is_null()) return default_value;
+    if (v->is_boolean()) return v->get<bool>() ? 1 : 0;
+    const double x = real_number(*v, [&] { return at(key(f)); });
+    if (x != std::floor(x) || std::fabs(x) > 9e15)
+      throw InputError(at(key(f)), fmt::format("expected an integer, got {}", v->dump()));
+    return static_cast<long long>(x);
+  }
+
+  std::vector<double> array(const std::string& f) {
+    const json* v = get(f);
+    std::vector<double> out;
+    if (!v || v->is_null()) return out;
+    if (!v->is_array()) {  // a scalar where xtrack keeps an array: one entry
+      out.push_back(real_number(*v, [&] { return at(key(f)); }));
+      return out;
+    }
+    for (size_t k = 0; k < v->size(); ++k)
+      out.push_back(real_number((*v)[k], [&] { return at(fmt::format("{}[{}]", key(f), k)); }));
+    return out;
+  }
+
+  /// An enumerated setting given as a string or as xtrack's integer index; returns its index.
+  long long choice(const std::string& f, const std::map<std::string, long long>& names, long long default_value = 0) {
+    const json* v = get(f);
+    if (!v || v->is_null()) return default_value;
+    if (v->is_string()) {
+      auto it = names.find(v->get<std::string>());
+      if (it == names.end()) {
+        std::string valid;
+        for (const auto& [n, i] : names) valid += (valid.empty() ? "" : ", ") + fmt::format("'{}'", n);
+        throw InputError(at(key(f)), fmt::format("unknown value {}; Xsuite's values are {}", v->dump(), valid));
+      }
+      return it->second;
+    }
+    return integer(f, default_value);
+  }
+
+  /// Records field f as unsupported (it would change the tracking), with the reason.
+  void unsupported(const std::string& f, const std::string& reason) {
+    const std::string k = m_cls + "." + f;
+    const json* v = m_obj.contains(key(f)) ? &m_obj.at(key(f)) : nullptr;
+    auto [it, inserted] = m_cv.unsupported_fields.try_emplace(k);
+    Problem& p = it->second;
+    if (inserted) {
+      m_cv.field_order.push_back(k);
+      p.first_index = m_index;
+      p.first_name = m_name;
+      p.cls = m_cls;
+      p.field = key(f);
+      p.value = v ? short_dump(*v) : "";
+      p.reason = reason;
+    }
+    p.count += m_uses;
+  }
+
+  /// Field f must be zero (or absent): otherwise it is reported as unsupported.
+  void require_zero(const std::string& f, const std::string& reason) {
+    const json* v = get(f);
+    if (v && !is_zero_like(*v)) {
+      if (v->is_number() || is_complex(*v)) (void)num(f);  // a malformed complex is an error of its own
+      unsupported(f, reason);
+    }
+  }
+
+  void ignore(const std::string& f) { (void)get(f); }
+
+  /// Xsuite's element alignment (BeamElement shift_x, ..., rot_s_rad, and the legacy
+  /// _sin_rot_s/_cos_rot_s pair, where _sin_rot_s < -2 means "not set").
+  void require_no_alignment() {
+    static const char* const kReason = "element misalignments (shifts, tilts) are not modelled by fusetrack";
+    for (const char* f : {"shift_x", "shift_y", "shift_s", "rot_s_rad", "rot_x_rad", "rot_y_rad", "rot_s_rad_no_frame"})
+      require_zero(f, kReason);
+    ignore("rot_shift_anchor");  // only matters together with a shift or rotation
+    const json* s = get("sin_rot_s");
+    const json* c = get("cos_rot_s");
+    if (s || c) {
+      const double sin_r = s ? num("sin_rot_s") : 0.0;
+      const double cos_r = c ? num("cos_rot_s") : 0.0;
+      if (!(sin_r < -2.0) && std::atan2(sin_r, cos_r) != 0.0) unsupported(s ? "sin_rot_s" : "cos_rot_s", kReason);
+    }
+  }
+
+  /// Every field not read so far must be zero-like; metadata keys are ignored.
+  void check_rest() {
+    static const std::set<std::string> metadata = {"__class__", "name_associated_aperture", "extra", "prototype",
+                                                   "_dummy", "_internal_record_id"};
+    for (const auto& [k, v] : m_obj.items()) {
+      if (metadata.count(k) || m_used.count(k) || is_zero_like(v)) continue;
+      m_key[k] = k;
+      unsupported(k, "the importer does not know what this field does");
+    }
+  }
+
+ private:
+  Converter& m_cv;
+  const json& m_obj;
+  long m_index;
+  std::string m_name;
+  std::string m_cls;
+  long m_uses;
+  std::set<std::string> m_used;
+  std::map<std::string, std::string> m_key;  // field -> the key found in the object
+};
+
+// ------------------------------------------------------------------------------------------------
+// Element classes
+
+/// The converted element: a fusetrack definition, and for a thick Xsuite Cavity the drift of half
+/// its length that goes on each side of the kick.
+struct Converted {
+  json def;
+  double half_drift = 0.0;
+  bool half_drift_exact = false;
+};
+
+const std::map<std::string, long long> kDriftModels = {{"adaptive", 0}, {"expanded", 1}, {"exact", 2}};
+// _INDEX_TO_MODEL_CURVED/STRAIGHT/RF of xtrack/beam_elements/_common.py (+ 'expanded' -> 4)
+const std::map<std::string, long long> kMagnetModels = {
+    {"adaptive", 0},     {"full", 1},
+    {"bend-kick-bend", 2}, {"rot-kick-rot", 3},
+    {"mat-kick-mat", 4}, {"expanded", 4},
+    {"drift-kick-drift-exact", 5}, {"drift-kick-drift-expanded", 6},
+    {"rot-kick-rot-low-order", 7}, {"rot-kick-rot-high-order", 8}};
+const std::map<std::string, long long> kIntegrators = {{"adaptive", 0}, {"teapot", 1}, {"yoshida4", 2}, {"uniform", 3}};
+const std::map<std::string, long long> kEdgeModels = {{"linear", 0}, {"full", 1}, {"suppressed", -1}};
+const std::map<std::string, long long> kEdgeSides = {{"entry", 0}, {"exit", 1}};
+
+void require_no_radiation(XElement& e, const Converter& cv) {
+  // Radiation (and the tapering that goes with it) is compiled out by XTRACK_MULTIPOLE_NO_SYNRAD.
+  if (cv.config.no_synrad) {
+    e.ignore("radiation_flag");
+    e.ignore("delta_taper");
+  } else {
+    e.require_zero("radiation_flag", "synchrotron radiation is not modelled by fusetrack");
+    if (e.integer("radiation_flag") != 0) e.ignore("delta_taper");
+  }
+}
+
+Converted convert_drift(XElement& e, Converter& cv, bool exact_class) {
+  Converted out;
+  const double length = e.num("length");
+  bool exact = exact_class;
+  if (!exact_class) {
+    const long long model = e.choice("model", kDriftModels);
+    if (model < 0 || model > 2) throw InputError(e.at(e.key("model")), fmt::format("unknown drift model {}", model));
+    exact = model == 2 || cv.config.exact_drifts;  // XTRACK_USE_EXACT_DRIFTS overrides the model
+  }
+  out.def = {{"type", exact ? "DriftExact" : "Drift"}, {"length", length}};
+  return out;
+}
+
+Converted convert_multipole(XElement& e, Converter& cv) {
+  Converted out;
+  std::vector<double> knl = e.array("knl");
+  std::vector<double> ksl = e.array("ksl");
+  const long long given_order = e.integer("order");
+  // xtrack _prepare_multipolar_params: order = max(order, len(knl) - 1, len(ksl) - 1).
+  const long long order =
+      std::max<long long>({given_order, static_cast<long long>(knl.size()) - 1, static_cast<long long>(ksl.size()) - 1, 0});
+  if (order > kMaxMultipoleOrder) {
+    const std::string field = static_cast<long long>(knl.size()) - 1 == order   ? "knl"
+                              : static_cast<long long>(ksl.size()) - 1 == order ? "ksl"
+                                                                                 : "order";
+    throw InputError(e.at(e.key(field)),
+                     fmt::format("multipole order {} (knl has {} entries, ksl {}) exceeds fusetrack's maximum order "
+                                 "{}; Xsuite sums all {} terms (zeros included), so the kick cannot be reproduced",
+                                 order, knl.size(), ksl.size(), kMaxMultipoleOrder, order + 1));
+  }
+  knl.resize(static_cast<size_t>(order + 1), 0.0);
+  ksl.resize(static_cast<size_t>(order + 1), 0.0);
+  const double hxl = e.num("hxl");
+  const double length = e.num("length");
+  e.require_zero("hyl", "hyl (vertical bending) is not supported, by Xsuite either");
+  e.require_zero("bal", "'bal' is not supported");
+  e.require_zero("knl_rel", "relative multipole strengths (knl_rel) are not supported");
+  e.require_zero("ksl_rel", "relative multipole strengths (ksl_rel) are not supported");
+  e.ignore("main_order");  // only used with knl_rel/ksl_rel
+  e.ignore("main_is_skew");
+  e.ignore("inv_factorial_order");  // derived from the order
+  e.require_zero("isthick", "a thick Multipole (isthick = true) is not supported; only the thin kick is");
+  // A thin multipole is always "kick only" (xtrack multipole.h): these settings do not apply.
+  e.ignore("model");
+  e.ignore("integrator");
+  e.ignore("num_multipole_kicks");
+  require_no_radiation(e, cv);
+  e.require_no_alignment();
+  out.def = {{"type", "Multipole"}, {"knl", knl},   {"ksl", ksl},
+             {"hxl", hxl},          {"length", length}, {"order", static_cast<int>(order)}};
+  return out;
+}
+
+Converted convert_cavity(XElement& e, Converter& cv) {
+  Converted out;
+  const double voltage = e.num("voltage");
+  const double frequency = e.num("frequency");
+  const double harmonic = e.num("harmonic");
+  double lag = e.num("lag");
+  double phase = e.num("phase");
+  const double length = e.num("length");
+  // xtrack track_rf.h: lag += lag_taper, phase += phase_taper unless XTRACK_MULTIPOLE_NO_SYNRAD.
+  const double lag_taper = e.num("lag_taper");
+  const double phase_taper = e.num("phase_taper");
+  if (!cv.config.no_synrad) {
+    lag += lag_taper;
+    phase += phase_taper;
+  } else if (lag_taper != 0.0 || phase_taper != 0.0) {
+    cv.note("Cavity lag_taper/phase_taper ignored, as Xsuite does with XTRACK_MULTIPOLE_NO_SYNRAD set", 1);
+  }
+  e.require_zero("absolute_time", "RF phase from absolute time (absolute_time = 1) is not modelled");
+  if (e.integer("num_kicks") > 1) e.unsupported("num_kicks", "more than one RF kick is not modelled");
+  const long long integrator = e.choice("integrator", kIntegrators);
+  if (integrator == 2) e.unsupported("integrator", "the Yoshida integrator is not modelled (one kick only)");
+  else if (integrator < 0 || integrator > 3) throw InputError(e.at(e.key("integrator")), fmt::format("unknown integrator {}", integrator));
+  const long long model = e.choice("model", kMagnetModels);
+  if (length != 0.0) {
+    // xtrack track_rf.h, uniform integrator with one kick: drift(L/2) kick drift(L/2); model 6
+    // (the default) uses expanded drifts, model 5 exact ones.
+    if (model == 0 || model == 6) {
+      out.half_drift_exact = false;
+    } else if (model == 5) {
+      out.half_drift_exact = true;
+    } else {
+      e.unsupported("model", "only the drift-kick-drift models of a thick Cavity are supported");
+    }
+    out.half_drift = 0.5 * length;
+  }
+  if (cv.config.cavity_preserve_angle && voltage != 0.0)
+    e.unsupported("voltage", "XTRACK_CAVITY_PRESERVE_ANGLE (px, py scaled by the energy kick) is not modelled");
+  e.require_no_alignment();
+  out.def = {{"type", "Cavity"}, {"voltage", voltage}, {"frequency", frequency},
+             {"lag", lag},       {"phase", phase},     {"harmonic", harmonic}};
+  return out;
+}
+
+Converted convert_dipole_edge(XElement& e, Converter& cv) {
+  Converted out;
+  const json* h = e.get("h");  // the old name of k (xtrack DipoleEdge.__init__)
+  const double k = e.get("k") ? e.num("k") : (h ? e.num("h") : 0.0);
+  const double e1 = e.num("e1");
+  const double hgap = e.num("hgap");
+  const double fint = e.num("fint");
+  const double e1_fd = e.num("e1_fd");
+  const long long model = e.choice("model", kEdgeModels);
+  e.choice("side", kEdgeSides);  // only used by the non-linear model
+  if (cv.config.no_synrad) {
+    e.ignore("delta_taper");
+  } else {
+    e.require_zero("delta_taper", "tapering (r21, r43 scaled by 1 + delta_taper) is not modelled");
+  }
+  // r21, r43 are derived (DipoleEdge._update_r21_r43); values given that do not follow from k, e1,
+  // ... (old dicts could set them directly) are reported.
+  const double corr = 2.0 * k * hgap * fint;
+  const double r21 = k * std::tan(e1);
+  const double e1_v = e1 + e1_fd;
+  const double sin_e1_v = std::sin(e1_v);
+  const double r43 = -k * std::tan(e1_v - corr / std::cos(e1_v) * (1.0 + sin_e1_v * sin_e1_v));
+  for (const auto& [f, expected] : {std::pair<const char*, double>{"r21", r21}, {"r43", r43}}) {
+    if (!e.get(f)) continue;
+    const double given = e.num(f);
+    if (!(std::fabs(given - expected) <= 1e-12 * std::max(std::fabs(given), std::fabs(expected)) + 1e-300))
+      e.unsupported(f, fmt::format("{} is given directly and does not follow from k, e1, e1_fd, hgap, fint "
+                                   "(which give {:.17g})",
+                                   f, expected));
+  }
+  if (model == -1) {  // 'suppressed': the element does nothing
+    cv.note("DipoleEdge with model 'suppressed' has no effect and is written as a Marker", 1);
+    out.def = {{"type", "Marker"}};
+    return out;
+  }
+  if (model != 0) e.unsupported("model", "only the linear DipoleEdge model is supported");
+  e.require_no_alignment();
+  out.def = {{"type", "DipoleEdge"}, {"k", k}, {"e1", e1}, {"hgap", hgap}, {"fint", fint}, {"e1_fd", e1_fd}};
+  return out;
+}
+
+Converted convert_limit_rect(XElement& e) {
+  Converted out;
+  out.def = {{"type", "LimitRect"},
+             {"min_x", e.num("min_x", -kUnlimited)},
+             {"max_x", e.num("max_x", kUnlimited)},
+             {"min_y", e.num("min_y", -kUnlimited)},
+             {"max_y", e.num("max_y", kUnlimited)}};
+  e.require_no_alignment();
+  return out;
+}
+
+Converted convert_limit_racetrack(XElement& e) {
+  Converted out;
+  out.def = {{"type", "LimitRacetrack"},
+             {"min_x", e.num("min_x", -kUnlimited)},
+             {"max_x", e.num("max_x", kUnlimited)},
+             {"min_y", e.num("min_y", -kUnlimited)},
+             {"max_y", e.num("max_y", kUnlimited)},
+             {"a", e.num("a")},
+             {"b", e.num("b")}};
+  e.require_no_alignment();
+  return out;
+}
+
+Converted convert_limit_ellipse(XElement& e) {
+  // xtrack stores a_squ, b_squ (and a_b_squ) and writes a = sqrt(a_squ), b = sqrt(b_squ) too;
+  // LimitEllipse.__init__ prefers a, b; with neither, the axis is UNLIMITED.
+  auto axis = [&](const char* name, const char* squ) {
+    if (e.get(name)) return e.num(name);
+    if (e.get(squ)) {
+      const double s = e.num(squ);
+      if (!(s > 0.0)) throw InputError(e.at(e.key(squ)), fmt::format("{} must be positive, got {}", squ, s));
+      return std::sqrt(s);
+    }
+    return kUnlimited;
+  };
+  Converted out;
+  const double a = axis("a", "a_squ");
+  const double b = axis("b", "b_squ");
+  e.ignore("a_squ");
+  e.ignore("b_squ");
+  e.ignore("a_b_squ");  // derived
+  out.def = {{"type", "LimitEllipse"}, {"a", a}, {"b", b}};
+  e.require_no_alignment();
+  return out;
+}
+
+Converted convert_srotation(XElement& e) {
+  // xtrack SRotation: `angle` in degrees; the element keeps cos_z, sin_z (anglerad = angle / 180 * pi).
+  // A dict has angle (and cos_z), or, older, only cos_z and sin_z: angle = atan2(sin_z, cos_z) in
+  // degrees, as xtrack's SRotation.angle property computes it.
+  Converted out;
+  const bool has_angle = e.get("angle") != nullptr;
+  const bool has_cos = e.get("cos_z") != nullptr;
+  const bool has_sin = e.get("sin_z") != nullptr;
+  double angle = 0.0;
+  if (has_angle) {
+    angle = e.num("angle");
+    const double anglerad = angle / 180.0 * kPi;
+    for (const auto& [f, expected] :
+         {std::pair<const char*, double>{"cos_z", std::cos(anglerad)}, {"sin_z", std::sin(anglerad)}}) {
+      if (!e.get(f)) continue;
+      const double given = e.num(f);
+      if (!(std::fabs(given - expected) <= 1e-13))  // xtrack: np.isclose(..., atol=1e-13)
+        throw InputError(e.at(e.key(f)), fmt::format("{} = {:.17g} does not match angle = {:.17g} deg (expected "
+                                                     "{:.17g})",
+                                                     f, given, angle, expected));
+    }
+  } else if (has_cos || has_sin) {
+    const double c = e.num("cos_z");
+    const double s = e.num("sin_z");
+    if (!(std::fabs(s * s + c * c - 1.0) <= 1e-13))
+      throw InputError(e.at(e.key(has_cos ? "cos_z" : "sin_z")),
+                       fmt::format("cos_z = {:.17g} and sin_z = {:.17g} are not the cosine and sine of one angle", c, s));
+    angle = std::atan2(s, c) * (180.0 / kPi);
+  }
+  out.def = {{"type", "SRotation"}, {"angle", angle}};
+  return out;
+}
+
+Converted convert_xyshift(XElement& e) {
+  Converted out;
+  out.def = {{"type", "XYShift"}, {"dx", e.num("dx")}, {"dy", e.num("dy")}};
+  return out;
+}
+
+/// Common checks of xtrack's straight thick magnets (Quadrupole, Sextupole) whose default model
+/// fusetrack implements; returns the number of kicks.
+int thick_magnet_kicks(XElement& e, Converter& cv, long long default_model, const char* model_name) {
+  const long long model = e.choice("model", kMagnetModels);
+  if (model != 0 && model != default_model)
+    e.unsupported("model", fmt::format("only Xsuite's default model '{}' is supported", model_name));
+  const long long integrator = e.choice("integrator", kIntegrators);
+  if (integrator != 0 && integrator != 3) e.unsupported("integrator", "only the uniform integrator is supported");
+  for (const char* f : {"knl", "ksl"}) e.require_zero(f, "additional multipole components (knl, ksl) are not supported");
+  for (const char* f : {"knl_rel", "ksl_rel"}) e.require_zero(f, "relative multipole strengths are not supported");
+  e.ignore("order");
+  e.ignore("inv_factorial_order");
+  e.ignore("main_order");
+  e.ignore("main_is_skew");
+  for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
+  require_no_radiation(e, cv);
+  e.require_no_alignment();
+  const long long kicks = e.integer("num_multipole_kicks");
+  if (kicks < 0 || kicks > 100000)
+    throw InputError(e.at(e.key("num_multipole_kicks")), fmt::format("invalid number of kicks {}", kicks));
+  return kicks == 0 ? 1 : static_cast<int>(kicks);  // 0: automatic, one kick for a straight magnet
+}
+
+Converted convert_quadrupole(XElement& e, Converter& cv) {
+  Converted out;
+  const double length = e.num("length"), k1 = e.num("k1"), k1s = e.num("k1s");
+  const int kicks = thick_magnet_kicks(e, cv, 4, "mat-kick-mat");
+  out.def = {{"type", "Quadrupole"}, {"length", length}, {"k1", k1}, {"k1s", k1s}, {"num_slices", kicks}};
+  return out;
+}
+
+Converted convert_sextupole(XElement& e, Converter& cv) {
+  Converted out;
+  const double length = e.num("length"), k2 = e.num("k2"), k2s = e.num("k2s");
+  const int kicks = thick_magnet_kicks(e, cv, 6, "drift-kick-drift-expanded");
+  out.def = {{"type", "Sextupole"}, {"length", length}, {"k2", k2}, {"k2s", k2s}, {"num_slices", kicks}};
+  return out;
+}
+
+/// Converts a known class; returns false for an unknown one.
+bool convert_element(XElement& e, Converter& cv, Converted& out) {
+  const std::string& c = e.cls();
+  if (c == "Marker") {
+    out.def = {{"type", "Marker"}};
+  } else if (c == "Drift") {
+    out = convert_drift(e, cv, false);
+  } else if (c == "DriftExact") {
+    out = convert_drift(e, cv, true);
+  } else if (c == "Multipole") {
+    out = convert_multipole(e, cv);
+  } else if (c == "Cavity") {
+    out = convert_cavity(e, cv);
+  } else if (c == "DipoleEdge") {
+    out = convert_dipole_edge(e, cv);
+  } else if (c == "LimitRect") {
+    out = convert_limit_rect(e);
+  } else if (c == "LimitEllipse") {
+    out = convert_limit_ellipse(e);
+  } else if (c == "LimitRacetrack") {
+    out = convert_limit_racetrack(e);
+  } else if (c == "SRotation") {
+    out = convert_srotation(e);
+  } else if (c == "XYShift") {
+    out = convert_xyshift(e);
+  } else if (c == "Quadrupole") {
+    out = convert_quadrupole(e, cv);
+  } else if (c == "Sextupole") {
+    out = convert_sextupole(e, cv);
+  } else {
+    return false;
+  }
+  e.check_rest();
+  return true;
+}
+
+// ------------------------------------------------------------------------------------------------
+// Line-level parts
+
+XsuiteConfig read_config(const json& config_doc, const std::string& where_field, Converter& cv) {
+  XsuiteConfig c;
+  if (config_doc.is_null()) return c;  // a Line's defaults
+  if (!config_doc.is_object()) throw InputError(cv.at(where_field), fmt::format("expected an object, got {}", json_kind(config_doc)));
+  c.present = true;
+  // With a config, a flag is defined only when present and not false/null (xtrack TrackerConfig).
+  auto flag = [&](const char* key) {
+    if (!config_doc.contains(key)) return false;
+    const json& v = config_doc.at(key);
+    return !(v.is_null() || (v.is_boolean() && !v.get<bool>()));
+  };
+  c.no_synrad = flag("XTRACK_MULTIPOLE_NO_SYNRAD");
+  c.exact_drifts = flag("XTRACK_USE_EXACT_DRIFTS");
+  c.cavity_preserve_angle = flag("XTRACK_CAVITY_PRESERVE_ANGLE");
+  if (flag("XTRACK_GLOBAL_XY_LIMIT")) {
+    const json& v = config_doc.at("XTRACK_GLOBAL_XY_LIMIT");
+    const double lim = real_number(v, cv.at(where_field + ".XTRACK_GLOBAL_XY_LIMIT"));
+    if (!(lim > 0.0))
+      throw InputError(cv.at(where_field + ".XTRACK_GLOBAL_XY_LIMIT"), fmt::format("must be positive, got {}", v.dump()));
+    c.global_xy_limit = lim;
+  } else {
+    c.global_xy_limit = 0.0;
+  }
+  return c;
+}
+
+json read_reference(const json& doc, const json& line, Converter& cv) {
+  std::string field;
+  const json* p = nullptr;
+  for (const auto& [holder, key, prefix] :
+       {std::tuple<const json*, const char*, const char*>{&doc, "particle_ref", ""}, {&doc, "particle", ""},
+        {&line, "particle_ref", "line."}}) {
+    if (holder->is_object() && holder->contains(key) && !holder->at(key).is_null()) {
+      p = &holder->at(key);
+      field = std::string(prefix) + key;
+      break;
+    }
+  }
+  if (!p)
+    throw InputError(cv.at("particle_ref"),
+                     "the reference particle is missing (Xsuite \"particle_ref\", or \"particle\" in the older layout)");
+  if (p->is_string()) {  // a name of env_particles
+    const std::string name = p->get<std::string>();
+    const json* env = doc.contains("env_particles") ? &doc.at("env_particles") : nullptr;
+    if (!env || !env->is_object() || !env->contains(name))
+      throw InputError(cv.at(field), fmt::format("names '{}', which is not in \"env_particles\"", name));
+    p = &env->at(name);
+    field = "env_particles." + name;
+  }
+  if (!p->is_object()) throw InputError(cv.at(field), fmt::format("expected an object, got {}", json_kind(*p)));
+  auto get = [&](const char* key) {
+    const std::string f = field + "." + key;
+    if (!p->contains(key)) throw InputError(cv.at(f), "required field is missing");
+    const json* v = &p->at(key);
+    if (v->is_array()) {
+      if (v->empty()) throw InputError(cv.at(f), "the array is empty");
+      v = &(*v)[0];
+    }
+    return real_number(*v, cv.at(f));
+  };
+  const double mass0 = get("mass0");
+  const double q0 = get("q0");
+  const double p0c = get("p0c");
+  if (!(mass0 > 0.0)) throw InputError(cv.at(field + ".mass0"), fmt::format("must be positive, got {} eV", mass0));
+  if (q0 == 0.0) throw InputError(cv.at(field + ".q0"), "must be non-zero");
+  if (!(p0c > 0.0)) throw InputError(cv.at(field + ".p0c"), fmt::format("must be positive, got {} eV", p0c));
+  return json{{"mass0", mass0}, {"q0", q0}, {"p0c", p0c}};
+}
+
+std::string problem_list(const std::map<std::string, Problem>& problems, const std::vector<std::string>& order,
+                         bool with_fields) {
+  std::string s;
+  for (const std::string& k : order) {
+    const Problem& p = problems.at(k);
+    if (!s.empty()) s += ", ";
+    if (with_fields)
+      s += fmt::format("{}.{} = {} ({}; {}, first #{} '{}')", p.cls, p.field, p.value, p.reason,
+                       p.count == 1 ? std::string("1 element") : fmt::format("{} elements", p.count), p.first_index,
+                       p.first_name);
+    else
+      s += fmt::format("{} ({})", p.cls, p.count);
+  }
+  return s;
+}
+
+}  // namespace
+
+bool is_xsuite_line(const nlohmann::ordered_json& doc) {
+  if (!doc.is_object()) return false;
+  if (doc.contains("element_names")) return true;
+  if (doc.contains("line") && doc.at("line").is_object() && doc.at("line").contains("element_names")) return true;
+  return doc.contains("line") && doc.contains("particle");
+}
+
+nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, const std::string& file,
+                                           const XsuiteImportOptions& options) {
+  Converter cv(file, options);
+  if (!doc.is_object()) throw InputError(InputLocation{file}, "an Xsuite line must be a JSON object");
+
+  // The layout: {"elements", "element_names", ...} or {"line": {...}, "particle": {...}}.
+  const bool old_layout = !doc.contains("element_names") && doc.contains("line");
+  const json& line = old_layout ? doc.at("line") : doc;
+  const std::string prefix = old_layout ? "line." : "";
+  if (!line.is_object()) throw InputError(cv.at("line"), fmt::format("expected an object, got {}", json_kind(line)));
+  for (const char* key : {"elements", "element_names"})
+    if (!line.contains(key)) throw InputError(cv.at(prefix + key), "required field of an Xsuite line is missing");
+  const json& elements = line.at("elements");
+  const json& names = line.at("element_names");
+  if (!names.is_array())
+    throw InputError(cv.at(prefix + "element_names"), fmt::format("expected an array of names, got {}", json_kind(names)));
+  if (names.empty()) throw InputError(cv.at(prefix + "element_names"), "the line is empty");
+
+  const json null_value;
+  const json& config_doc = line.contains("config") ? line.at("config") : (doc.contains("config") ? doc.at("config") : null_value);
+  cv.config = read_config(config_doc, line.contains("config") ? prefix + "config" : "config", cv);
+  const json reference = read_reference(doc, line, cv);
+
+  // Sequence names, their first index and number of uses.
+  std::vector<std::string> sequence;
+  sequence.reserve(names.size());
+  std::unordered_map<std::string, long> first_index, uses;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (!names[i].is_string())
+      throw InputError(cv.at(fmt::format("{}element_names[{}]", prefix, i)),
+                       fmt::format("expected an element name, got {}", json_kind(names[i])));
+    const std::string& n = names[i].get_ref<const std::string&>();
+    sequence.push_back(n);
+    first_index.emplace(n, static_cast<long>(i));
+    ++uses[n];
+  }
+
+  // name -> element object. A list (older dicts) is zipped with element_names like
+  // xtrack Line.from_dict does: for a repeated name the last entry wins.
+  std::unordered_map<std::string, const json*> by_name;
+  if (elements.is_object()) {
+    for (auto it = elements.begin(); it != elements.end(); ++it) by_name[it.key()] = &it.value();
+  } else if (elements.is_array()) {
+    if (elements.size() != names.size())
+      throw InputError(cv.at(prefix + "elements"),
+                       fmt::format("a list of elements must have one entry per element_names entry: {} elements for "
+                                   "{} names",
+                                   elements.size(), names.size()));
+    long differing = 0;
+    for (size_t i = 0; i < elements.size(); ++i) {
+      auto [it, inserted] = by_name.emplace(sequence[i], &elements[i]);
+      if (!inserted) {
+        if (*it->second != elements[i]) ++differing;
+        it->second = &elements[i];
+      }
+    }
+    if (differing)
+      cv.warnings.push_back(fmt::format("{} entries of the element list repeat a name with different contents; as in "
+                                        "Xsuite, the last entry of each name is used",
+                                        differing));
+  } else {
+    throw InputError(cv.at(prefix + "elements"),
+                     fmt::format("expected an object mapping names to elements (or a list), got {}", json_kind(elements)));
+  }
+
+  // Convert each definition once, in order of first use.
+  std::vector<std::string> unique;
+  std::unordered_map<std::string, Converted> converted;
+  std::set<std::string> seen;
+  for (size_t i = 0; i < sequence.size(); ++i) {
+    const std::string& name = sequence[i];
+    if (!seen.insert(name).second) continue;
+    const long index = static_cast<long>(i);
+    InputLocation where{file};
+    where.element_index = index;
+    where.element_name = name;
+    // Resolve the element (and Replica chains: {"__class__": "Replica", "parent_name": ...}).
+    auto found = by_name.find(name);
+    if (found == by_name.end()) {
+      where.field = fmt::format("{}element_names[{}]", prefix, i);
+      throw InputError(where, fmt::format("'{}' is not defined in \"elements\"", name));
+    }
+    const json* obj = found->second;
+    std::set<std::string> visited{name};
+    for (;;) {
+      if (!obj->is_object() || !obj->contains("__class__") || !obj->at("__class__").is_string()) {
+        where.field = "__class__";
+        throw InputError(where, "an Xsuite element must be an object with a \"__class__\" string");
+      }
+      if (obj->at("__class__") != "Replica") break;
+      where.element_type = "Replica";
+      where.field = "parent_name";
+      if (!obj->contains("parent_name") || !obj->at("parent_name").is_string())
+        throw InputError(where, "a Replica needs a \"parent_name\" string");
+      const std::string parent = obj->at("parent_name").get<std::string>();
+      if (!visited.insert(parent).second) throw InputError(where, fmt::format("Replica chain through '{}' is circular", parent));
+      auto p = by_name.find(parent);
+      if (p == by_name.end()) throw InputError(where, fmt::format("parent '{}' is not defined in \"elements\"", parent));
+      obj = p->second;
+    }
+    const std::string cls = obj->at("__class__").get<std::string>();
+    XElement e(cv, *obj, index, name, cls, uses.at(name));
+    Converted out;
+    if (!convert_element(e, cv, out)) {
+      auto [it, inserted] = cv.unknown_classes.try_emplace(cls);
+      if (inserted) {
+        cv.unknown_order.push_back(cls);
+        it->second.first_index = index;
+        it->second.first_name = name;
+        it->second.cls = cls;
+      }
+      it->second.count += uses.at(name);
+      if (obj->contains("length") && !is_zero_like(obj->at("length"))) it->second.has_length = true;
+      if (!options.replace_unknown_with_markers) continue;
+      out.def = {{"type", "Marker"}};
+    }
+    unique.push_back(name);
+    converted.emplace(name, std::move(out));
+  }
+
+  if ((!cv.unknown_classes.empty() && !options.replace_unknown_with_markers) || !cv.unsupported_fields.empty()) {
+    // Locate the first problem; list them all.
+    InputLocation where{file};
+    long first = std::numeric_limits<long>::max();
+    auto consider = [&](const Problem& p) {
+      if (p.first_index < first) {
+        first = p.first_index;
+        where.element_index = p.first_index;
+        where.element_name = p.first_name;
+        where.element_type = p.cls;
+        where.field = p.field;
+      }
+    };
+    std::string message;
+    if (!cv.unknown_classes.empty() && !options.replace_unknown_with_markers) {
+      for (const auto& [k, p] : cv.unknown_classes) consider(p);
+      std::string firsts;
+      for (const std::string& k : cv.unknown_order) {
+        const Problem& p = cv.unknown_classes.at(k);
+        firsts += fmt::format("{}#{} '{}' ({})", firsts.empty() ? "" : ", ", p.first_index, p.first_name, p.cls);
+      }
+      message = fmt::format("unsupported Xsuite element classes: {} (first: {}); fusetrack has no such element "
+                            "types (replace them by markers with --replace-unknown-with-markers, which changes the "
+                            "physics)",
+                            problem_list(cv.unknown_classes, cv.unknown_order, false), firsts);
+    }
+    if (!cv.unsupported_fields.empty()) {
+      for (const auto& [k, p] : cv.unsupported_fields) consider(p);
+      message += fmt::format("{}unsupported Xsuite element fields (they change the tracking and fusetrack cannot "
+                             "reproduce them): {}",
+                             message.empty() ? "" : "; ", problem_list(cv.unsupported_fields, cv.field_order, true));
+    }
+    throw InputError(where, message);
+  }
+
+  // Names for the half drifts of thick cavities: unique among all names of the line.
+  std::set<std::string> taken(sequence.begin(), sequence.end());
+  for (const auto& [n, v] : by_name) {
+    (void)v;
+    taken.insert(n);
+  }
+  std::unordered_map<std::string, std::string> half_drift_name;
+  long thick_cavities = 0;
+
+  // ordered_json's operator[] searches linearly: append to the underlying vector (names unique).
+  json out_elements = json::object();
+  auto& element_list = static_cast<json::object_t::Container&>(out_elements.get_ref<json::object_t&>());
+  element_list.reserve(2 * unique.size());
+  for (const std::string& name : unique) {
+    Converted& c = converted.at(name);
+    if (c.half_drift != 0.0) {
+      std::string dn = name + "/half_drift";
+      while (taken.count(dn)) dn += "_";
+      taken.insert(dn);
+      half_drift_name[name] = dn;
+      element_list.emplace_back(dn, json{{"type", c.half_drift_exact ? "DriftExact" : "Drift"}, {"length", c.half_drift}});
+      thick_cavities += uses.at(name);
+    }
+    element_list.emplace_back(name, std::move(c.def));
+  }
+  json out_sequence = json::array();
+  for (const std::string& name : sequence) {
+    auto h = half_drift_name.find(name);
+    if (h != half_drift_name.end()) out_sequence.push_back(h->second);
+    out_sequence.push_back(name);
+    if (h != half_drift_name.end()) out_sequence.push_back(h->second);
+  }
+
+  // Warnings.
+  for (const std::string& cls : cv.unknown_order) {
+    const Problem& p = cv.unknown_classes.at(cls);
+    cv.warnings.push_back(fmt::format("{} Xsuite element{} of unsupported class {} replaced by markers (first: #{} '{}'){}",
+                                      p.count, p.count == 1 ? "" : "s", cls, p.first_index, p.first_name,
+                                      p.has_length ? "; their non-zero lengths are dropped from the ring" : ""));
+  }
+  if (thick_cavities)
+    cv.warnings.push_back(fmt::format("{} thick Xsuite Cavit{} (non-zero length) written as drift(L/2), kick, "
+                                      "drift(L/2), as Xsuite tracks {}: the sequence has {} more entries than "
+                                      "element_names",
+                                      thick_cavities, thick_cavities == 1 ? "y" : "ies",
+                                      thick_cavities == 1 ? "it" : "them", 2 * thick_cavities));
+  for (const std::string& n : cv.note_order) cv.warnings.push_back(fmt::format("{} ({})", n, cv.notes.at(n)));
+  if (cv.config.global_xy_limit <= 0.0)
+    cv.warnings.push_back("the line's config has no XTRACK_GLOBAL_XY_LIMIT, so Xsuite applies no global aperture; "
+                          "fusetrack's is set to the largest finite value");
+  if (options.warnings)
+    for (const std::string& w : cv.warnings) options.warnings->push_back(w);
+
+  const double limit = cv.config.global_xy_limit > 0.0 ? cv.config.global_xy_limit : std::numeric_limits<double>::max();
+  json result;
+  result["fusetrack_lattice"] = 1;
+  result["description"] = fmt::format("converted from the Xsuite line {} ({} elements)", file, sequence.size());
+  result["reference"] = reference;
+  result["global_aperture"] = {{"x", limit}, {"y", limit}};
+  result["elements"] = std::move(out_elements);
+  result["sequence"] = std::move(out_sequence);
+  return result;
 }
 
 }  // namespace ft

@@ -13,9 +13,17 @@
 # All headers of one plugin must sit in one directory; their file names are their include names.
 
 set(FUSETRACK_SDK_DIR ${CMAKE_CURRENT_LIST_DIR} CACHE INTERNAL "")
+# Installed, this file sits next to FusetrackEmbed.cmake; in-tree the top level has included it already.
+if(NOT COMMAND fusetrack_embed_sources AND EXISTS ${CMAKE_CURRENT_LIST_DIR}/FusetrackEmbed.cmake)
+  include(${CMAKE_CURRENT_LIST_DIR}/FusetrackEmbed.cmake)
+endif()
 
 function(fusetrack_add_element_plugin NAME)
   cmake_parse_arguments(ARG "" "ABI_VERSION" "HEADERS;SOURCES" ${ARGN})
+  if(NOT TARGET fusetrack::sdk OR NOT FUSETRACK_SDK_ENTRY_SOURCE OR NOT COMMAND fusetrack_embed_sources)
+    message(FATAL_ERROR "fusetrack_add_element_plugin(${NAME}): the fusetrack SDK is not set up; "
+                        "call find_package(fusetrack) first")
+  endif()
   if(NOT ARG_HEADERS)
     message(FATAL_ERROR "fusetrack_add_element_plugin(${NAME}): HEADERS is required")
   endif()

@@ -1,0 +1,882 @@
+// Linear optics from the one-turn map (see optics.h for the formulas' sources). Everything here
+// goes through the generic tracking API: ft::make_cpu_backend and TrackOptions; no element
+// type is named.
+#include "fusetrack/optics.h"
+
+#include <fftw3.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <complex>
+#include <functional>
+#include <limits>
+#include <memory>
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "fusetrack/error.h"
+#include "fusetrack/tracker.h"
+
+namespace ft {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+const char* const kCoordinateNames[6] = {"x", "px", "y", "py", "zeta", "delta"};
+
+// ---------------------------------------------------------------------------------------------
+// Longitudinal variables. pzeta = ptau / beta0 and, with beta0 ptau = sqrt(1 + beta0^2 delta
+// (2 + delta)) - 1 (xtrack update_delta), written without cancellation:
+//   pzeta = delta (2 + delta) / (sqrt(1 + beta0^2 delta (2 + delta)) + 1),
+//   d pzeta / d delta = (1 + delta) / (1 + beta0 ptau) = rvv.
+double pzeta_of_delta(double delta, double beta0) {
+  const double d2 = delta * (2.0 + delta);
+  return d2 / (std::sqrt(1.0 + beta0 * beta0 * d2) + 1.0);
+}
+
+double dpzeta_ddelta(double delta, double beta0) {
+  const double beta0_ptau = beta0 * beta0 * pzeta_of_delta(delta, beta0);
+  return (1.0 + delta) / (1.0 + beta0_ptau);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Small dense linear algebra (n <= 6).
+
+/// Solves a x = b in place by Gaussian elimination with partial pivoting; false if singular.
+bool solve(std::vector<std::vector<double>> a, std::vector<double>& b) {
+  const size_t n = b.size();
+  double scale = 0.0;
+  for (const auto& row : a)
+    for (double v : row) scale = std::max(scale, std::fabs(v));
+  if (!(scale > 0.0)) return false;
+  for (size_t c = 0; c < n; ++c) {
+    size_t p = c;
+    for (size_t r = c + 1; r < n; ++r)
+      if (std::fabs(a[r][c]) > std::fabs(a[p][c])) p = r;
+    if (!(std::fabs(a[p][c]) > 1e-14 * scale)) return false;
+    std::swap(a[p], a[c]);
+    std::swap(b[p], b[c]);
+    for (size_t r = c + 1; r < n; ++r) {
+      const double f = a[r][c] / a[c][c];
+      if (f == 0.0) continue;
+      for (size_t k = c; k < n; ++k) a[r][k] -= f * a[c][k];
+      b[r] -= f * b[c];
+    }
+  }
+  for (size_t c = n; c-- > 0;) {
+    double s = b[c];
+    for (size_t k = c + 1; k < n; ++k) s -= a[c][k] * b[k];
+    b[c] = s / a[c][c];
+  }
+  return true;
+}
+
+Matrix6 multiply(const Matrix6& a, const Matrix6& b) {
+  Matrix6 c{};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) {
+      double s = 0.0;
+      for (int k = 0; k < 6; ++k) s += a[i][k] * b[k][j];
+      c[i][j] = s;
+    }
+  return c;
+}
+
+double trace(const Matrix6& a) {
+  double s = 0.0;
+  for (int i = 0; i < 6; ++i) s += a[i][i];
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------------
+// One turn of the ring, optionally with delta frozen.
+
+/// Tracks through the ring with the CPU backend. With `freeze_delta`, delta (and ptau, rpp,
+/// rvv) is restored after every element that changes it, so the turn is the 4D map at fixed
+/// delta (what MAD-X gets with the RF off and xtrack with freeze_longitudinal). Which elements
+/// change delta is found once by tracking probe particles (no element type is named): a
+/// segment of the sequence is bisected while the probes' delta changes across it.
+class RingTracker {
+ public:
+  RingTracker(const Lattice& lattice, bool freeze_delta, int threads)
+      : m_lattice(lattice), m_backend(make_cpu_backend(lattice)), m_threads(threads) {
+    if (freeze_delta) find_delta_changers();
+  }
+
+  size_t frozen_count() const { return m_cuts.size(); }
+
+  /// Tracks `turns` turns; per_turn(turns_done, particles) after each turn when given.
+  void track(Particles& p, int64_t turns, int64_t first_turn = 0,
+             const std::function<void(int64_t, const Particles&)>& per_turn = {}) const {
+    if (m_cuts.empty()) {
+      TrackOptions o;
+      o.turns = turns;
+      o.first_turn = first_turn;
+      o.threads = m_threads;
+      if (per_turn) {
+        o.callback_every = 1;
+        o.callback = [&per_turn](int64_t done, const Particles& q) {
+          per_turn(done, q);
+          return true;
+        };
+      }
+      m_backend->track(p, o);
+      return;
+    }
+    const size_t n_elements = m_lattice.sequence().size();
+    std::vector<double> saved;
+    for (int64_t t = 0; t < turns; ++t) {
+      saved = p.delta;
+      size_t begin = 0;
+      for (size_t k = 0; k <= m_cuts.size(); ++k) {
+        const size_t end = k < m_cuts.size() ? m_cuts[k] + 1 : n_elements;
+        if (end > begin) {
+          TrackOptions o;
+          o.turns = 1;
+          o.first_turn = first_turn + t;
+          o.element_begin = begin;
+          o.element_end = end;
+          o.threads = m_threads;
+          m_backend->track(p, o);
+        }
+        restore_delta(p, saved);
+        begin = end;
+      }
+      if (per_turn) per_turn(t + 1, p);
+    }
+  }
+
+ private:
+  static void restore_delta(Particles& p, const std::vector<double>& saved) {
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p.state[i] <= 0 || p.delta[i] == saved[i]) continue;
+      ParticleView v = p.view(i);
+      v.update_delta(saved[i]);
+      p.store(i, v);
+    }
+  }
+
+  void track_range(Particles& p, size_t begin, size_t end) const {
+    TrackOptions o;
+    o.turns = 1;
+    o.element_begin = begin;
+    o.element_end = end;
+    o.threads = m_threads;
+    m_backend->track(p, o);
+    for (size_t i = 0; i < p.size(); ++i)
+      if (p.state[i] <= 0) {
+        const long e = static_cast<long>(p.lost_element[i]);
+        throw Error(fmt::format(
+            "optics: a probe particle (offsets <= 3e-3) was lost at element #{} '{}' while looking for elements "
+            "that change delta; the lattice has an aperture or instability at the reference orbit",
+            e, e >= 0 ? m_lattice.element(static_cast<size_t>(e)).name : std::string("?")));
+      }
+  }
+
+  static bool delta_changed(const Particles& a, const Particles& b) {
+    for (size_t i = 0; i < a.size(); ++i)
+      if (a.delta[i] != b.delta[i]) return true;
+    return false;
+  }
+
+  void find_delta_changers() {
+    const size_t n = m_lattice.sequence().size();
+    if (n == 0) return;
+    // Probes at several zeta (an RF kick vanishes only at isolated phases), delta and small
+    // transverse offsets.
+    Particles probes(3, m_lattice.reference().beta0());
+    probes.set(0, 1e-5, 1e-6, -1e-5, 2e-6, 1.1e-3, 1e-4);
+    probes.set(1, -2e-5, -1e-6, 1.5e-5, -1e-6, -2.7e-3, -1e-4);
+    probes.set(2, 0.0, 0.0, 0.0, 0.0, 3.1e-4, 0.0);
+    search(0, n, probes);
+  }
+
+  /// Elements in [begin, end) that change the probes' delta, given the probes at `begin`.
+  void search(size_t begin, size_t end, const Particles& at_begin) {
+    Particles p = at_begin;
+    track_range(p, begin, end);
+    if (!delta_changed(p, at_begin)) return;
+    if (end - begin == 1) {
+      m_cuts.push_back(begin);
+      return;
+    }
+    const size_t mid = begin + (end - begin) / 2;
+    Particles at_mid = at_begin;
+    track_range(at_mid, begin, mid);
+    search(begin, mid, at_begin);
+    search(mid, end, at_mid);
+  }
+
+  const Lattice& m_lattice;
+  std::unique_ptr<Backend> m_backend;
+  int m_threads;
+  std::vector<size_t> m_cuts;  // sequence indices of the elements that change delta, ascending
+};
+
+// ---------------------------------------------------------------------------------------------
+// Finite-difference probe of the one-turn map: 13 particles in one Particles object.
+
+struct Probe {
+  std::array<double, 6> in{}, out{};  // centre particle (x, px, y, py, zeta, delta)
+  Matrix6 jac{};                      // d out / d in in (x, px, y, py, zeta, delta)
+};
+
+Probe probe_map(const RingTracker& tracker, const Lattice& lattice, const std::array<double, 6>& z,
+                const std::array<double, 6>& steps, const char* what) {
+  Particles p(13, lattice.reference().beta0());
+  p.set(0, z[0], z[1], z[2], z[3], z[4], z[5]);
+  std::array<double, 6> din{};
+  for (int k = 0; k < 6; ++k) {
+    std::array<double, 6> zp = z, zm = z;
+    zp[k] += steps[k];
+    zm[k] -= steps[k];
+    din[k] = zp[k] - zm[k];  // the step actually represented
+    p.set(static_cast<size_t>(1 + 2 * k), zp[0], zp[1], zp[2], zp[3], zp[4], zp[5]);
+    p.set(static_cast<size_t>(2 + 2 * k), zm[0], zm[1], zm[2], zm[3], zm[4], zm[5]);
+  }
+  tracker.track(p, 1);
+  for (size_t i = 0; i < p.size(); ++i) {
+    if (p.state[i] > 0) continue;
+    const long e = static_cast<long>(p.lost_element[i]);
+    throw Error(fmt::format(
+        "optics ({}): a probe particle near ({:.6g}, {:.6g}, {:.6g}, {:.6g}, {:.6g}, {:.6g}) was lost at element #{} "
+        "'{}' (state {}) in the first turn; the orbit is outside the aperture or the motion is unstable",
+        what, z[0], z[1], z[2], z[3], z[4], z[5], e, e >= 0 ? lattice.element(static_cast<size_t>(e)).name : "?",
+        p.state[i]));
+  }
+  Probe r;
+  r.in = z;
+  p.coordinates(0, r.out.data());
+  for (int k = 0; k < 6; ++k) {
+    double op[6], om[6];
+    p.coordinates(static_cast<size_t>(1 + 2 * k), op);
+    p.coordinates(static_cast<size_t>(2 + 2 * k), om);
+    for (int i = 0; i < 6; ++i) r.jac[i][k] = (op[i] - om[i]) / din[k];
+  }
+  return r;
+}
+
+/// The Jacobian in (..., zeta, pzeta) from the one in (..., zeta, delta) (chain rule).
+Matrix6 to_pzeta(const Matrix6& jac, double delta_in, double delta_out, double beta0) {
+  const double a_in = dpzeta_ddelta(delta_in, beta0);
+  const double a_out = dpzeta_ddelta(delta_out, beta0);
+  Matrix6 m = jac;
+  for (int i = 0; i < 6; ++i) m[i][5] /= a_in;
+  for (int k = 0; k < 6; ++k) m[5][k] *= a_out;
+  return m;
+}
+
+/// Newton iteration on map(z) = z over the coordinates `idx` (the others stay as given).
+OneTurnMap newton(const RingTracker& tracker, const Lattice& lattice, std::array<double, 6> z,
+                  const std::vector<int>& idx, const OpticsOptions& o, bool six_d) {
+  const char* what = six_d ? "6D closed orbit" : "4D closed orbit";
+  const size_t n = idx.size();
+  Probe best;
+  double best_res = std::numeric_limits<double>::infinity();
+  int iterations = 0;
+  double prev_res = std::numeric_limits<double>::infinity();
+  for (int it = 0; it <= o.co_max_iterations; ++it) {
+    const Probe pr = probe_map(tracker, lattice, z, o.steps, what);
+    double res = 0.0;
+    std::vector<double> r(n);
+    for (size_t a = 0; a < n; ++a) {
+      r[a] = pr.out[static_cast<size_t>(idx[a])] - z[static_cast<size_t>(idx[a])];
+      res = std::max(res, std::fabs(r[a]));
+    }
+    if (!std::isfinite(res))
+      throw Error(fmt::format("optics: the {} search produced a non-finite orbit (unstable ring?)", what));
+    if (res < best_res) {
+      best = pr;
+      best_res = res;
+      iterations = it;
+    }
+    if (res <= o.co_tolerance) break;
+    if (it > 0 && res >= 0.5 * prev_res && best_res <= o.co_accept) break;  // stagnated at rounding level
+    if (it == o.co_max_iterations) break;
+    prev_res = res;
+    // (J - I) dz = -r
+    std::vector<std::vector<double>> a(n, std::vector<double>(n));
+    std::vector<double> b(n);
+    for (size_t i = 0; i < n; ++i) {
+      for (size_t k = 0; k < n; ++k)
+        a[i][k] = pr.jac[static_cast<size_t>(idx[i])][static_cast<size_t>(idx[k])] - (i == k ? 1.0 : 0.0);
+      b[i] = -r[i];
+    }
+    if (!solve(a, b))
+      throw Error(fmt::format(
+          "optics: the {} search failed: the one-turn matrix minus the identity is singular (an integer tune, "
+          "or no RF for a 6D orbit)",
+          what));
+    for (size_t i = 0; i < n; ++i) z[static_cast<size_t>(idx[i])] += b[i];
+  }
+  if (!(best_res <= o.co_accept))
+    throw Error(fmt::format("optics: the {} did not converge: max |map(co) - co| = {:.3g} after {} iterations", what,
+                            best_res, o.co_max_iterations));
+  OneTurnMap m;
+  m.six_d = six_d;
+  m.closed_orbit = best.in;
+  m.matrix = to_pzeta(best.jac, best.in[5], best.out[5], lattice.reference().beta0());
+  m.iterations = iterations;
+  m.residual = best_res;
+  m.dzeta_per_turn = best.out[4] - best.in[4];
+  return m;
+}
+
+void check_options(const OpticsOptions& o) {
+  for (int k = 0; k < 6; ++k)
+    if (!(o.steps[k] > 0.0) || !std::isfinite(o.steps[k])) {
+      InputLocation at;
+      at.field = std::string("optics step for ") + kCoordinateNames[k];
+      throw InputError(at, fmt::format("must be a positive finite number, got {}", o.steps[k]));
+    }
+  if (!(o.delta_chrom > 0.0) || !std::isfinite(o.delta_chrom)) {
+    InputLocation at;
+    at.field = "delta_chrom";
+    throw InputError(at, fmt::format("must be a positive finite number, got {}", o.delta_chrom));
+  }
+  if (!std::isfinite(o.delta0) || !(o.delta0 > -1.0)) {
+    InputLocation at;
+    at.field = "delta0";
+    throw InputError(at, fmt::format("must be a finite number > -1, got {}", o.delta0));
+  }
+  if (o.co_max_iterations < 1) {
+    InputLocation at;
+    at.field = "co_max_iterations";
+    throw InputError(at, "must be at least 1");
+  }
+}
+
+void check_lattice(const Lattice& lattice) {
+  if (lattice.sequence().empty()) throw InputError(InputLocation{lattice.source_file()}, "optics: the lattice is empty");
+  if (!(lattice.reference().beta0() > 0.0))
+    throw InputError(InputLocation{lattice.source_file()}, "optics: the reference particle has no momentum");
+}
+
+/// Both trackers, made once (the frozen one searches the delta-changing elements).
+struct Engine {
+  Engine(const Lattice& l, const OpticsOptions& o) : lattice(l), options(o) { check_options(o); check_lattice(l); }
+  const RingTracker& frozen() {
+    if (!m_frozen) m_frozen = std::make_unique<RingTracker>(lattice, true, options.threads);
+    return *m_frozen;
+  }
+  const RingTracker& full() {
+    if (!m_full) m_full = std::make_unique<RingTracker>(lattice, false, options.threads);
+    return *m_full;
+  }
+  OneTurnMap map_4d(double delta, const std::array<double, 4>& guess) {
+    return newton(frozen(), lattice, {guess[0], guess[1], guess[2], guess[3], 0.0, delta}, {0, 1, 2, 3}, options,
+                  false);
+  }
+  OneTurnMap map_6d(const std::array<double, 6>& guess) {
+    return newton(full(), lattice, guess, {0, 1, 2, 3, 4, 5}, options, true);
+  }
+  /// 6D if the longitudinal block of the full matrix around the 4D orbit is stable.
+  OneTurnMap choose(std::string& reason, OneTurnMap* map4) {
+    OneTurnMap m4 = map_4d(options.delta0, {0, 0, 0, 0});
+    if (map4) *map4 = m4;
+    if (options.force_4d) {
+      reason = "4D forced by the user (delta fixed)";
+      return m4;
+    }
+    const Probe pr = probe_map(full(), lattice, m4.closed_orbit, options.steps, "longitudinal stability");
+    const Matrix6 m = to_pzeta(pr.jac, pr.in[5], pr.out[5], lattice.reference().beta0());
+    const double cos_mu = 0.5 * (m[4][4] + m[5][5]);
+    if (!(std::fabs(cos_mu) < 1.0 - 1e-10)) {
+      reason = fmt::format(
+          "4D (delta fixed at {:g}): the longitudinal motion is not stable, (M55 + M66) / 2 = {:.12g} (no RF, or the "
+          "RF phase is on the unstable side of transition)",
+          options.delta0, cos_mu);
+      return m4;
+    }
+    std::array<double, 6> guess = m4.closed_orbit;
+    OneTurnMap m6 = map_6d(guess);
+    reason = fmt::format("6D: the longitudinal motion is stable, (M55 + M66) / 2 = {:.12g}", cos_mu);
+    return m6;
+  }
+
+  const Lattice& lattice;
+  OpticsOptions options;
+
+ private:
+  std::unique_ptr<RingTracker> m_frozen, m_full;
+};
+
+/// 2 cos mu of the longitudinal mode of a 6x6 symplectic matrix: the root, nearest the trace of
+/// the zeta-pzeta block, of the reduced characteristic polynomial. For a symplectic M,
+/// det(M - lambda) = lambda^6 + c1 lambda^5 + c2 lambda^4 + c3 lambda^3 + c2 lambda^2 + c1 lambda + 1
+/// (c1 = -e1, c2 = e2, c3 = -e3 from Newton's identities on tr M^k), and lambda^-3 det(...) is
+/// a cubic in u = lambda + 1/lambda = 2 cos mu: u^3 + c1 u^2 + (c2 - 3) u + c3 - 2 c1.
+double longitudinal_two_cos(const Matrix6& m, double exclude_a, double exclude_b) {
+  const Matrix6 m2 = multiply(m, m);
+  const Matrix6 m3 = multiply(m2, m);
+  const double t1 = trace(m), t2 = trace(m2), t3 = trace(m3);
+  const double e1 = t1, e2 = (t1 * t1 - t2) / 2.0, e3 = (t1 * t1 * t1 - 3.0 * t1 * t2 + 2.0 * t3) / 6.0;
+  const double c1 = -e1, c2 = e2, c3 = -e3;
+  const double u0 = m[4][4] + m[5][5];
+  auto p = [&](double u) { return ((u + c1) * u + (c2 - 3.0)) * u + (c3 - 2.0 * c1); };
+  auto dp = [&](double u) { return (3.0 * u + 2.0 * c1) * u + (c2 - 3.0); };
+  double u = u0;
+  for (int it = 0; it < 60; ++it) {
+    const double d = dp(u);
+    if (d == 0.0 || !std::isfinite(d)) return u0;
+    const double step = p(u) / d;
+    u -= step;
+    if (std::fabs(step) <= 1e-16 * std::max(1.0, std::fabs(u))) break;
+  }
+  // Keep the block trace if Newton wandered towards a transverse root.
+  const double sep = std::min(std::fabs(u0 - exclude_a), std::fabs(u0 - exclude_b));
+  if (!std::isfinite(u) || std::fabs(u - u0) > 0.25 * sep) return u0;
+  return u;
+}
+
+nlohmann::ordered_json number(double v) {
+  if (!std::isfinite(v)) return nullptr;
+  return v;
+}
+
+/// Reproducible standard normal numbers: std::mt19937_64 (fully specified by the standard) and
+/// Box-Muller, unlike std::normal_distribution whose algorithm is implementation-defined.
+class NormalGenerator {
+ public:
+  explicit NormalGenerator(uint64_t seed) : m_rng(seed) {}
+  double operator()() {
+    if (m_has_spare) {
+      m_has_spare = false;
+      return m_spare;
+    }
+    const double u1 = uniform(), u2 = uniform();
+    const double r = std::sqrt(-2.0 * std::log(u1));
+    m_spare = r * std::sin(2.0 * kPi * u2);
+    m_has_spare = true;
+    return r * std::cos(2.0 * kPi * u2);
+  }
+
+ private:
+  double uniform() {  // in (0, 1)
+    return (static_cast<double>(m_rng() >> 11) + 0.5) * (1.0 / 9007199254740992.0);
+  }
+  std::mt19937_64 m_rng;
+  double m_spare = 0.0;
+  bool m_has_spare = false;
+};
+
+std::mutex g_fftw_planner_mutex;  // FFTW's planner is not thread-safe; execution is
+
+}  // namespace
+
+// -----------------------------------------------------------------------------------------------
+
+OneTurnMap compute_one_turn_map_4d(const Lattice& lattice, double delta, const OpticsOptions& options,
+                                   const std::array<double, 4>& guess) {
+  Engine e(lattice, options);
+  return e.map_4d(delta, guess);
+}
+
+OneTurnMap compute_one_turn_map_6d(const Lattice& lattice, const OpticsOptions& options,
+                                   const std::array<double, 6>& guess) {
+  Engine e(lattice, options);
+  return e.map_6d(guess);
+}
+
+OneTurnMap compute_one_turn_map(const Lattice& lattice, const OpticsOptions& options, std::string* reason) {
+  Engine e(lattice, options);
+  std::string why;
+  OneTurnMap m = e.choose(why, nullptr);
+  if (reason) *reason = why;
+  return m;
+}
+
+PlaneTwiss twiss_from_block(double m11, double m12, double m21, double m22) {
+  PlaneTwiss t;
+  const double cos_mu = 0.5 * (m11 + m22);
+  if (!(std::fabs(cos_mu) < 1.0)) {
+    t.tune = t.beta = t.alpha = t.gamma = kNaN;
+    return t;
+  }
+  const double sin_mu = std::copysign(std::sqrt(1.0 - cos_mu * cos_mu), m12);
+  double q = std::atan2(sin_mu, cos_mu) / (2.0 * kPi);
+  if (q < 0.0) q += 1.0;
+  t.stable = true;
+  t.tune = q;
+  t.beta = m12 / sin_mu;
+  t.alpha = (m11 - m22) / (2.0 * sin_mu);
+  t.gamma = -m21 / sin_mu;
+  return t;
+}
+
+std::array<double, 2> transverse_tunes(const Matrix6& m) {
+  // Edwards-Teng: with M = [[A, B], [C, D]] (2x2 blocks of x and y),
+  //   (u1 - u2)^2 = (trA - trD)^2 + 4 det(B + adj C),  u1 + u2 = trA + trD,  u = 2 cos mu.
+  const double tra = m[0][0] + m[1][1], trd = m[2][2] + m[3][3];
+  // adj C = [[c22, -c12], [-c21, c11]] with C = [[m20, m21], [m30, m31]]
+  const double b00 = m[0][2] + m[3][1], b01 = m[0][3] - m[2][1];
+  const double b10 = m[1][2] - m[3][0], b11 = m[1][3] + m[2][0];
+  const double det = b00 * b11 - b01 * b10;
+  const double half_diff = 0.5 * (tra - trd);
+  const double disc = half_diff * half_diff + det;
+  if (!(disc >= 0.0))
+    throw Error(fmt::format("optics: the transverse motion is unstable (coupling resonance: Edwards-Teng "
+                            "discriminant {:.3g} < 0)",
+                            disc));
+  const double root = std::copysign(std::sqrt(disc), half_diff == 0.0 ? 1.0 : half_diff);
+  const double u1 = 0.5 * (tra + trd) + root;  // closer to trA
+  const double u2 = 0.5 * (tra + trd) - root;
+  std::array<double, 2> q{};
+  const double signs[2] = {m[0][1], m[2][3]};
+  const double us[2] = {u1, u2};
+  for (int p = 0; p < 2; ++p) {
+    const double c = 0.5 * us[p];
+    if (!(std::fabs(c) < 1.0))
+      throw Error(fmt::format("optics: the {} motion is unstable: cos mu = {:.12g}", p == 0 ? "horizontal" : "vertical",
+                              c));
+    const double s = std::copysign(std::sqrt(1.0 - c * c), signs[p]);
+    double t = std::atan2(s, c) / (2.0 * kPi);
+    if (t < 0.0) t += 1.0;
+    q[static_cast<size_t>(p)] = t;
+  }
+  return q;
+}
+
+LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& options) {
+  Engine eng(lattice, options);
+  LinearOptics o;
+  o.circumference = lattice.circumference();
+  o.beta0 = lattice.reference().beta0();
+  o.gamma0 = lattice.reference().gamma0();
+  o.steps = options.steps;
+  o.delta_chrom = options.delta_chrom;
+
+  OneTurnMap first4;
+  o.map = eng.choose(o.mode_reason, &first4);
+  o.six_d = o.map.six_d;
+  o.closed_orbit = o.map.closed_orbit;
+  const double delta_co = o.closed_orbit[5];
+  // The 4D map at the closed orbit's delta (the same map in 4D mode).
+  o.map_4d = o.six_d ? eng.map_4d(delta_co, {o.closed_orbit[0], o.closed_orbit[1], o.closed_orbit[2],
+                                             o.closed_orbit[3]})
+                     : o.map;
+  const Matrix6& r = o.map_4d.matrix;
+
+  // Tunes and Twiss parameters (Wolski 2014, sec. 2.3; MAD-X: sign of M12).
+  const auto q = transverse_tunes(r);
+  o.qx = q[0];
+  o.qy = q[1];
+  const PlaneTwiss tx = twiss_from_block(r[0][0], r[0][1], r[1][0], r[1][1]);
+  const PlaneTwiss ty = twiss_from_block(r[2][2], r[2][3], r[3][2], r[3][3]);
+  if (!tx.stable || !ty.stable)
+    throw Error("optics: the uncoupled 2x2 blocks of the one-turn matrix are unstable (strong coupling?)");
+  o.beta_x = tx.beta;
+  o.alpha_x = tx.alpha;
+  o.gamma_x = tx.gamma;
+  o.beta_y = ty.beta;
+  o.alpha_y = ty.alpha;
+  o.gamma_y = ty.gamma;
+
+  // Synchrotron tune from the 6D matrix.
+  o.qs = o.beta_s = o.alpha_s = kNaN;
+  if (o.six_d) {
+    const Matrix6& m = o.map.matrix;
+    const PlaneTwiss ts = twiss_from_block(m[4][4], m[4][5], m[5][4], m[5][5]);
+    o.beta_s = ts.beta;
+    o.alpha_s = ts.alpha;
+    const double u = longitudinal_two_cos(m, 2.0 * std::cos(2.0 * kPi * o.qx), 2.0 * std::cos(2.0 * kPi * o.qy));
+    if (std::fabs(0.5 * u) < 1.0) {
+      const double qs = std::acos(0.5 * u) / (2.0 * kPi);  // in [0, 0.5]
+      o.qs = qs;
+    }
+  }
+
+  // Dispersion: the derivative of the 4D fixed point with respect to delta,
+  //   (I - R4) D = R[0:4][delta]  (Wolski 2014, sec. 3.2), with R[.][delta] = R[.][pzeta] rvv.
+  {
+    const double a = dpzeta_ddelta(delta_co, o.beta0);
+    std::vector<std::vector<double>> m(4, std::vector<double>(4));
+    std::vector<double> b(4);
+    for (size_t i = 0; i < 4; ++i) {
+      for (size_t k = 0; k < 4; ++k) m[i][k] = (i == k ? 1.0 : 0.0) - r[i][k];
+      b[i] = r[i][5] * a;
+    }
+    if (!solve(m, b)) throw Error("optics: I - R (4x4) is singular: cannot compute the dispersion (integer tune?)");
+    o.dx = b[0];
+    o.dpx = b[1];
+    o.dy = b[2];
+    o.dpy = b[3];
+  }
+
+  // Chromaticity Q' = dQ/d delta and slip factor from the 4D closed orbits at delta_co + j dd,
+  // j = -2, -1, 1, 2 (five-point central differences; MAD-X's dq1/dq2 definition, xtrack
+  // twiss's delta_chrom method). Slip factor: zeta = s - beta0 c t, so a turn changes zeta by
+  // -eta C delta (MAD-X / xtrack convention, eta = alpha_c - 1 / gamma^2; Wolski 2014, sec. 3.3):
+  //   eta = -(d dzeta_per_turn / d delta) / C.
+  {
+    const double dd = options.delta_chrom;
+    struct Sample {
+      double qx, qy, dzeta;
+    };
+    auto sample = [&](double j) {
+      const double d = delta_co + j * dd;
+      const std::array<double, 4> guess = {o.closed_orbit[0] + o.dx * j * dd, o.closed_orbit[1] + o.dpx * j * dd,
+                                           o.closed_orbit[2] + o.dy * j * dd, o.closed_orbit[3] + o.dpy * j * dd};
+      const OneTurnMap m = eng.map_4d(d, guess);
+      const auto qq = transverse_tunes(m.matrix);
+      return Sample{qq[0], qq[1], m.dzeta_per_turn};
+    };
+    auto wrapped = [](double d) { return d - std::round(d); };
+    const Sample p1 = sample(1.0), m1 = sample(-1.0);
+    // Differences over the represented offsets would differ from 2 dd only by rounding of
+    // delta_co + dd (relative 1e-16 / dd): negligible.
+    double dqx = wrapped(p1.qx - m1.qx) / (2.0 * dd), dqy = wrapped(p1.qy - m1.qy) / (2.0 * dd);
+    double dz = (p1.dzeta - m1.dzeta) / (2.0 * dd);
+    o.chrom_points = 3;
+    try {
+      const Sample p2 = sample(2.0), m2 = sample(-2.0);
+      dqx = (8.0 * wrapped(p1.qx - m1.qx) - wrapped(p2.qx - m2.qx)) / (12.0 * dd);
+      dqy = (8.0 * wrapped(p1.qy - m1.qy) - wrapped(p2.qy - m2.qy)) / (12.0 * dd);
+      dz = (8.0 * (p1.dzeta - m1.dzeta) - (p2.dzeta - m2.dzeta)) / (12.0 * dd);
+      o.chrom_points = 5;
+    } catch (const Error&) {
+      // keep the three-point values
+    }
+    o.dqx = dqx;
+    o.dqy = dqy;
+    o.eta = -dz / o.circumference;
+    const double bg = o.beta0 * o.gamma0 * (1.0 + delta_co);  // beta gamma of the closed orbit
+    const double gamma2 = 1.0 + bg * bg;
+    o.alpha_c = o.eta + 1.0 / gamma2;
+    // gamma_t only where alpha_c stands above the rounding of eta + 1/gamma^2 (~1e-12 / gamma^2).
+    o.gamma_tr = o.alpha_c > 1e-9 / gamma2 ? 1.0 / std::sqrt(o.alpha_c) : kNaN;
+  }
+  return o;
+}
+
+BeamSizes beam_sizes(const LinearOptics& optics, double eps_nx, double eps_ny) {
+  const double bg = optics.beta0 * optics.gamma0;
+  BeamSizes s;
+  s.sigma_x = std::sqrt(optics.beta_x * eps_nx / bg);
+  s.sigma_px = std::sqrt(optics.gamma_x * eps_nx / bg);
+  s.sigma_y = std::sqrt(optics.beta_y * eps_ny / bg);
+  s.sigma_py = std::sqrt(optics.gamma_y * eps_ny / bg);
+  return s;
+}
+
+Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size_t n, double eps_nx, double eps_ny,
+                        double sigma_zeta, double sigma_delta, uint64_t seed) {
+  const struct {
+    const char* name;
+    double value;
+  } checks[] = {{"eps_nx", eps_nx}, {"eps_ny", eps_ny}, {"sigma_zeta", sigma_zeta}, {"sigma_delta", sigma_delta}};
+  for (const auto& c : checks)
+    if (!(c.value >= 0.0) || !std::isfinite(c.value)) {
+      InputLocation at;
+      at.field = c.name;
+      throw InputError(at, fmt::format("must be a finite number >= 0, got {}", c.value));
+    }
+  if (!(optics.beta_x > 0.0) || !(optics.beta_y > 0.0))
+    throw InputError(InputLocation{}, "make_gaussian: the optics have no stable Twiss parameters (beta_x, beta_y)");
+  const double bg = lattice.reference().beta0() * lattice.reference().gamma0();
+  const double ex = eps_nx / bg, ey = eps_ny / bg;  // geometric emittances [m rad]
+  const double sbx = std::sqrt(optics.beta_x), sby = std::sqrt(optics.beta_y);
+  const auto& co = optics.closed_orbit;
+  NormalGenerator g(seed);
+  Particles p(n, lattice.reference().beta0());
+  for (size_t i = 0; i < n; ++i) {
+    const double xh = std::sqrt(ex) * g(), pxh = std::sqrt(ex) * g();
+    const double yh = std::sqrt(ey) * g(), pyh = std::sqrt(ey) * g();
+    const double dz = sigma_zeta * g(), dd = sigma_delta * g();
+    p.set(i, co[0] + sbx * xh + optics.dx * dd, co[1] + (pxh - optics.alpha_x * xh) / sbx + optics.dpx * dd,
+          co[2] + sby * yh + optics.dy * dd, co[3] + (pyh - optics.alpha_y * yh) / sby + optics.dpy * dd,
+          co[4] + dz, co[5] + dd);
+  }
+  return p;
+}
+
+double tune_from_tracking(const std::vector<double>& x, const std::vector<double>& px, double beta, double alpha) {
+  const size_t n = std::min(x.size(), px.size());
+  if (n < 16) throw Error(fmt::format("tune_from_tracking: needs at least 16 turns of data, got {}", n));
+  if (!(beta > 0.0) || !std::isfinite(beta) || !std::isfinite(alpha))
+    throw Error(fmt::format("tune_from_tracking: beta = {} must be > 0 and alpha = {} finite", beta, alpha));
+  const double sb = std::sqrt(beta);
+  // Windowed, normalized signal w_n z_n.
+  std::vector<std::complex<double>> wz(n);
+  for (size_t i = 0; i < n; ++i) {
+    if (!std::isfinite(x[i]) || !std::isfinite(px[i]))
+      throw Error(fmt::format("tune_from_tracking: sample {} is not finite", i));
+    const double xh = x[i] / sb, pxh = (alpha * x[i] + beta * px[i]) / sb;
+    const double w = 1.0 - std::cos(2.0 * kPi * (static_cast<double>(i) + 0.5) / static_cast<double>(n));
+    wz[i] = std::complex<double>(w * xh, -w * pxh);
+  }
+  // FFT peak (zero-padded to a power of two >= 4 n).
+  size_t nfft = 1;
+  while (nfft < 4 * n) nfft <<= 1;
+  fftw_complex* buf = fftw_alloc_complex(nfft);
+  if (!buf) throw Error("tune_from_tracking: out of memory for the FFT");
+  fftw_plan plan;
+  {
+    std::lock_guard<std::mutex> lock(g_fftw_planner_mutex);
+    plan = fftw_plan_dft_1d(static_cast<int>(nfft), buf, buf, FFTW_FORWARD, FFTW_ESTIMATE);
+  }
+  for (size_t i = 0; i < nfft; ++i) {
+    buf[i][0] = i < n ? wz[i].real() : 0.0;
+    buf[i][1] = i < n ? wz[i].imag() : 0.0;
+  }
+  fftw_execute(plan);
+  size_t kmax = 0;
+  double amax = -1.0;
+  for (size_t k = 0; k < nfft; ++k) {
+    const double a = buf[k][0] * buf[k][0] + buf[k][1] * buf[k][1];
+    if (a > amax) {
+      amax = a;
+      kmax = k;
+    }
+  }
+  {
+    std::lock_guard<std::mutex> lock(g_fftw_planner_mutex);
+    fftw_destroy_plan(plan);
+  }
+  fftw_free(buf);
+  if (!(amax > 0.0)) throw Error("tune_from_tracking: the signal is zero");
+
+  // Refinement (NAFF): maximise A(Q) = |S(Q)|^2, S(Q) = sum_n w_n z_n e^{-2 pi i Q n}, through
+  // the root of A'(Q) = 2 Re(conj(S) S'), S' = sum_n (-2 pi i n) w_n z_n e^{-2 pi i Q n}. The
+  // phase is taken about the middle of the record (n - (N-1)/2), which leaves |S| unchanged.
+  const double centre = 0.5 * static_cast<double>(n - 1);
+  auto derivative = [&](double qq) {
+    std::complex<double> s(0.0, 0.0), ds(0.0, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const double t = static_cast<double>(i) - centre;
+      const double ph = -2.0 * kPi * qq * t;
+      const std::complex<double> term = wz[i] * std::complex<double>(std::cos(ph), std::sin(ph));
+      s += term;
+      ds += std::complex<double>(0.0, -2.0 * kPi * t) * term;
+    }
+    return 2.0 * (std::conj(s) * ds).real();
+  };
+  const double q0 = static_cast<double>(kmax) / static_cast<double>(nfft);
+  double lo = q0 - 1.0 / static_cast<double>(nfft), hi = q0 + 1.0 / static_cast<double>(nfft);
+  double glo = derivative(lo), ghi = derivative(hi);
+  if (!(glo > 0.0 && ghi < 0.0)) {
+    // Not bracketed (a neighbouring line): widen once within the Hann main lobe (+-2 / n).
+    lo = q0 - 1.0 / static_cast<double>(n);
+    hi = q0 + 1.0 / static_cast<double>(n);
+    glo = derivative(lo);
+    ghi = derivative(hi);
+  }
+  double q = q0;
+  if (glo > 0.0 && ghi < 0.0) {
+    // Illinois regula falsi, safeguarded by bisection.
+    int side = 0;
+    for (int it = 0; it < 200 && hi - lo > 1e-16; ++it) {
+      double m = (lo * ghi - hi * glo) / (ghi - glo);
+      if (!(m > lo && m < hi)) m = 0.5 * (lo + hi);
+      const double gm = derivative(m);
+      if (gm == 0.0) {
+        lo = hi = m;
+        break;
+      }
+      if (gm > 0.0) {
+        lo = m;
+        glo = gm;
+        if (side == -1) ghi *= 0.5;
+        side = -1;
+      } else {
+        hi = m;
+        ghi = gm;
+        if (side == 1) glo *= 0.5;
+        side = 1;
+      }
+    }
+    q = 0.5 * (lo + hi);
+  }
+  q -= std::floor(q);
+  if (q >= 1.0) q -= 1.0;
+  return q;
+}
+
+TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optics, int64_t turns,
+                               const OpticsOptions& options) {
+  if (turns < 16) {
+    InputLocation at;
+    at.field = "tracking turns";
+    throw InputError(at, fmt::format("needs at least 16 turns, got {}", turns));
+  }
+  check_lattice(lattice);
+  const RingTracker tracker(lattice, !optics.six_d, options.threads);
+  const double beta0 = lattice.reference().beta0();
+  const auto& co = optics.closed_orbit;
+  const double a = options.tracking_amplitude;
+  const size_t np = optics.six_d ? 3 : 2;
+  Particles p(np, beta0);
+  p.set(0, co[0] + a * std::sqrt(optics.beta_x), co[1], co[2], co[3], co[4], co[5]);
+  p.set(1, co[0], co[1], co[2] + a * std::sqrt(optics.beta_y), co[3], co[4], co[5]);
+  if (optics.six_d) p.set(2, co[0], co[1], co[2], co[3], co[4] + a * std::sqrt(optics.beta_s), co[5]);
+  const double pz_co = pzeta_of_delta(co[5], beta0);
+  std::vector<double> xs, pxs, ys, pys, zs, pzs;
+  auto record = [&](const Particles& q) {
+    xs.push_back(q.x[0] - co[0]);
+    pxs.push_back(q.px[0] - co[1]);
+    ys.push_back(q.y[1] - co[2]);
+    pys.push_back(q.py[1] - co[3]);
+    if (optics.six_d) {
+      zs.push_back(q.zeta[2] - co[4]);
+      pzs.push_back(pzeta_of_delta(q.delta[2], beta0) - pz_co);
+    }
+  };
+  record(p);
+  tracker.track(p, turns, 0, [&](int64_t, const Particles& q) { record(q); });
+  for (size_t i = 0; i < np; ++i)
+    if (p.state[i] <= 0)
+      throw Error(fmt::format("optics: a small-amplitude particle for the tune from tracking was lost at turn {}",
+                              p.lost_turn[i]));
+  TrackedTunes t;
+  t.turns = turns;
+  t.qx = tune_from_tracking(xs, pxs, optics.beta_x, optics.alpha_x);
+  t.qy = tune_from_tracking(ys, pys, optics.beta_y, optics.alpha_y);
+  t.qs = kNaN;
+  if (optics.six_d) {
+    const double qs = tune_from_tracking(zs, pzs, optics.beta_s, optics.alpha_s);
+    t.qs = std::min(qs, 1.0 - qs);
+  }
+  return t;
+}
+
+nlohmann::ordered_json optics_to_json(const LinearOptics& o) {
+  using json = nlohmann::ordered_json;
+  json j;
+  j["method"] = o.six_d ? "6d" : "4d";
+  j["method_reason"] = o.mode_reason;
+  j["reference"] = {{"beta0", o.beta0}, {"gamma0", o.gamma0}};
+  j["circumference"] = o.circumference;
+  json co = json::object();
+  for (int k = 0; k < 6; ++k) co[kCoordinateNames[k]] = o.closed_orbit[static_cast<size_t>(k)];
+  j["closed_orbit"] = co;
+  j["closed_orbit_residual"] = o.map.residual;
+  j["newton_iterations"] = o.map.iterations;
+  auto matrix_json = [](const Matrix6& m) {
+    json rows = json::array();
+    for (const auto& row : m) {
+      json r = json::array();
+      for (double v : row) r.push_back(number(v));
+      rows.push_back(r);
+    }
+    return rows;
+  };
+  j["one_turn_matrix"] = {{"coordinates", {"x", "px", "y", "py", "zeta", "pzeta"}},
+                          {"method", o.six_d ? "6d" : "4d"},
+                          {"rows", matrix_json(o.map.matrix)}};
+  if (o.six_d) j["one_turn_matrix_4d"] = {{"rows", matrix_json(o.map_4d.matrix)}};
+  j["finite_difference_steps"] = {{"x", o.steps[0]},    {"px", o.steps[1]},   {"y", o.steps[2]},
+                                  {"py", o.steps[3]},   {"zeta", o.steps[4]}, {"delta", o.steps[5]}};
+  j["tunes"] = {{"qx", o.qx}, {"qy", o.qy}, {"qs", number(o.qs)}};
+  j["twiss"] = {{"betx", o.beta_x}, {"alfx", o.alpha_x}, {"gamx", o.gamma_x},
+                {"bety", o.beta_y}, {"alfy", o.alpha_y}, {"gamy", o.gamma_y},
+                {"dx", o.dx},             {"dpx", o.dpx},            {"dy", o.dy},
+                {"dpy", o.dpy},           {"bets", number(o.beta_s)}, {"alfs", number(o.alpha_s)}};
+  j["chromaticity"] = {{"dqx", o.dqx}, {"dqy", o.dqy}, {"delta_chrom", o.delta_chrom}, {"stencil_points", o.chrom_points}};
+  j["longitudinal"] = {{"slip_factor", o.eta}, {"momentum_compaction", o.alpha_c}, {"gamma_tr", number(o.gamma_tr)}};
+  return j;
+}
+
+}  // namespace ft
