@@ -65,7 +65,7 @@ def main(directory):
             ax.semilogx(t, v, "o-", label=f"delta={delta:g}")
         ax.set_xlabel("turn")
         ax.set_ylabel(f"min DA over angles [{unit}]")
-        ax.set_title("DA against turn number (smallest amplitude lost by then)")
+        ax.set_title("DA against turn number (minimum over angles)")
         ax.grid(alpha=0.3, which="both")
         ax.legend(fontsize=8)
         fig.tight_layout()

@@ -311,19 +311,19 @@ DaSummary summarize_da(const DaScan& scan) {
         }
         r.da_last_stable = scan.amplitude[i];
       }
-      // DA against turns: smallest amplitude lost before each checkpoint turn.
-      for (size_t t = 0; t < s.turn_checkpoints.size(); ++t)
+      // DA against turns, with the same definition for a scan of T turns: the largest amplitude
+      // below the first one lost before turn T (the largest amplitude when none is lost).
+      for (size_t t = 0; t < s.turn_checkpoints.size(); ++t) {
+        double stable = 0.0;
         for (int k = 0; k < c.amplitudes; ++k) {
           const size_t i = base + static_cast<size_t>(k);
-          if (loss_turn(scan.particles, i) < s.turn_checkpoints[t]) {
-            da_t[t] = std::min(da_t[t], scan.amplitude[i]);
-            break;
-          }
+          if (loss_turn(scan.particles, i) < s.turn_checkpoints[t]) break;
+          stable = scan.amplitude[i];
         }
+        da_t[t] = std::min(da_t[t], stable);
+      }
       s.per_angle.push_back(r);
     }
-    for (double& v : da_t)
-      if (std::isinf(v)) v = kNaN;  // nothing lost yet: DA beyond the grid
     s.da_vs_turns.push_back(da_t);
   }
   for (const auto& r : s.per_angle) values.push_back(r.da_last_stable);

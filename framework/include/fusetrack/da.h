@@ -98,7 +98,7 @@ struct DaAngleResult {
 struct DaSummary {
   std::vector<DaAngleResult> per_angle;
   std::vector<int64_t> turn_checkpoints;          // turns at which the DA is evaluated
-  std::vector<std::vector<double>> da_vs_turns;   // [delta][checkpoint]: min over angles of first loss
+  std::vector<std::vector<double>> da_vs_turns;   // [delta][checkpoint]: min over angles of the DA for that many turns
   double da_min = 0.0, da_mean = 0.0, da_max = 0.0;  // over angles, of da_last_stable (or refined)
   int64_t refinement_particle_turns = 0;
   int64_t fine_grid_particle_turns_estimate = 0;
