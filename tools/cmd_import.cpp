@@ -67,13 +67,15 @@ void run_import(const ImportArgs& a) {
 
 void add_import_command(CLI::App& app) {
   auto args = std::make_shared<ImportArgs>();
-  CLI::App* cmd = app.add_subcommand("import-xsuite", "convert an Xsuite line JSON (xtrack Line.to_dict()) to a fusetrack lattice");
+  CLI::App* cmd =
+      app.add_subcommand("import-xsuite", "convert an Xsuite line JSON (xtrack Line.to_dict()) to a fusetrack lattice");
   cmd->add_option("input", args->input, "Xsuite line JSON file")->required();
   cmd->add_option("-o,--output", args->output, "fusetrack lattice file to write (JSON)")->required();
   cmd->add_flag("--replace-unknown-with-markers", args->replace_unknown,
                 "replace Xsuite element classes fusetrack does not know by markers (with a warning) instead of "
                 "failing; this changes the physics");
-  cmd->add_option("--plugin", args->common.plugins, "load an element plugin (.so) to check the result with; repeatable");
+  cmd->add_option("--plugin", args->common.plugins,
+                  "load an element plugin (.so) to check the result with; repeatable");
   cmd->callback([args] { run_import(*args); });
 }
 

@@ -126,6 +126,7 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   m_params.resize(m_params.size() + (bytes.size() + 7) / 8, 0);
   std::memcpy(reinterpret_cast<unsigned char*>(m_params.data()) + def.param_offset, bytes.data(), bytes.size());
   m_definitions.push_back(def);
+  m_definition_index.emplace(name, static_cast<uint32_t>(m_definitions.size() - 1));
   return static_cast<uint32_t>(m_definitions.size() - 1);
 }
 
@@ -141,9 +142,8 @@ void Lattice::append(const std::string& definition_name) {
 }
 
 int Lattice::find_definition(const std::string& name) const {
-  for (size_t i = 0; i < m_definitions.size(); ++i)
-    if (m_definitions[i].name == name) return static_cast<int>(i);
-  return -1;
+  auto it = m_definition_index.find(name);
+  return it == m_definition_index.end() ? -1 : static_cast<int>(it->second);
 }
 
 void Lattice::set_field(uint32_t definition, const std::string& field, double value, unsigned index) {

@@ -34,7 +34,7 @@ namespace {
 
 using json = nlohmann::ordered_json;
 
-constexpr double kUnlimited = 1e10;  // xtrack's UNLIMITED aperture (apertures/_aperture_common.py)
+constexpr double kUnlimited = 1e10;    // xtrack's UNLIMITED aperture (apertures/_aperture_common.py)
 constexpr int kMaxMultipoleOrder = 5;  // FT_MULTIPOLE_MAX_ORDER (elements/multipole.h)
 constexpr double kPi = 3.141592653589793;
 
@@ -72,8 +72,8 @@ double real_number(const json& v, const Where& where) {
       throw InputError(where(), fmt::format("complex value {} is not finite", c.dump()));
     if (im != 0.0)
       throw InputError(where(), fmt::format("complex value {} + {}j has a non-zero imaginary part; a real number is "
-                                       "expected here",
-                                       re, im));
+                                            "expected here",
+                                            re, im));
     return re;
   }
   throw InputError(where(), fmt::format("expected a number, got {}", json_kind(v)));
@@ -92,7 +92,8 @@ bool is_zero_like(const json& v) {
   if (v.is_array()) return std::all_of(v.begin(), v.end(), [](const json& e) { return is_zero_like(e); });
   if (is_complex(v)) {
     const json& c = v.at("__complex__");
-    return c.is_array() && std::all_of(c.begin(), c.end(), [](const json& e) { return e.is_number() && e.get<double>() == 0.0; });
+    return c.is_array() &&
+           std::all_of(c.begin(), c.end(), [](const json& e) { return e.is_number() && e.get<double>() == 0.0; });
   }
   return v.is_object() && v.empty();
 }
@@ -106,16 +107,16 @@ std::string short_dump(const json& v) {
 /// Xsuite's tracker flags that matter to the conversion (xtrack TrackerConfig).
 struct XsuiteConfig {
   bool present = false;
-  double global_xy_limit = 1.0;  // <= 0: disabled
-  bool no_synrad = true;         // XTRACK_MULTIPOLE_NO_SYNRAD
-  bool exact_drifts = false;     // XTRACK_USE_EXACT_DRIFTS
+  double global_xy_limit = 1.0;        // <= 0: disabled
+  bool no_synrad = true;               // XTRACK_MULTIPOLE_NO_SYNRAD
+  bool exact_drifts = false;           // XTRACK_USE_EXACT_DRIFTS
   bool cavity_preserve_angle = false;  // XTRACK_CAVITY_PRESERVE_ANGLE
 };
 
 /// A problem that makes the line unconvertible, collected over all elements and reported at once.
 struct Problem {
-  long count = 0;        // sequence entries affected
-  long first_index = -1; // first sequence index
+  long count = 0;         // sequence entries affected
+  long first_index = -1;  // first sequence index
   std::string first_name;
   std::string cls;
   std::string field;
@@ -285,7 +286,7 @@ class XElement {
   /// Every field not read so far must be zero-like; metadata keys are ignored.
   void check_rest() {
     static const std::set<std::string> metadata = {"__class__", "name_associated_aperture", "extra", "prototype",
-                                                   "_dummy", "_internal_record_id"};
+                                                   "_dummy",    "_internal_record_id"};
     for (const auto& [k, v] : m_obj.items()) {
       if (metadata.count(k) || m_used.count(k) || is_zero_like(v)) continue;
       m_key[k] = k;
@@ -317,12 +318,16 @@ struct Converted {
 
 const std::map<std::string, long long> kDriftModels = {{"adaptive", 0}, {"expanded", 1}, {"exact", 2}};
 // _INDEX_TO_MODEL_CURVED/STRAIGHT/RF of xtrack/beam_elements/_common.py (+ 'expanded' -> 4)
-const std::map<std::string, long long> kMagnetModels = {
-    {"adaptive", 0},     {"full", 1},
-    {"bend-kick-bend", 2}, {"rot-kick-rot", 3},
-    {"mat-kick-mat", 4}, {"expanded", 4},
-    {"drift-kick-drift-exact", 5}, {"drift-kick-drift-expanded", 6},
-    {"rot-kick-rot-low-order", 7}, {"rot-kick-rot-high-order", 8}};
+const std::map<std::string, long long> kMagnetModels = {{"adaptive", 0},
+                                                        {"full", 1},
+                                                        {"bend-kick-bend", 2},
+                                                        {"rot-kick-rot", 3},
+                                                        {"mat-kick-mat", 4},
+                                                        {"expanded", 4},
+                                                        {"drift-kick-drift-exact", 5},
+                                                        {"drift-kick-drift-expanded", 6},
+                                                        {"rot-kick-rot-low-order", 7},
+                                                        {"rot-kick-rot-high-order", 8}};
 const std::map<std::string, long long> kIntegrators = {{"adaptive", 0}, {"teapot", 1}, {"yoshida4", 2}, {"uniform", 3}};
 const std::map<std::string, long long> kEdgeModels = {{"linear", 0}, {"full", 1}, {"suppressed", -1}};
 const std::map<std::string, long long> kEdgeSides = {{"entry", 0}, {"exit", 1}};
@@ -357,12 +362,12 @@ Converted convert_multipole(XElement& e, Converter& cv) {
   std::vector<double> ksl = e.array("ksl");
   const long long given_order = e.integer("order");
   // xtrack _prepare_multipolar_params: order = max(order, len(knl) - 1, len(ksl) - 1).
-  const long long order =
-      std::max<long long>({given_order, static_cast<long long>(knl.size()) - 1, static_cast<long long>(ksl.size()) - 1, 0});
+  const long long order = std::max<long long>(
+      {given_order, static_cast<long long>(knl.size()) - 1, static_cast<long long>(ksl.size()) - 1, 0});
   if (order > kMaxMultipoleOrder) {
     const std::string field = static_cast<long long>(knl.size()) - 1 == order   ? "knl"
                               : static_cast<long long>(ksl.size()) - 1 == order ? "ksl"
-                                                                                 : "order";
+                                                                                : "order";
     throw InputError(e.at(e.key(field)),
                      fmt::format("multipole order {} (knl has {} entries, ksl {}) exceeds fusetrack's maximum order "
                                  "{}; Xsuite sums all {} terms (zeros included), so the kick cannot be reproduced",
@@ -386,7 +391,7 @@ Converted convert_multipole(XElement& e, Converter& cv) {
   e.ignore("num_multipole_kicks");
   require_no_radiation(e, cv);
   e.require_no_alignment();
-  out.def = {{"type", "Multipole"}, {"knl", knl},   {"ksl", ksl},
+  out.def = {{"type", "Multipole"}, {"knl", knl},       {"ksl", ksl},
              {"hxl", hxl},          {"length", length}, {"order", static_cast<int>(order)}};
   return out;
 }
@@ -411,8 +416,10 @@ Converted convert_cavity(XElement& e, Converter& cv) {
   e.require_zero("absolute_time", "RF phase from absolute time (absolute_time = 1) is not modelled");
   if (e.integer("num_kicks") > 1) e.unsupported("num_kicks", "more than one RF kick is not modelled");
   const long long integrator = e.choice("integrator", kIntegrators);
-  if (integrator == 2) e.unsupported("integrator", "the Yoshida integrator is not modelled (one kick only)");
-  else if (integrator < 0 || integrator > 3) throw InputError(e.at(e.key("integrator")), fmt::format("unknown integrator {}", integrator));
+  if (integrator == 2)
+    e.unsupported("integrator", "the Yoshida integrator is not modelled (one kick only)");
+  else if (integrator < 0 || integrator > 3)
+    throw InputError(e.at(e.key("integrator")), fmt::format("unknown integrator {}", integrator));
   const long long model = e.choice("model", kMagnetModels);
   if (length != 0.0) {
     // xtrack track_rf.h, uniform integrator with one kick: drift(L/2) kick drift(L/2); model 6
@@ -547,8 +554,9 @@ Converted convert_srotation(XElement& e) {
     const double c = e.num("cos_z");
     const double s = e.num("sin_z");
     if (!(std::fabs(s * s + c * c - 1.0) <= 1e-13))
-      throw InputError(e.at(e.key(has_cos ? "cos_z" : "sin_z")),
-                       fmt::format("cos_z = {:.17g} and sin_z = {:.17g} are not the cosine and sine of one angle", c, s));
+      throw InputError(
+          e.at(e.key(has_cos ? "cos_z" : "sin_z")),
+          fmt::format("cos_z = {:.17g} and sin_z = {:.17g} are not the cosine and sine of one angle", c, s));
     angle = std::atan2(s, c) * (180.0 / kPi);
   }
   out.def = {{"type", "SRotation"}, {"angle", angle}};
@@ -569,7 +577,8 @@ int thick_magnet_kicks(XElement& e, Converter& cv, long long default_model, cons
     e.unsupported("model", fmt::format("only Xsuite's default model '{}' is supported", model_name));
   const long long integrator = e.choice("integrator", kIntegrators);
   if (integrator != 0 && integrator != 3) e.unsupported("integrator", "only the uniform integrator is supported");
-  for (const char* f : {"knl", "ksl"}) e.require_zero(f, "additional multipole components (knl, ksl) are not supported");
+  for (const char* f : {"knl", "ksl"})
+    e.require_zero(f, "additional multipole components (knl, ksl) are not supported");
   for (const char* f : {"knl_rel", "ksl_rel"}) e.require_zero(f, "relative multipole strengths are not supported");
   e.ignore("order");
   e.ignore("inv_factorial_order");
@@ -642,7 +651,8 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
 XsuiteConfig read_config(const json& config_doc, const std::string& where_field, Converter& cv) {
   XsuiteConfig c;
   if (config_doc.is_null()) return c;  // a Line's defaults
-  if (!config_doc.is_object()) throw InputError(cv.at(where_field), fmt::format("expected an object, got {}", json_kind(config_doc)));
+  if (!config_doc.is_object())
+    throw InputError(cv.at(where_field), fmt::format("expected an object, got {}", json_kind(config_doc)));
   c.present = true;
   // With a config, a flag is defined only when present and not false/null (xtrack TrackerConfig).
   auto flag = [&](const char* key) {
@@ -657,7 +667,8 @@ XsuiteConfig read_config(const json& config_doc, const std::string& where_field,
     const json& v = config_doc.at("XTRACK_GLOBAL_XY_LIMIT");
     const double lim = real_number(v, cv.at(where_field + ".XTRACK_GLOBAL_XY_LIMIT"));
     if (!(lim > 0.0))
-      throw InputError(cv.at(where_field + ".XTRACK_GLOBAL_XY_LIMIT"), fmt::format("must be positive, got {}", v.dump()));
+      throw InputError(cv.at(where_field + ".XTRACK_GLOBAL_XY_LIMIT"),
+                       fmt::format("must be positive, got {}", v.dump()));
     c.global_xy_limit = lim;
   } else {
     c.global_xy_limit = 0.0;
@@ -668,9 +679,9 @@ XsuiteConfig read_config(const json& config_doc, const std::string& where_field,
 json read_reference(const json& doc, const json& line, Converter& cv) {
   std::string field;
   const json* p = nullptr;
-  for (const auto& [holder, key, prefix] :
-       {std::tuple<const json*, const char*, const char*>{&doc, "particle_ref", ""}, {&doc, "particle", ""},
-        {&line, "particle_ref", "line."}}) {
+  for (const auto& [holder, key, prefix] : {std::tuple<const json*, const char*, const char*>{&doc, "particle_ref", ""},
+                                            {&doc, "particle", ""},
+                                            {&line, "particle_ref", "line."}}) {
     if (holder->is_object() && holder->contains(key) && !holder->at(key).is_null()) {
       p = &holder->at(key);
       field = std::string(prefix) + key;
@@ -678,8 +689,9 @@ json read_reference(const json& doc, const json& line, Converter& cv) {
     }
   }
   if (!p)
-    throw InputError(cv.at("particle_ref"),
-                     "the reference particle is missing (Xsuite \"particle_ref\", or \"particle\" in the older layout)");
+    throw InputError(
+        cv.at("particle_ref"),
+        "the reference particle is missing (Xsuite \"particle_ref\", or \"particle\" in the older layout)");
   if (p->is_string()) {  // a name of env_particles
     const std::string name = p->get<std::string>();
     const json* env = doc.contains("env_particles") ? &doc.at("env_particles") : nullptr;
@@ -748,11 +760,13 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
   const json& elements = line.at("elements");
   const json& names = line.at("element_names");
   if (!names.is_array())
-    throw InputError(cv.at(prefix + "element_names"), fmt::format("expected an array of names, got {}", json_kind(names)));
+    throw InputError(cv.at(prefix + "element_names"),
+                     fmt::format("expected an array of names, got {}", json_kind(names)));
   if (names.empty()) throw InputError(cv.at(prefix + "element_names"), "the line is empty");
 
   const json null_value;
-  const json& config_doc = line.contains("config") ? line.at("config") : (doc.contains("config") ? doc.at("config") : null_value);
+  const json& config_doc =
+      line.contains("config") ? line.at("config") : (doc.contains("config") ? doc.at("config") : null_value);
   cv.config = read_config(config_doc, line.contains("config") ? prefix + "config" : "config", cv);
   const json reference = read_reference(doc, line, cv);
 
@@ -790,12 +804,14 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
       }
     }
     if (differing)
-      cv.warnings.push_back(fmt::format("{} entries of the element list repeat a name with different contents; as in "
-                                        "Xsuite, the last entry of each name is used",
-                                        differing));
+      cv.warnings.push_back(
+          fmt::format("{} entries of the element list repeat a name with different contents; as in "
+                      "Xsuite, the last entry of each name is used",
+                      differing));
   } else {
-    throw InputError(cv.at(prefix + "elements"),
-                     fmt::format("expected an object mapping names to elements (or a list), got {}", json_kind(elements)));
+    throw InputError(
+        cv.at(prefix + "elements"),
+        fmt::format("expected an object mapping names to elements (or a list), got {}", json_kind(elements)));
   }
 
   // Convert each definition once, in order of first use.
@@ -828,9 +844,11 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
       if (!obj->contains("parent_name") || !obj->at("parent_name").is_string())
         throw InputError(where, "a Replica needs a \"parent_name\" string");
       const std::string parent = obj->at("parent_name").get<std::string>();
-      if (!visited.insert(parent).second) throw InputError(where, fmt::format("Replica chain through '{}' is circular", parent));
+      if (!visited.insert(parent).second)
+        throw InputError(where, fmt::format("Replica chain through '{}' is circular", parent));
       auto p = by_name.find(parent);
-      if (p == by_name.end()) throw InputError(where, fmt::format("parent '{}' is not defined in \"elements\"", parent));
+      if (p == by_name.end())
+        throw InputError(where, fmt::format("parent '{}' is not defined in \"elements\"", parent));
       obj = p->second;
     }
     const std::string cls = obj->at("__class__").get<std::string>();
@@ -874,16 +892,18 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
         const Problem& p = cv.unknown_classes.at(k);
         firsts += fmt::format("{}#{} '{}' ({})", firsts.empty() ? "" : ", ", p.first_index, p.first_name, p.cls);
       }
-      message = fmt::format("unsupported Xsuite element classes: {} (first: {}); fusetrack has no such element "
-                            "types (replace them by markers with --replace-unknown-with-markers, which changes the "
-                            "physics)",
-                            problem_list(cv.unknown_classes, cv.unknown_order, false), firsts);
+      message = fmt::format(
+          "unsupported Xsuite element classes: {} (first: {}); fusetrack has no such element "
+          "types (replace them by markers with --replace-unknown-with-markers, which changes the "
+          "physics)",
+          problem_list(cv.unknown_classes, cv.unknown_order, false), firsts);
     }
     if (!cv.unsupported_fields.empty()) {
       for (const auto& [k, p] : cv.unsupported_fields) consider(p);
-      message += fmt::format("{}unsupported Xsuite element fields (they change the tracking and fusetrack cannot "
-                             "reproduce them): {}",
-                             message.empty() ? "" : "; ", problem_list(cv.unsupported_fields, cv.field_order, true));
+      message += fmt::format(
+          "{}unsupported Xsuite element fields (they change the tracking and fusetrack cannot "
+          "reproduce them): {}",
+          message.empty() ? "" : "; ", problem_list(cv.unsupported_fields, cv.field_order, true));
     }
     throw InputError(where, message);
   }
@@ -908,7 +928,8 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
       while (taken.count(dn)) dn += "_";
       taken.insert(dn);
       half_drift_name[name] = dn;
-      element_list.emplace_back(dn, json{{"type", c.half_drift_exact ? "DriftExact" : "Drift"}, {"length", c.half_drift}});
+      element_list.emplace_back(dn,
+                                json{{"type", c.half_drift_exact ? "DriftExact" : "Drift"}, {"length", c.half_drift}});
       thick_cavities += uses.at(name);
     }
     element_list.emplace_back(name, std::move(c.def));
@@ -924,20 +945,22 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
   // Warnings.
   for (const std::string& cls : cv.unknown_order) {
     const Problem& p = cv.unknown_classes.at(cls);
-    cv.warnings.push_back(fmt::format("{} Xsuite element{} of unsupported class {} replaced by markers (first: #{} '{}'){}",
-                                      p.count, p.count == 1 ? "" : "s", cls, p.first_index, p.first_name,
-                                      p.has_length ? "; their non-zero lengths are dropped from the ring" : ""));
+    cv.warnings.push_back(
+        fmt::format("{} Xsuite element{} of unsupported class {} replaced by markers (first: #{} '{}'){}", p.count,
+                    p.count == 1 ? "" : "s", cls, p.first_index, p.first_name,
+                    p.has_length ? "; their non-zero lengths are dropped from the ring" : ""));
   }
   if (thick_cavities)
-    cv.warnings.push_back(fmt::format("{} thick Xsuite Cavit{} (non-zero length) written as drift(L/2), kick, "
-                                      "drift(L/2), as Xsuite tracks {}: the sequence has {} more entries than "
-                                      "element_names",
-                                      thick_cavities, thick_cavities == 1 ? "y" : "ies",
-                                      thick_cavities == 1 ? "it" : "them", 2 * thick_cavities));
+    cv.warnings.push_back(fmt::format(
+        "{} thick Xsuite Cavit{} (non-zero length) written as drift(L/2), kick, "
+        "drift(L/2), as Xsuite tracks {}: the sequence has {} more entries than "
+        "element_names",
+        thick_cavities, thick_cavities == 1 ? "y" : "ies", thick_cavities == 1 ? "it" : "them", 2 * thick_cavities));
   for (const std::string& n : cv.note_order) cv.warnings.push_back(fmt::format("{} ({})", n, cv.notes.at(n)));
   if (cv.config.global_xy_limit <= 0.0)
-    cv.warnings.push_back("the line's config has no XTRACK_GLOBAL_XY_LIMIT, so Xsuite applies no global aperture; "
-                          "fusetrack's is set to the largest finite value");
+    cv.warnings.push_back(
+        "the line's config has no XTRACK_GLOBAL_XY_LIMIT, so Xsuite applies no global aperture; "
+        "fusetrack's is set to the largest finite value");
   if (options.warnings)
     for (const std::string& w : cv.warnings) options.warnings->push_back(w);
 

@@ -112,12 +112,15 @@ TEST_CASE("current layout: sequence, repeated and unused names, omitted zeros, c
   CHECK(e.at("b1").at("knl") == json::array({0.01}));
   CHECK(e.at("b1").at("hxl") == 0.01);
   // DipoleEdge: hgap, fint, e1_fd omitted by Xsuite (zero) are written as 0.
-  CHECK(e.at("e1") == json{{"type", "DipoleEdge"}, {"k", 0.01}, {"e1", 0.005}, {"hgap", 0.0}, {"fint", 0.0},
-                           {"e1_fd", 0.0}});
-  CHECK(e.at("rf") == json{{"type", "Cavity"}, {"voltage", 1e4}, {"frequency", 2e6}, {"lag", 180.0},
-                           {"phase", 0.0}, {"harmonic", 0.0}});
+  CHECK(e.at("e1") ==
+        json{{"type", "DipoleEdge"}, {"k", 0.01}, {"e1", 0.005}, {"hgap", 0.0}, {"fint", 0.0}, {"e1_fd", 0.0}});
+  CHECK(
+      e.at("rf") ==
+      json{
+          {"type", "Cavity"}, {"voltage", 1e4}, {"frequency", 2e6}, {"lag", 180.0}, {"phase", 0.0}, {"harmonic", 0.0}});
   // LimitRect: omitted limits are xtrack's field defaults, +-UNLIMITED = 1e10 m (not 0).
-  CHECK(e.at("ap") == json{{"type", "LimitRect"}, {"min_x", -0.05}, {"max_x", 0.05}, {"min_y", -1e10}, {"max_y", 1e10}});
+  CHECK(e.at("ap") ==
+        json{{"type", "LimitRect"}, {"min_x", -0.05}, {"max_x", 0.05}, {"min_y", -1e10}, {"max_y", 1e10}});
   // LimitEllipse: a = sqrt(a_squ), b = sqrt(b_squ).
   CHECK(e.at("el").at("a").get<double>() == doctest::Approx(0.05).epsilon(1e-15));
   CHECK(e.at("el").at("b").get<double>() == doctest::Approx(0.04).epsilon(1e-15));
@@ -210,8 +213,8 @@ TEST_CASE("complex numbers: a non-zero imaginary part is an error naming element
       R"(["d", "qf"])"));
   CHECK(contains(msg, "line.json: element #1 'qf' (Multipole), field 'knl[1]'"));
   CHECK(contains(msg, "non-zero imaginary part"));
-  const std::string msg2 = convert_error(line_of(R"({"d": {"__class__": "Drift", "length": {"__complex__": [1.0]}}})",
-                                                 R"(["d"])"));
+  const std::string msg2 =
+      convert_error(line_of(R"({"d": {"__class__": "Drift", "length": {"__complex__": [1.0]}}})", R"(["d"])"));
   CHECK(contains(msg2, "element #0 'd' (Drift), field 'length'"));
   CHECK(contains(msg2, "__complex__"));
   // Complex numbers in particle_ref too.
@@ -281,10 +284,12 @@ TEST_CASE("fields that change the physics are reported together, with counts; ma
   std::vector<std::string> warnings;
   ft::XsuiteImportOptions options;
   options.warnings = &warnings;
-  const json out = convert(line_of(
-      R"({"m": {"__class__": "Multipole", "knl": [0.0, 0.1], "shift_x": 0.0, "_rot_s_rad": 0.0, "mystery": 0},
+  const json out = convert(
+      line_of(
+          R"({"m": {"__class__": "Multipole", "knl": [0.0, 0.1], "shift_x": 0.0, "_rot_s_rad": 0.0, "mystery": 0},
           "e": {"__class__": "DipoleEdge", "k": 0.1, "model": "suppressed"}})",
-      R"(["m", "e"])"), options);
+          R"(["m", "e"])"),
+      options);
   CHECK(out.at("elements").at("e") == json{{"type", "Marker"}});
   REQUIRE(warnings.size() == 1);
   CHECK(contains(warnings[0], "suppressed"));
@@ -299,12 +304,13 @@ TEST_CASE("a knl longer than fusetrack supports is an error naming the element")
   CHECK(contains(msg, "multipole order 6"));
   CHECK(contains(msg, "maximum order 5"));
   // The order alone can also be too high (Xsuite pads knl to order + 1 entries).
-  const std::string msg2 = convert_error(line_of(R"({"m": {"__class__": "Multipole", "knl": [0.1], "order": 8}})", R"(["m"])"));
+  const std::string msg2 =
+      convert_error(line_of(R"({"m": {"__class__": "Multipole", "knl": [0.1], "order": 8}})", R"(["m"])"));
   CHECK(contains(msg2, "element #0 'm' (Multipole), field 'order'"));
   CHECK(contains(msg2, "multipole order 8"));
   // Order 5 is supported and kept.
-  const json out = convert(line_of(R"({"m": {"__class__": "Multipole", "knl": [0, 0, 0, 0, 0, 0.5], "ksl": [0.1]}})",
-                                   R"(["m"])"));
+  const json out =
+      convert(line_of(R"({"m": {"__class__": "Multipole", "knl": [0, 0, 0, 0, 0, 0.5], "ksl": [0.1]}})", R"(["m"])"));
   CHECK(out.at("elements").at("m").at("order") == 5);
   CHECK(out.at("elements").at("m").at("ksl") == json::array({0.1, 0.0, 0.0, 0.0, 0.0, 0.0}));
 }
@@ -392,17 +398,18 @@ TEST_CASE("global aperture from config.XTRACK_GLOBAL_XY_LIMIT") {
 
 TEST_CASE("SRotation angle in degrees, from angle or from cos_z and sin_z") {
   const double c30 = std::cos(30.0 / 180.0 * 3.141592653589793);
-  const json out = convert(line_of(
-      R"({"r1": {"__class__": "SRotation", "angle": 30.0, "cos_z": )" + json(c30).dump() + R"(},
+  const json out =
+      convert(line_of(R"({"r1": {"__class__": "SRotation", "angle": 30.0, "cos_z": )" + json(c30).dump() + R"(},
           "r2": {"__class__": "SRotation", "cos_z": 0.0, "sin_z": 1.0},
           "r3": {"__class__": "SRotation", "cos_z": -1.0},
           "s": {"__class__": "XYShift", "dx": 0.001}})",
-      R"(["r1", "r2", "r3", "s"])"));
+                      R"(["r1", "r2", "r3", "s"])"));
   CHECK(out.at("elements").at("r1") == json{{"type", "SRotation"}, {"angle", 30.0}});
   CHECK(out.at("elements").at("r2").at("angle").get<double>() == doctest::Approx(90.0).epsilon(1e-15));
   CHECK(out.at("elements").at("r3").at("angle").get<double>() == doctest::Approx(180.0).epsilon(1e-15));
   CHECK(out.at("elements").at("s") == json{{"type", "XYShift"}, {"dx", 0.001}, {"dy", 0.0}});
-  const std::string msg = convert_error(line_of(R"({"r": {"__class__": "SRotation", "angle": 30.0, "cos_z": 0.5}})", R"(["r"])"));
+  const std::string msg =
+      convert_error(line_of(R"({"r": {"__class__": "SRotation", "angle": 30.0, "cos_z": 0.5}})", R"(["r"])"));
   CHECK(contains(msg, "element #0 'r' (SRotation), field 'cos_z'"));
   CHECK(contains(msg, "does not match angle"));
 }
@@ -419,7 +426,8 @@ TEST_CASE("Replica elements resolve to their parent, quadrupoles and sextupoles 
         json{{"type", "Quadrupole"}, {"length", 0.5}, {"k1", 0.3}, {"k1s", 0.0}, {"num_slices", 1}});
   CHECK(out.at("elements").at("s") ==
         json{{"type", "Sextupole"}, {"length", 0.2}, {"k2", 1.5}, {"k2s", 0.0}, {"num_slices", 4}});
-  const std::string msg = convert_error(line_of(R"({"loop": {"__class__": "Replica", "parent_name": "loop"}})", R"(["loop"])"));
+  const std::string msg =
+      convert_error(line_of(R"({"loop": {"__class__": "Replica", "parent_name": "loop"}})", R"(["loop"])"));
   CHECK(contains(msg, "circular"));
   const std::string msg2 = convert_error(line_of(
       R"({"q": {"__class__": "Quadrupole", "length": 0.5, "k1": 0.3, "model": "drift-kick-drift-exact", "edge_entry_active": 1}})",

@@ -21,8 +21,8 @@ using ft::test::builtin_registry;
 
 namespace {
 
-constexpr double kClight = 299792458.0;       // xtrack C_LIGHT
-constexpr double kPi = 3.141592653589793;      // xtrack PI
+constexpr double kClight = 299792458.0;            // xtrack C_LIGHT
+constexpr double kPi = 3.141592653589793;          // xtrack PI
 constexpr double kDeg2Rad = 0.017453292519943295;  // xtrack DEG2RAD
 
 /// The path of a shared lattice, or "" after reporting the test as skipped (never a silent pass).
@@ -54,7 +54,9 @@ Loaded load(const std::string& path) {
 
 const json& xs_element(const Loaded& l, const std::string& name) { return l.xsuite.at("elements").at(name); }
 
-double xs_field(const json& element, const char* field) { return element.contains(field) ? element.at(field).get<double>() : 0.0; }
+double xs_field(const json& element, const char* field) {
+  return element.contains(field) ? element.at(field).get<double>() : 0.0;
+}
 
 double xs_reference(const Loaded& l, const char* field) {
   const json& v = l.xsuite.at("particle_ref").at(field);
@@ -184,7 +186,8 @@ void xs_cavity_kick(ft::ParticleView& p, const json& e, double q0, double p0c, d
   }
   const double q = std::fabs(q0) * 1.0;  // |q0| * charge_ratio
   const double tau = p.zeta / beta0;
-  const double energy_kick = q * voltage * std::sin(0.0 + kDeg2Rad * lag + phase - (2.0 * kPi) / kClight * frequency * tau);
+  const double energy_kick =
+      q * voltage * std::sin(0.0 + kDeg2Rad * lag + phase - (2.0 * kPi) / kClight * frequency * tau);
   const double ptau = p.ptau + energy_kick / p0c / 1.0;
   const double irpp = std::sqrt(ptau * ptau + 2 * ptau / beta0 + 1);
   p.delta = irpp - 1;
@@ -440,7 +443,8 @@ TEST_CASE("SRotation and XYShift from an Xsuite line against Xsuite's formulas")
                  "shift": {"__class__": "XYShift", "dx": 1.5e-3, "dy": -0.7e-3}},
     "element_names": ["rot", "shift", "rot_old"],
     "particle_ref": {"mass0": 938272088.16, "q0": 1.0, "p0c": [1e9]}})");
-  const ft::Lattice lat = ft::lattice_from_json(ft::xsuite_to_fusetrack(doc, "rot.json", {}), "rot.json", builtin_registry());
+  const ft::Lattice lat =
+      ft::lattice_from_json(ft::xsuite_to_fusetrack(doc, "rot.json", {}), "rot.json", builtin_registry());
   // xtrack SRotation_single_particle with cos_z, sin_z from the angle (s_rotation.py: angle / 180 * pi).
   auto xs_srotation = [](ft::ParticleView& p, double cos_z, double sin_z) {
     const double x = p.x, y = p.y, px = p.px, py = p.py;

@@ -7,6 +7,8 @@
 #   bench      fusetrack bench (CPU threads, fused vs per-element, fma off/on, 1e4..1e7 particles)
 #   reference  ../shared/reference/run.sh (carried in .carry/reference) on the same device
 #   ncu        FP64 pipe utilisation of the fused kernel; register/spill report and SASS
+#   clic       CLIC damping ring (Xsuite import): repro fma off, GPU throughput 1e5/1e6, compile times
+#   da         DA benchmark: CLIC 100 angles x 100 amplitudes, 10^4 turns, GPU; CPU rate on 100 turns
 # Needs .carry/ (libzip, the reference kernel) carried with the call.
 set -u
 OUT=${OUT:-/tmp/fusetrack-out}
@@ -15,6 +17,9 @@ ROOT=$(pwd)
 export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
 export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+# Real lattices: ../shared does not travel; a copy is carried in .carry/xsuite.
+XSUITE=$ROOT/.carry/xsuite
+mkdir -p "$ROOT/../shared/lattices" && ln -sfn "$XSUITE" "$ROOT/../shared/lattices/xsuite" 2>/dev/null || true
 BIN=$ROOT/build-gpu/bin/fusetrack
 stages="$*"
 has() { [[ " $stages " == *" $1 "* ]]; }
@@ -56,4 +61,23 @@ if has ncu; then
     --kernel-name fusetrack_track --launch-count 12 \
     $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 --gpu-particles 1048576 --gpu-turns 10 \
     --no-per-element 2>&1 | tee "$OUT/ncu.log" | grep -E "fusetrack_track|pipe_fp64|throughput|warps_active"
+fi
+if has clic; then
+  CLIC=$XSUITE/clic_damping_ring.json
+  rm -rf build-gpu/cache-clic
+  for i in 1 2; do  # first uncached, then cached
+    /usr/bin/time -f "wall %e s" $BIN repro "$CLIC" --fma off -N 2048 -n 200 --amplitude 0.002 \
+      --kernel-cache build-gpu/cache-clic 2>&1 | tee -a "$OUT/clic_repro.log" | grep -E "repro|bitwise|ULP|result|diverges|time|wall"
+  done
+  $BIN bench "$CLIC" -N 4096 -n 2 --gpu-particles 100000 1000000 --gpu-turns 10 --no-per-element 2>&1 | tee "$OUT/clic_bench.log"
+fi
+if has da; then
+  CLIC=$XSUITE/clic_damping_ring.json
+  timeout 420 $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+    --checkpoint-every 2000 --device gpu -o "$OUT/da_clic_gpu" --no-plots 2>&1 | grep -v "^progress" | tail -8 | tee "$OUT/da_gpu.log"
+  $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+    --device cpu -o "$OUT/da_clic_cpu" --no-plots 2>&1 | grep -E "survivors|DA min" | tee "$OUT/da_cpu.log"
+  $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+    --device gpu -o "$OUT/da_clic_gpu100" --no-plots 2>&1 | grep -E "survivors|DA min" | tee -a "$OUT/da_cpu.log"
+  rm -f "$OUT"/da_clic_*/checkpoint.npz
 fi

@@ -3,6 +3,7 @@
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "fusetrack/device/particle.h"
@@ -85,6 +86,7 @@ class Lattice {
 
   ReferenceParticle m_reference;
   std::vector<ElementDefinition> m_definitions;
+  std::unordered_map<std::string, uint32_t> m_definition_index;  // name -> index into m_definitions
   std::vector<SequenceEntry> m_sequence;
   std::vector<uint64_t> m_params;  // 8-byte aligned storage for every definition's struct
   GlobalLimits m_limits{1.0, 1.0, {0, 0, 0, 0, 0, 0}};

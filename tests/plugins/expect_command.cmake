@@ -1,0 +1,23 @@
+# cmake -DEXPECT_RC=<code> -DEXPECT_REGEX=<regex> -P expect_command.cmake -- <command> [args...]
+# Runs the command and fails unless it exits with EXPECT_RC and its output (stdout + stderr) matches
+# EXPECT_REGEX. A crash (signal) never matches an exit code.
+set(cmd "")
+set(after_dashes FALSE)
+foreach(i RANGE ${CMAKE_ARGC})
+  if(after_dashes AND DEFINED CMAKE_ARGV${i})
+    list(APPEND cmd "${CMAKE_ARGV${i}}")
+  elseif("${CMAKE_ARGV${i}}" STREQUAL "--")
+    set(after_dashes TRUE)
+  endif()
+endforeach()
+if(NOT cmd)
+  message(FATAL_ERROR "expect_command.cmake: no command after --")
+endif()
+execute_process(COMMAND ${cmd} RESULT_VARIABLE rc OUTPUT_VARIABLE out ERROR_VARIABLE err)
+message("command: ${cmd}\nexit code: ${rc}\nstdout:\n${out}\nstderr:\n${err}")
+if(NOT rc STREQUAL "${EXPECT_RC}")
+  message(FATAL_ERROR "expected exit code ${EXPECT_RC}, got ${rc}")
+endif()
+if(NOT "${out}${err}" MATCHES "${EXPECT_REGEX}")
+  message(FATAL_ERROR "output does not match: ${EXPECT_REGEX}")
+endif()
