@@ -33,7 +33,7 @@ fi
 if has tests; then
   (cd build-gpu && ctest -j4 --output-on-failure) >"$OUT/tests.log" 2>&1
   tail -25 "$OUT/tests.log"
-  (cd build-gpu && ./bin/test_gpu -s 2>&1 | grep -E "MESSAGE|bitwise|TEST CASE" | head -80) >"$OUT/gpu_messages.log" 2>&1
+  (cd build-gpu && ./bin/test_gpu -s 2>&1 | grep -E "MESSAGE|bitwise|TEST CASE" | head -80) >>"$OUT/tests.log" 2>&1
 fi
 if has repro; then
   for f in lattices/*.json; do
@@ -46,7 +46,7 @@ if has bench; then
   $BIN bench lattices/reference_sequence.json lattices/sextupole_rf_ring.json -N 65536 -n 10 --gpu-turns 20 2>&1 | tee "$OUT/bench.log"
 fi
 if has reference; then
-  bash .carry/reference/run.sh 1048576 100 2>&1 | tee "$OUT/reference.log"
+  bash .carry/reference/run.sh 1048576 100 2>&1 | tee -a "$OUT/bench.log"
 fi
 if has ncu; then
   rm -rf "$OUT/dump"
@@ -74,10 +74,10 @@ fi
 if has da; then
   CLIC=$XSUITE/clic_damping_ring.json
   timeout 420 $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --checkpoint-every 2000 --device gpu -o "$OUT/da_clic_gpu" --no-plots 2>&1 | grep -v "^progress" | tail -8 | tee "$OUT/da_gpu.log"
+    --checkpoint-every 2000 --device gpu -o build-gpu/da_clic_gpu --no-plots 2>&1 | grep -v "^progress" | tail -8 | tee "$OUT/da_gpu.log"
   $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --device cpu -o "$OUT/da_clic_cpu" --no-plots 2>&1 | grep -E "survivors|DA min" | tee "$OUT/da_cpu.log"
+    --device cpu -o build-gpu/da_clic_cpu --no-plots 2>&1 | grep -E "survivors|DA min" | tee "$OUT/da_cpu.log"
   $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --device gpu -o "$OUT/da_clic_gpu100" --no-plots 2>&1 | grep -E "survivors|DA min" | tee -a "$OUT/da_cpu.log"
-  rm -f "$OUT"/da_clic_*/checkpoint.npz
+    --device gpu -o build-gpu/da_clic_gpu100 --no-plots 2>&1 | grep -E "survivors|DA min" | tee -a "$OUT/da_cpu.log"
+  cp build-gpu/da_clic_gpu/summary.json "$OUT/da_clic_summary.json" 2>/dev/null
 fi
