@@ -138,22 +138,16 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   s += kKernelPrologue;
 
   if (src.dispatch == Dispatch::Switch) {
-    // Software pipelining: the step two ahead is loaded, and the next element's parameters are
-    // prefetched into L1, while the current element computes.
-    s += "    FtStep cur = steps[element_begin];\n";
-    s += "    FtStep nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : cur;\n";
     s += "    for (int e = element_begin; e < element_end; ++e) {\n";
-    s += "      const FtStep after = e + 2 < element_end ? steps[e + 2] : nxt;\n";
-    s += "      asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(params + nxt.param_offset));\n";
-    s += "      const unsigned char* prm = params + cur.param_offset;\n";
-    s += "      switch (cur.type_id) {\n";
+    s += "      const FtStep step = steps[e];\n";
+    s += "      const unsigned char* prm = params + step.param_offset;\n";
+    s += "      switch (step.type_id) {\n";
     for (size_t k = 0; k < src.types.size(); ++k)
       s += fmt::format("        case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", k,
                        src.types[k]->track_function, src.types[k]->name);
     s += "        default: break;\n      }\n";
     s += "      ft::apply_element_limits(p, limits);\n";
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
-    s += "      cur = nxt;\n      nxt = after;\n";
     s += "    }\n";
   } else {
     s += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";

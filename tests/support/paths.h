@@ -3,6 +3,8 @@
 #include <filesystem>
 #include <string>
 
+#include <unistd.h>
+
 namespace ft::test {
 
 inline std::string source_path(const std::string& relative) { return std::string(FT_SOURCE_DIR) + "/" + relative; }
@@ -13,9 +15,9 @@ inline std::string shared_path(const std::string& relative) {
   return std::filesystem::exists(p) ? p : std::string();
 }
 
-/// A fresh temporary directory for one test.
+/// A fresh temporary directory for one test (per process, so concurrent runs do not collide).
 inline std::filesystem::path temp_dir(const std::string& name) {
-  auto d = std::filesystem::temp_directory_path() / ("fusetrack_test_" + name);
+  auto d = std::filesystem::temp_directory_path() / ("fusetrack_test_" + name + "_" + std::to_string(::getpid()));
   std::filesystem::remove_all(d);
   std::filesystem::create_directories(d);
   return d;

@@ -21,7 +21,7 @@ inline ElementRegistry& builtin_registry() {
 
 /// Writes `text` to a file in a temporary directory and returns its path.
 inline std::string write_temp_file(const std::string& name, const std::string& text) {
-  const auto dir = std::filesystem::temp_directory_path() / "fusetrack_test_files";
+  const auto dir = std::filesystem::temp_directory_path() / ("fusetrack_test_files_" + std::to_string(::getpid()));
   std::filesystem::create_directories(dir);
   const auto path = dir / name;
   std::ofstream(path) << text;
