@@ -28,6 +28,11 @@ std::string num(double v, const char* spec = "{:.10g}") {
 }
 
 void run_optics(const OpticsArgs& a) {
+  if (a.tracking_turns > 0 && a.tracking_turns < 16) {
+    InputLocation at;
+    at.field = "--tracking-turns";
+    throw InputError(at, fmt::format("needs 0 (no tracking) or at least 16 turns, got {}", a.tracking_turns));
+  }
   ElementRegistry registry;
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
@@ -35,8 +40,9 @@ void run_optics(const OpticsArgs& a) {
   options.force_4d = a.force_4d;
   options.delta0 = a.delta0;
   options.threads = a.common.threads;
-  options.tracking_turns = a.tracking_turns;
   const LinearOptics o = compute_linear_optics(lattice, options);
+  if (o.six_d && a.delta0 != 0.0)
+    fmt::print(stderr, "note: --delta0 applies to the 4D method only (the RF fixes delta in 6D); add --4d to use it\n");
   TrackedTunes tracked;
   const bool with_tracking = a.tracking_turns > 0;
   if (with_tracking) tracked = tunes_by_tracking(lattice, o, a.tracking_turns, options);

@@ -374,9 +374,8 @@ struct Engine {
     return newton(full(), lattice, guess, {0, 1, 2, 3, 4, 5}, options, true);
   }
   /// 6D if the longitudinal block of the full matrix around the 4D orbit is stable.
-  OneTurnMap choose(std::string& reason, OneTurnMap* map4) {
+  OneTurnMap choose(std::string& reason) {
     OneTurnMap m4 = map_4d(options.delta0, {0, 0, 0, 0});
-    if (map4) *map4 = m4;
     if (options.force_4d) {
       reason = "4D forced by the user (delta fixed)";
       return m4;
@@ -391,10 +390,16 @@ struct Engine {
           options.delta0, cos_mu);
       return m4;
     }
-    std::array<double, 6> guess = m4.closed_orbit;
-    OneTurnMap m6 = map_6d(guess);
-    reason = fmt::format("6D: the longitudinal motion is stable, (M55 + M66) / 2 = {:.12g}", cos_mu);
-    return m6;
+    try {
+      OneTurnMap m6 = map_6d(m4.closed_orbit);
+      reason = fmt::format("6D: the longitudinal motion is stable, (M55 + M66) / 2 = {:.12g}", cos_mu);
+      return m6;
+    } catch (const Error& e) {
+      reason = fmt::format("4D (delta fixed at {:g}): the longitudinal motion looks stable, (M55 + M66) / 2 = {:.12g}, "
+                           "but the 6D closed orbit was not found: {}",
+                           options.delta0, cos_mu, e.what());
+      return m4;
+    }
   }
 
   const Lattice& lattice;
@@ -484,7 +489,7 @@ OneTurnMap compute_one_turn_map_6d(const Lattice& lattice, const OpticsOptions& 
 OneTurnMap compute_one_turn_map(const Lattice& lattice, const OpticsOptions& options, std::string* reason) {
   Engine e(lattice, options);
   std::string why;
-  OneTurnMap m = e.choose(why, nullptr);
+  OneTurnMap m = e.choose(why);
   if (reason) *reason = why;
   return m;
 }
@@ -549,8 +554,7 @@ LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& 
   o.steps = options.steps;
   o.delta_chrom = options.delta_chrom;
 
-  OneTurnMap first4;
-  o.map = eng.choose(o.mode_reason, &first4);
+  o.map = eng.choose(o.mode_reason);
   o.six_d = o.map.six_d;
   o.closed_orbit = o.map.closed_orbit;
   const double delta_co = o.closed_orbit[5];

@@ -6,8 +6,12 @@
 // coupled tunes, the Gaussian generator's moments, error cases, and the real PSB and CLIC
 // lattices (matrix tunes vs tracking tunes).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
+#include <sys/wait.h>
 
 #include <array>
+#include <cstdio>
+#include <fstream>
 #include <cmath>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -306,7 +310,7 @@ TEST_CASE("transverse_tunes: Edwards-Teng eigen-tunes of a coupled matrix are it
   CHECK(test::error_message([&] { transverse_tunes(bad); }).find("unstable") != std::string::npos);
 }
 
-TEST_CASE("make_gaussian: matched moments around the closed orbit, with dispersion; reproducible") {
+TEST_CASE("make_gaussian: matched moments around the closed orbit with dispersion, reproducible for a seed") {
   const Lattice lattice = test::bundled_lattice("fodo_ring.json");
   // Optics set by hand (the generator's input), not computed.
   LinearOptics o;
@@ -370,7 +374,7 @@ TEST_CASE("make_gaussian: matched moments around the closed orbit, with dispersi
         std::string::npos);
 }
 
-TEST_CASE("Optics errors: an unstable ring, a forced 4D on RF, bad options") {
+TEST_CASE("Optics errors: an unstable ring and bad options") {
   json doc = test::parse_bundled("fodo_ring.json");
   doc["elements"]["qf_half"]["knl"] = {0.0, 0.21};  // L k1l / 2 = 1.05 > 1: no periodic solution
   doc["elements"]["qd"]["knl"] = {0.0, -0.42};
@@ -435,8 +439,10 @@ void check_matrix_vs_tracking_tunes(const std::string& name) {
   CAPTURE(t.qy);
   CHECK(std::fabs(t.qx - o.qx) < 1e-4);
   CHECK(std::fabs(t.qy - o.qy) < 1e-4);
-  MESSAGE(name << ": Qx " << o.qx << " (tracking " << t.qx << "), Qy " << o.qy << " (tracking " << t.qy << "), Qs "
-               << o.qs << ", Q'x " << o.dqx << ", Q'y " << o.dqy << ", alpha_c " << o.alpha_c);
+  MESSAGE(fmt::format("{}: {}; Qx {:.10f} (tracking {:+.1e}), Qy {:.10f} (tracking {:+.1e}), Qs {:.8f} (tracking "
+                      "{:.8f}), Q'x {:.6f}, Q'y {:.6f}, alpha_c {:.8e}, beta_x {:.6f} m, beta_y {:.6f} m, Dx {:.6f} m",
+                      name, o.mode_reason, o.qx, t.qx - o.qx, o.qy, t.qy - o.qy, o.qs, t.qs, o.dqx, o.dqy, o.alpha_c,
+                      o.beta_x, o.beta_y, o.dx));
 }
 
 }  // namespace
@@ -447,4 +453,62 @@ TEST_CASE("PSB at injection: tunes from the one-turn matrix agree with tracking 
 
 TEST_CASE("CLIC damping ring: tunes from the one-turn matrix agree with tracking to < 1e-4") {
   check_matrix_vs_tracking_tunes("clic_damping_ring.json");
+}
+
+// ---- the command line ----
+
+namespace {
+
+std::pair<int, std::string> run_command(const std::string& cmd) {
+  std::string out;
+  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
+  char buf[4096];
+  while (f && fgets(buf, sizeof buf, f)) out += buf;
+  const int status = f ? pclose(f) : -1;
+  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
+}
+
+}  // namespace
+
+TEST_CASE("fusetrack optics: summary and JSON for the FODO and RF rings, exit code 2 on bad input") {
+  const std::string exe = test::build_path("bin/fusetrack");
+  const auto dir = test::temp_dir("optics_cli");
+  const std::string json_path = (dir / "fodo.json").string();
+  const auto [rc, out] = run_command(exe + " optics " + test::source_path("lattices/fodo_ring.json") + " -o " + json_path);
+  CAPTURE(out);
+  REQUIRE(rc == 0);
+  CHECK(out.find("tunes") != std::string::npos);
+  CHECK(out.find("chromaticity") != std::string::npos);
+  const json j = json::parse(std::ifstream(json_path));
+  const double a = kL * kK1l / 2.0;
+  double q = kCells * 2.0 * std::asin(a) / (2 * kPi);
+  q -= std::floor(q);
+  CHECK(j.at("method").get<std::string>() == "4d");
+  CHECK(std::fabs(j.at("tunes").at("qx").get<double>() - q) < 1e-12);
+  CHECK(std::fabs(j.at("tunes_from_tracking").at("qy").get<double>() - q) < 1e-6);
+  CHECK(j.at("tunes").at("qs").is_null());
+  CHECK(j.at("twiss").at("betx").get<double>() == doctest::Approx(beta_max()).epsilon(1e-10));
+  CHECK(j.at("one_turn_matrix").at("rows").size() == 6);
+  CHECK(j.at("chromaticity").at("dqx").get<double>() < 0.0);
+  CHECK(j.at("longitudinal").at("gamma_tr").is_null());
+
+  const std::string rf_path = (dir / "rf.json").string();
+  const auto [rc2, out2] = run_command(exe + " optics " + test::source_path("lattices/sextupole_rf_ring.json") +
+                                       " --tracking-turns 0 -o " + rf_path);
+  CAPTURE(out2);
+  REQUIRE(rc2 == 0);
+  const json j2 = json::parse(std::ifstream(rf_path));
+  CHECK(j2.at("method").get<std::string>() == "6d");
+  CHECK(j2.at("tunes").at("qs").get<double>() > 0.011);
+  CHECK_FALSE(j2.contains("tunes_from_tracking"));
+  const auto [rc3, out3] = run_command(exe + " optics " + test::source_path("lattices/sextupole_rf_ring.json") +
+                                       " --4d --tracking-turns 0 -o " + rf_path);
+  REQUIRE(rc3 == 0);
+  CHECK(json::parse(std::ifstream(rf_path)).at("method").get<std::string>() == "4d");
+
+  const auto [rc4, out4] = run_command(exe + " optics " + test::source_path("lattices/fodo_ring.json") +
+                                       " --tracking-turns 5");
+  CAPTURE(out4);
+  CHECK(rc4 == 2);  // bad input
+  CHECK(out4.find("--tracking-turns") != std::string::npos);
 }

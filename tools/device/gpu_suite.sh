@@ -62,6 +62,10 @@ if has ncu; then
     $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 --gpu-particles 1048576 --gpu-turns 10 \
     --no-per-element 2>&1 | tee "$OUT/ncu.log" | grep -E "fusetrack_track|pipe_fp64|throughput|warps_active"
 fi
+if has switchbench; then
+  $BIN bench lattices/reference_sequence.json .carry/xsuite/clic_damping_ring.json -N 4096 -n 2 --thread-counts 16 \
+    --gpu-particles 1000000 --gpu-turns 10 --no-per-element 2>&1 | grep -E "switch|auto" | tee "$OUT/switch_bench.log"
+fi
 if has clic; then
   CLIC=$XSUITE/clic_damping_ring.json
   rm -rf build-gpu/cache-clic
