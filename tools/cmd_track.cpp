@@ -5,6 +5,7 @@
 
 #include "cli_common.h"
 #include "fusetrack/error.h"
+#include "fusetrack/optics.h"
 
 namespace ft::cli {
 
@@ -18,11 +19,25 @@ struct TrackArgs {
   std::vector<double> grid;  // x_min x_max nx y_min y_max ny
   double delta = 0.0;
   std::string output;
+  size_t gaussian = 0;  // number of particles of a matched Gaussian distribution
+  double emittance_nx = 0.0, emittance_ny = 0.0, sigma_zeta = 0.0, sigma_delta = 0.0;
+  uint64_t seed = 1;
 };
 
 Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
   const double beta0 = lattice.reference().beta0();
   if (!a.particles_file.empty()) return read_particles(a.particles_file, beta0);
+  if (a.gaussian > 0) {
+    InputLocation at;
+    at.field = "--emittance-nx/--emittance-ny";
+    if (!(a.emittance_nx > 0) || !(a.emittance_ny > 0))
+      throw InputError(at, "a Gaussian distribution needs positive normalised emittances");
+    at.field = "--sigma-zeta/--sigma-delta";
+    if (a.sigma_zeta < 0 || a.sigma_delta < 0) throw InputError(at, "must not be negative");
+    const LinearOptics optics = compute_linear_optics(lattice);
+    return make_gaussian(lattice, optics, a.gaussian, a.emittance_nx, a.emittance_ny, a.sigma_zeta, a.sigma_delta,
+                         a.seed);
+  }
   std::vector<double> g = a.grid;
   if (g.empty()) g = {1e-4, 1e-3, 10, 1e-4, 1e-3, 10};
   InputLocation at;
@@ -74,6 +89,15 @@ void add_track_command(CLI::App& app) {
   cmd->add_option("--grid", args->grid, "x-y grid instead of a file: x_min x_max nx y_min y_max ny [m]")
       ->expected(6)
       ->excludes("--particles");
+  cmd->add_option("--gaussian", args->gaussian,
+                  "instead of a file or grid: N particles of a matched Gaussian from the optics at the start")
+      ->excludes("--particles")
+      ->excludes("--grid");
+  cmd->add_option("--emittance-nx", args->emittance_nx, "normalised horizontal emittance [m] (--gaussian)");
+  cmd->add_option("--emittance-ny", args->emittance_ny, "normalised vertical emittance [m] (--gaussian)");
+  cmd->add_option("--sigma-zeta", args->sigma_zeta, "rms zeta [m] (--gaussian)");
+  cmd->add_option("--sigma-delta", args->sigma_delta, "rms delta (--gaussian)");
+  cmd->add_option("--seed", args->seed, "random seed (--gaussian)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
   cmd->add_option("-o,--output", args->output, "write the final particles (.npz or .csv)");
   add_common_options(*cmd, args->common);
