@@ -214,21 +214,11 @@ std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
 }
 
 void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint) {
-  const Particles& p = scan.particles;
-  write_npz(file, {{"x", NpyArray::from(p.x)},
-                   {"px", NpyArray::from(p.px)},
-                   {"y", NpyArray::from(p.y)},
-                   {"py", NpyArray::from(p.py)},
-                   {"zeta", NpyArray::from(p.zeta)},
-                   {"delta", NpyArray::from(p.delta)},
-                   {"ptau", NpyArray::from(p.ptau)},
-                   {"rpp", NpyArray::from(p.rpp)},
-                   {"rvv", NpyArray::from(p.rvv)},
-                   {"state", NpyArray::from(p.state)},
-                   {"lost_turn", NpyArray::from(p.lost_turn)},
-                   {"lost_element", NpyArray::from(p.lost_element)},
-                   {"turns_done", NpyArray::from(std::vector<int64_t>{scan.turns_done})},
-                   {"fingerprint", NpyArray::from(std::vector<int64_t>{static_cast<int64_t>(std::stoull(fingerprint.empty() ? "0" : fingerprint, nullptr, 16))})}});
+  auto members = particle_arrays(scan.particles);
+  members.emplace_back("turns_done", NpyArray::from(std::vector<int64_t>{scan.turns_done}));
+  members.emplace_back("fingerprint", NpyArray::from(std::vector<int64_t>{static_cast<int64_t>(
+                                          std::stoull(fingerprint.empty() ? "0" : fingerprint, nullptr, 16))}));
+  write_npz(file, members);
 }
 
 void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint) {

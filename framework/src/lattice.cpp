@@ -17,6 +17,20 @@ namespace ft {
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
+const char* json_type_name(const json& v) {
+  switch (v.type()) {
+    case json::value_t::null: return "null";
+    case json::value_t::boolean: return "a boolean";
+    case json::value_t::string: return "a string";
+    case json::value_t::array: return "an array";
+    case json::value_t::object: return "an object";
+    case json::value_t::number_integer:
+    case json::value_t::number_unsigned: return "an integer";
+    case json::value_t::number_float: return "a number";
+    default: return "an unsupported value";
+  }
+}
+
 double ReferenceParticle::energy0() const { return std::sqrt(p0c * p0c + mass0 * mass0); }
 double ReferenceParticle::gamma0() const { return energy0() / mass0; }
 double ReferenceParticle::beta0() const { return p0c / energy0(); }
@@ -34,20 +48,6 @@ ft_reference ReferenceParticle::to_abi(double circumference) const {
 }
 
 namespace {
-
-const char* json_type_name(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
-  }
-}
 
 std::string list_fields(const ElementType& type) {
   std::string s;

@@ -206,17 +206,17 @@ void write_particles(const std::string& path, const Particles& p) {
     return;
   }
   if (!ends_with(path, ".npz")) throw Error(fmt::format("{}: unsupported output format; use .npz or .csv", path));
-  write_npz(path, {{"id", NpyArray::from(p.id)},
-                   {"x", NpyArray::from(p.x)},
-                   {"px", NpyArray::from(p.px)},
-                   {"y", NpyArray::from(p.y)},
-                   {"py", NpyArray::from(p.py)},
-                   {"zeta", NpyArray::from(p.zeta)},
-                   {"delta", NpyArray::from(p.delta)},
-                   {"ptau", NpyArray::from(p.ptau)},
-                   {"state", NpyArray::from(p.state)},
-                   {"lost_turn", NpyArray::from(p.lost_turn)},
-                   {"lost_element", NpyArray::from(p.lost_element)}});
+  write_npz(path, particle_arrays(p));
+}
+
+std::vector<std::pair<std::string, NpyArray>> particle_arrays(const Particles& p) {
+  return {{"id", NpyArray::from(p.id)},       {"x", NpyArray::from(p.x)},
+          {"px", NpyArray::from(p.px)},       {"y", NpyArray::from(p.y)},
+          {"py", NpyArray::from(p.py)},       {"zeta", NpyArray::from(p.zeta)},
+          {"delta", NpyArray::from(p.delta)}, {"ptau", NpyArray::from(p.ptau)},
+          {"rpp", NpyArray::from(p.rpp)},     {"rvv", NpyArray::from(p.rvv)},
+          {"state", NpyArray::from(p.state)}, {"lost_turn", NpyArray::from(p.lost_turn)},
+          {"lost_element", NpyArray::from(p.lost_element)}};
 }
 
 Particles make_grid(double beta0, double x_min, double x_max, size_t nx, double y_min, double y_max, size_t ny,

@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "fusetrack/error.h"
+#include "fusetrack/lattice.h"
 
 namespace ft {
 
@@ -37,20 +38,6 @@ using json = nlohmann::ordered_json;
 constexpr double kUnlimited = 1e10;    // xtrack's UNLIMITED aperture (apertures/_aperture_common.py)
 constexpr int kMaxMultipoleOrder = 5;  // FT_MULTIPOLE_MAX_ORDER (elements/multipole.h)
 constexpr double kPi = 3.141592653589793;
-
-const char* json_kind(const json& v) {
-  switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
-    case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
-  }
-}
 
 bool is_complex(const json& v) { return v.is_object() && v.size() == 1 && v.contains("__complex__"); }
 
@@ -76,7 +63,7 @@ double real_number(const json& v, const Where& where) {
                                             re, im));
     return re;
   }
-  throw InputError(where(), fmt::format("expected a number, got {}", json_kind(v)));
+  throw InputError(where(), fmt::format("expected a number, got {}", json_type_name(v)));
 }
 
 double real_number(const json& v, const InputLocation& at) {
@@ -652,7 +639,7 @@ XsuiteConfig read_config(const json& config_doc, const std::string& where_field,
   XsuiteConfig c;
   if (config_doc.is_null()) return c;  // a Line's defaults
   if (!config_doc.is_object())
-    throw InputError(cv.at(where_field), fmt::format("expected an object, got {}", json_kind(config_doc)));
+    throw InputError(cv.at(where_field), fmt::format("expected an object, got {}", json_type_name(config_doc)));
   c.present = true;
   // With a config, a flag is defined only when present and not false/null (xtrack TrackerConfig).
   auto flag = [&](const char* key) {
@@ -700,7 +687,7 @@ json read_reference(const json& doc, const json& line, Converter& cv) {
     p = &env->at(name);
     field = "env_particles." + name;
   }
-  if (!p->is_object()) throw InputError(cv.at(field), fmt::format("expected an object, got {}", json_kind(*p)));
+  if (!p->is_object()) throw InputError(cv.at(field), fmt::format("expected an object, got {}", json_type_name(*p)));
   auto get = [&](const char* key) {
     const std::string f = field + "." + key;
     if (!p->contains(key)) throw InputError(cv.at(f), "required field is missing");
@@ -754,14 +741,14 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
   const bool old_layout = !doc.contains("element_names") && doc.contains("line");
   const json& line = old_layout ? doc.at("line") : doc;
   const std::string prefix = old_layout ? "line." : "";
-  if (!line.is_object()) throw InputError(cv.at("line"), fmt::format("expected an object, got {}", json_kind(line)));
+  if (!line.is_object()) throw InputError(cv.at("line"), fmt::format("expected an object, got {}", json_type_name(line)));
   for (const char* key : {"elements", "element_names"})
     if (!line.contains(key)) throw InputError(cv.at(prefix + key), "required field of an Xsuite line is missing");
   const json& elements = line.at("elements");
   const json& names = line.at("element_names");
   if (!names.is_array())
     throw InputError(cv.at(prefix + "element_names"),
-                     fmt::format("expected an array of names, got {}", json_kind(names)));
+                     fmt::format("expected an array of names, got {}", json_type_name(names)));
   if (names.empty()) throw InputError(cv.at(prefix + "element_names"), "the line is empty");
 
   const json null_value;
@@ -777,7 +764,7 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
   for (size_t i = 0; i < names.size(); ++i) {
     if (!names[i].is_string())
       throw InputError(cv.at(fmt::format("{}element_names[{}]", prefix, i)),
-                       fmt::format("expected an element name, got {}", json_kind(names[i])));
+                       fmt::format("expected an element name, got {}", json_type_name(names[i])));
     const std::string& n = names[i].get_ref<const std::string&>();
     sequence.push_back(n);
     first_index.emplace(n, static_cast<long>(i));
@@ -811,7 +798,7 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
   } else {
     throw InputError(
         cv.at(prefix + "elements"),
-        fmt::format("expected an object mapping names to elements (or a list), got {}", json_kind(elements)));
+        fmt::format("expected an object mapping names to elements (or a list), got {}", json_type_name(elements)));
   }
 
   // Convert each definition once, in order of first use.

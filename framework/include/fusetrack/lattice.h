@@ -105,6 +105,9 @@ Lattice lattice_from_json(const nlohmann::ordered_json& doc, const std::string& 
 /// Writes a lattice in fusetrack's format (definitions with their input fields, and the sequence).
 nlohmann::ordered_json lattice_to_json(const Lattice& lattice);
 
+/// "a number", "a string", ...: the kind of a JSON value, for error messages.
+const char* json_type_name(const nlohmann::ordered_json& value);
+
 /// Parses JSON text; a syntax error becomes an InputError with line and column.
 nlohmann::ordered_json parse_json_file(const std::string& path);
 
