@@ -21,8 +21,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
 }
 
 void load_plugins(ElementRegistry& registry, const CommonOptions& o) {
-  for (const auto& p : o.plugins) registry.load_plugin(p);
+  // Defaults first: a --plugin that clashes with a built-in type is then the one refused, with
+  // an error naming both files, instead of silently displacing the built-in plugin.
   registry.load_default_plugins();
+  for (const auto& p : o.plugins) registry.load_plugin(p);
   for (const auto& w : registry.load_warnings()) fmt::print(stderr, "warning: plugin skipped: {}\n", w);
 }
 
