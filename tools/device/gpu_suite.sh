@@ -32,6 +32,7 @@ if has build; then
 fi
 if has tests; then
   (cd build-gpu && ctest -j4 --output-on-failure) >"$OUT/tests.log" 2>&1
+  grep -E "tests passed|tests failed|\*\*\*Failed" "$OUT/tests.log"
   tail -25 "$OUT/tests.log"
   (cd build-gpu && ./bin/test_gpu -s 2>&1 | grep -E "MESSAGE|bitwise|TEST CASE" | head -80) >>"$OUT/tests.log" 2>&1
 fi
@@ -58,7 +59,7 @@ if has ncu; then
   cuobjdump -sass build-gpu/dump/baked_fma_off/fusetrack_fused.cubin > "$OUT/sass_baked_fma_off.txt" 2>&1
   grep -c -E "DFMA|DMUL|DADD" "$OUT/sass_baked_fma_off.txt" | sed 's/^/fp64 instructions in baked fma=off SASS: /'
   ncu --metrics sm__pipe_fp64_cycles_active.avg.pct_of_peak_sustained_active,sm__throughput.avg.pct_of_peak_sustained_elapsed,smsp__warps_active.avg.pct_of_peak_sustained_active \
-    --kernel-name fusetrack_track --launch-count 12 \
+    --kernel-name fusetrack_track --launch-count 4 \
     $BIN bench lattices/reference_sequence.json --device gpu -N 1024 -n 1 --gpu-particles 1048576 --gpu-turns 10 \
     --no-per-element 2>&1 | tee "$OUT/ncu.log" | grep -E "fusetrack_track|pipe_fp64|throughput|warps_active"
 fi
@@ -75,13 +76,17 @@ if has clic; then
   done
   $BIN bench "$CLIC" -N 4096 -n 2 --gpu-particles 100000 1000000 --gpu-turns 10 --no-per-element 2>&1 | tee "$OUT/clic_bench.log"
 fi
+if has clicbench; then
+  $BIN bench $XSUITE/clic_damping_ring.json -N 4096 -n 2 --gpu-particles 100000 1000000 --gpu-turns 10 \
+    --no-per-element 2>&1 | grep -E "cpu|auto" | tee "$OUT/clic_bench.log"
+fi
 if has da; then
   CLIC=$XSUITE/clic_damping_ring.json
-  timeout 420 $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --checkpoint-every 2000 --device gpu -o build-gpu/da_clic_gpu --no-plots 2>&1 | grep -v "^progress" | tail -8 | tee "$OUT/da_gpu.log"
+  /usr/bin/time -f "da wall %e s" $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+    --checkpoint-every 2000 --device gpu -o build-gpu/da_clic_gpu 2>&1 | grep -E "DA scan|survivors|DA min|plots|wall" | tee "$OUT/da.log"
   $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --device cpu -o build-gpu/da_clic_cpu --no-plots 2>&1 | grep -E "survivors|DA min" | tee "$OUT/da_cpu.log"
+    --device cpu -o build-gpu/da_clic_cpu --no-plots 2>&1 | grep -E "DA scan|survivors" | tee -a "$OUT/da.log"
   $BIN da "$CLIC" --turns 100 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-    --device gpu -o build-gpu/da_clic_gpu100 --no-plots 2>&1 | grep -E "survivors|DA min" | tee -a "$OUT/da_cpu.log"
-  cp build-gpu/da_clic_gpu/summary.json "$OUT/da_clic_summary.json" 2>/dev/null
+    --device gpu -o build-gpu/da_clic_gpu100 --no-plots 2>&1 | grep -E "DA scan|survivors" | tee -a "$OUT/da.log"
+  cp build-gpu/da_clic_gpu/*.png "$OUT/" 2>/dev/null
 fi
