@@ -69,12 +69,11 @@ struct FtParticleArrays {
   double* ptau; double* rpp; double* rvv;
   int* state; int* lost_turn; long long* lost_element;
 };
-struct FtStep { int type_id; unsigned int param_offset; };
 
 // One thread per particle. The particle stays in registers for every element of every turn;
 // a lost particle stops and records its turn and element.
 extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
-    FtParticleArrays P, const FtStep* __restrict__ steps, const unsigned char* __restrict__ params,
+    FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int element_begin, int element_end, int n_elements,
     int first_turn, int n_turns, ft::GlobalLimits limits) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -109,6 +108,7 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   src.fma = fma;
   src.dispatch = choose_dispatch(lattice, requested);
   src.types = lattice.types_used();
+  if (src.types.size() > 255) throw Error("a fused kernel supports at most 255 element types per lattice");
   src.headers = framework_device_headers();
   for (const ElementType* t : src.types) {
     const std::string* text = t->plugin->header(t->header);
@@ -138,16 +138,22 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   s += kKernelPrologue;
 
   if (src.dispatch == Dispatch::Switch) {
+    // Each step is (type id << 24 | parameter offset / 8). With few particles in flight the
+    // kernel is latency-bound and the table of a long lattice lives in L2: the step two ahead is
+    // loaded while the current element computes.
+    s += "    unsigned int cur = steps[element_begin];\n";
+    s += "    unsigned int nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : 0u;\n";
     s += "    for (int e = element_begin; e < element_end; ++e) {\n";
-    s += "      const FtStep step = steps[e];\n";
-    s += "      const unsigned char* prm = params + step.param_offset;\n";
-    s += "      switch (step.type_id) {\n";
+    s += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
+    s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+    s += "      switch (cur >> 24) {\n";
     for (size_t k = 0; k < src.types.size(); ++k)
       s += fmt::format("        case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", k,
                        src.types[k]->track_function, src.types[k]->name);
     s += "        default: break;\n      }\n";
     s += "      ft::apply_element_limits(p, limits);\n";
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
+    s += "      cur = nxt;\n      nxt = after;\n";
     s += "    }\n";
   } else {
     s += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";
@@ -183,9 +189,10 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source) {
         it = stored.emplace(std::move(key), at).first;
       }
       offset = it->second;
+      if (offset >= (1u << 27)) throw Error("switch kernel: more than 128 MiB of distinct element parameters");
     }
     auto type_it = std::find(source.types.begin(), source.types.end(), def.type);
-    t.steps.push_back({static_cast<int32_t>(type_it - source.types.begin()), offset});
+    t.steps.push_back(KernelStep::make(static_cast<uint32_t>(type_it - source.types.begin()), offset));
   }
   if (t.params.empty()) t.params.push_back(0);
   return t;

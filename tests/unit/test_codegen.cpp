@@ -86,9 +86,9 @@ TEST_CASE("generated source: one switch case per type used, layout checks, origi
   REQUIRE(tables.steps.size() == lattice.sequence().size());
   for (size_t e = 0; e < tables.steps.size(); ++e) {
     const auto& def = lattice.element(e);
-    CHECK(src.types[static_cast<size_t>(tables.steps[e].type_id)] == def.type);
+    CHECK(src.types[tables.steps[e].type_id()] == def.type);
     // The step's parameter block holds exactly the definition's bytes.
-    CHECK(std::memcmp(reinterpret_cast<const unsigned char*>(tables.params.data()) + tables.steps[e].param_offset,
+    CHECK(std::memcmp(reinterpret_cast<const unsigned char*>(tables.params.data()) + tables.steps[e].param_offset(),
                       lattice.params(lattice.sequence()[e].definition), def.type->param_size) == 0);
   }
 }

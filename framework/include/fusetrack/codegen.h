@@ -40,11 +40,14 @@ Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
 
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch);
 
-/// One step of the switch kernel's sequence table: the type's case id and the byte offset of
-/// its parameters in the packed buffer. Same layout in the generated source.
+/// One step of the switch kernel's sequence table, packed in 32 bits so that long lattices'
+/// tables stay cache-resident: the type's case id in the top 8 bits, the parameter block's
+/// offset in the packed buffer, in units of 8 bytes, in the low 24 bits (up to 128 MiB).
 struct KernelStep {
-  int32_t type_id;
-  uint32_t param_offset;
+  uint32_t packed;
+  static KernelStep make(uint32_t type_id, uint32_t byte_offset) { return {(type_id << 24) | (byte_offset >> 3)}; }
+  uint32_t type_id() const { return packed >> 24; }
+  uint32_t param_offset() const { return (packed & 0xffffffu) << 3; }
 };
 
 /// The switch kernel's inputs: one step per sequence entry and the parameter buffer, with
