@@ -15,7 +15,7 @@ FT_ELEMENT_STRUCT(Drift, FT_DRIFT_FIELDS)
 FT_FUNCTION void Drift_track(const Drift& e, ft::ParticleView& p) {
   const double xp = p.px * p.rpp;
   const double yp = p.py * p.rpp;
-  const double rv0v = 1.0 / p.rvv;
+  const double rv0v = p.rv0v;  // 1 / rvv
   const double dzeta = 1.0 - rv0v * (1.0 + (xp * xp + yp * yp) / 2.0);
   p.x += xp * e.length;
   p.y += yp * e.length;

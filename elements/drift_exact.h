@@ -13,7 +13,7 @@
 FT_ELEMENT_STRUCT(DriftExact, FT_DRIFT_EXACT_FIELDS)
 
 FT_FUNCTION void DriftExact_track(const DriftExact& e, ft::ParticleView& p) {
-  const double rv0v = 1.0 / p.rvv;
+  const double rv0v = p.rv0v;  // 1 / rvv
   const double opd = 1.0 + p.delta;
   const double one_over_pz = 1.0 / sqrt(opd * opd - p.px * p.px - p.py * p.py);
   const double dzeta = 1.0 - rv0v * opd * one_over_pz;

@@ -88,7 +88,7 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   const double h = (e.length != 0.0) ? e.hxl / e.length : 0.0;
   const double k1l = (e.kick_order >= 1) ? e.knl[1] : 0.0;
   double dpx = e.hxl * (1.0 + p.delta);
-  const double dzeta = -(1.0 / p.rvv) * e.hxl * x;
+  const double dzeta = -p.rv0v * e.hxl * x;  // rv0v = 1 / rvv
   dpx += -(e.knl[0] * h) * x;
   dpx += (h * k1l) * (-x * x + 0.5 * y * y);
   const double dpy = (h * k1l) * x * y;

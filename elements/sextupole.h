@@ -33,7 +33,7 @@ inline void Sextupole_prepare(Sextupole& e, const ft_reference& /*ref*/) {
 FT_FUNCTION void Sextupole_drift_(double s, ft::ParticleView& p) {
   const double xp = p.px * p.rpp;
   const double yp = p.py * p.rpp;
-  const double dzeta = 1.0 - (1.0 / p.rvv) * (1.0 + (xp * xp + yp * yp) / 2.0);
+  const double dzeta = 1.0 - p.rv0v * (1.0 + (xp * xp + yp * yp) / 2.0);  // rv0v = 1 / rvv
   p.x += xp * s;
   p.y += yp * s;
   p.zeta += s * dzeta;

@@ -11,7 +11,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 1u
+#define FT_PLUGIN_ABI_VERSION 2u  /* 2: ParticleView carries rv0v = 1/rvv */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus

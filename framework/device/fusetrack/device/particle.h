@@ -27,6 +27,13 @@ struct ParticleView {
   double rvv;   // beta / beta0 [1]
   double beta0; // reference relativistic beta [1]
   int state;    // see ParticleState
+  double rv0v;  // 1 / rvv, kept with rvv so that drifts need no division (as xtrack's rv0v = 1/rvv)
+
+  ParticleView() = default;
+  FT_FUNCTION ParticleView(double x_, double px_, double y_, double py_, double zeta_, double delta_, double ptau_,
+                           double rpp_, double rvv_, double beta0_, int state_)
+      : x(x_), px(px_), y(y_), py(py_), zeta(zeta_), delta(delta_), ptau(ptau_), rpp(rpp_), rvv(rvv_),
+        beta0(beta0_), state(state_), rv0v(1.0 / rvv_) {}
 
   /// Set delta and keep ptau, rpp and rvv consistent (xtrack Particles.update_delta).
   FT_FUNCTION void update_delta(double new_delta) {
@@ -34,6 +41,7 @@ struct ParticleView {
     const double ptau_beta0 = sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
     delta = new_delta;
     rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
+    rv0v = 1.0 / rvv;
     rpp = 1.0 / (1.0 + new_delta);
     ptau = ptau_beta0 / beta0;
   }
@@ -49,6 +57,7 @@ struct ParticleView {
     ptau = new_ptau;
     delta = new_delta;
     rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
+    rv0v = 1.0 / rvv;
     rpp = 1.0 / (1.0 + new_delta);
   }
 
