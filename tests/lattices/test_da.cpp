@@ -15,6 +15,7 @@
 #include "fusetrack/da.h"
 #include "fusetrack/npy.h"
 #include "support/lattice_builders.h"
+#include "support/process.h"
 
 using namespace ft;
 namespace fs = std::filesystem;
@@ -30,17 +31,9 @@ Lattice fodo_with_aperture(double radius) {
   return lattice_from_json(doc, "fodo_ring+aperture", ft::test::builtin_registry());
 }
 
-std::string fusetrack_binary() { return ft::test::build_path("bin/fusetrack"); }
+using ft::test::fusetrack_binary;
 
-/// Runs a shell command, returns its exit status and output.
-std::pair<int, std::string> run(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) out += buf;
-  const int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
+std::pair<int, std::string> run(const std::string& cmd) { return ft::test::run_command(cmd); }
 
 /// Starts a command in the background; returns its pid.
 pid_t spawn(const std::string& cmd) {

@@ -20,6 +20,7 @@
 #include "fusetrack/optics.h"
 #include "fusetrack/tracker.h"
 #include "support/lattice_builders.h"
+#include "support/process.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
@@ -457,18 +458,7 @@ TEST_CASE("CLIC damping ring: tunes from the one-turn matrix agree with tracking
 
 // ---- the command line ----
 
-namespace {
-
-std::pair<int, std::string> run_command(const std::string& cmd) {
-  std::string out;
-  FILE* f = popen((cmd + " 2>&1").c_str(), "r");
-  char buf[4096];
-  while (f && fgets(buf, sizeof buf, f)) out += buf;
-  const int status = f ? pclose(f) : -1;
-  return {WIFEXITED(status) ? WEXITSTATUS(status) : -1, out};
-}
-
-}  // namespace
+using ft::test::run_command;
 
 TEST_CASE("fusetrack optics: summary and JSON for the FODO and RF rings, exit code 2 on bad input") {
   const std::string exe = test::build_path("bin/fusetrack");
