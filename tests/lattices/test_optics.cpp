@@ -410,21 +410,9 @@ TEST_CASE("4D optics off momentum: delta0 moves the closed orbit along the dispe
 
 namespace {
 
-/// Loads a shared Xsuite lattice, or returns false after reporting the test as skipped.
+/// Loads a shared Xsuite lattice; the test is reported skipped (exit 77) when it is absent.
 bool load_shared(const std::string& name, Lattice& lattice) {
-  const std::string path = test::shared_path("lattices/xsuite/" + name);
-  if (path.empty()) {
-    WARN_MESSAGE(false, "SKIPPED: ../shared/lattices/xsuite/" << name << " is absent; nothing was checked");
-    return false;
-  }
-  try {
-    lattice = load_lattice(path, test::builtin_registry());
-  } catch (const InputError& e) {
-    if (std::string(e.what()).find("not available yet") == std::string::npos) throw;
-    WARN_MESSAGE(false, "SKIPPED: " << name << ": the Xsuite importer is not available yet (" << e.what()
-                                    << "); nothing was checked");
-    return false;
-  }
+  lattice = load_lattice(test::require_shared("lattices/xsuite/" + name), test::builtin_registry());
   return true;
 }
 
