@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "fusetrack/optics.h"
+#include "support/thin_lens.h"
 #include "support/lattice_builders.h"
 
 using namespace ft;
@@ -23,17 +24,10 @@ constexpr double kK1l = 0.18;    // full quadrupole strength [1/m]
 constexpr int kCells = 16;
 constexpr double kMass = 938272088.16, kP0c = 2e9;  // lattices/fodo_ring.json reference [eV]
 
-using M2 = std::array<std::array<double, 2>, 2>;
-
-M2 mul(const M2& a, const M2& b) {
-  M2 c{};
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) c[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j];
-  return c;
-}
-M2 drift(double l) { return M2{{{1.0, l}, {0.0, 1.0}}}; }
-/// Thin quadrupole kick px -= k1l x (horizontal); the vertical plane sees -k1l.
-M2 kick(double k1l) { return M2{{{1.0, 0.0}, {-k1l, 1.0}}}; }
+using ft::test::M2;
+using ft::test::drift;
+using ft::test::kick;
+using ft::test::mul;
 
 /// One turn of the thin-lens ring in one plane (sign +1: x, -1: y). The first element acts first.
 M2 ring_matrix(double sign) {

@@ -20,6 +20,7 @@
 #include <cmath>
 
 #include "fusetrack/optics.h"
+#include "support/thin_lens.h"
 #include "support/lattice_builders.h"
 
 using namespace ft;
@@ -55,15 +56,10 @@ double qs_one_kick(const Reference& r) {
   return std::acos(c) / (2.0 * kPi);
 }
 
-using M2 = std::array<std::array<double, 2>, 2>;
-M2 mul(const M2& a, const M2& b) {
-  M2 c{};
-  for (int i = 0; i < 2; ++i)
-    for (int j = 0; j < 2; ++j) c[i][j] = a[i][0] * b[0][j] + a[i][1] * b[1][j];
-  return c;
-}
-M2 drift(double l) { return M2{{{1.0, l}, {0.0, 1.0}}}; }
-M2 kick(double k1l) { return M2{{{1.0, 0.0}, {-k1l, 1.0}}}; }
+using ft::test::M2;
+using ft::test::drift;
+using ft::test::kick;
+using ft::test::mul;
 
 /// Transverse thin-lens tune of the ring (the sextupoles act only off the zero closed orbit):
 /// cell qf/2, 0.1, 4.9, qd, 0.1, 4.9, 0.1, qf/2; sign +1: x, -1: y.
