@@ -36,18 +36,17 @@ struct CudaBackend::Impl {
   const cuda::Driver* d = nullptr;
   CUcontext context = nullptr;
   std::map<std::pair<int, int>, LoadedKernel> kernels;  // (fma, dispatch) -> kernel
-  CUdeviceptr steps = 0, params = 0;
-  CUdeviceptr switch_params = 0;  // deduplicated parameter blocks of the switch kernel
-  std::map<int, CUdeviceptr> steps_by_dispatch;
+  // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
+  // take neither.
+  CUdeviceptr switch_steps = 0;
+  CUdeviceptr switch_params = 0;
 
   ~Impl() {
     if (!d) return;
     d->ctx_set_current(context);
     for (auto& [key, k] : kernels)
       if (k.module) d->module_unload(k.module);
-    for (auto& [key, p] : steps_by_dispatch)
-      if (p) d->mem_free(p);
-    if (params) d->mem_free(params);
+    if (switch_steps) d->mem_free(switch_steps);
     if (switch_params) d->mem_free(switch_params);
   }
 };
@@ -98,12 +97,12 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   const cuda::Driver& d = *impl.d;
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
-  if (dispatch == Dispatch::Switch && !impl.steps_by_dispatch.count(0)) {
+  if (dispatch == Dispatch::Switch && !impl.switch_steps) {
     const KernelTables tables = kernel_tables(lattice, k.source);
     CUdeviceptr p = 0;
     check(d.mem_alloc(&p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8)), "cuMemAlloc(steps)");
     check(d.memcpy_htod(p, tables.steps.data(), tables.steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
-    impl.steps_by_dispatch[0] = p;
+    impl.switch_steps = p;
     check(d.mem_alloc(&impl.switch_params, tables.params.size() * sizeof(uint64_t)), "cuMemAlloc(parameters)");
     check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
           "cuMemcpyHtoD(parameters)");
@@ -141,7 +140,7 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, dispatch, m_gpu.arch, m_stats);
   d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);
-  CUdeviceptr steps = m_impl->steps_by_dispatch.count(0) ? m_impl->steps_by_dispatch[0] : 0;
+  CUdeviceptr steps = m_impl->switch_steps;
   CUdeviceptr params = m_impl->switch_params;  // unused (0) by baked kernels
 
   // Particles resident on the device at once: all of them when they fit in 80% of free memory,
