@@ -8,6 +8,7 @@
 #include <fstream>
 #include <map>
 
+#include "fusetrack/collective.h"
 #include "fusetrack/error.h"
 
 extern "C" const ft_source_file ft_core_device_headers[];
@@ -102,11 +103,11 @@ done:
 
 }  // namespace
 
-KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
-  KernelSource src;
-  src.name = "fusetrack_fused.cu";
+namespace {
+
+/// The parts every generated source shares: headers, includes and layout checks.
+std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode fma) {
   src.fma = fma;
-  src.dispatch = choose_dispatch(lattice, requested);
   src.types = lattice.types_used();
   if (src.types.size() > 255) throw Error("a fused kernel supports at most 255 element types per lattice");
   src.headers = framework_device_headers();
@@ -135,6 +136,27 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   for (const ElementType* t : src.types)
     s += fmt::format("static_assert(sizeof({0}) == {1} && alignof({0}) == {2}, \"{0}: device layout differs from the host plugin's ({1} bytes)\");\n",
                      t->name, t->param_size, t->param_align);
+  return s;
+}
+
+/// The switch over element types of the switch kernel (collective types have no track function).
+std::string switch_cases(const KernelSource& src, const char* indent) {
+  std::string s;
+  for (size_t k = 0; k < src.types.size(); ++k) {
+    if (src.types[k]->is_collective()) continue;
+    s += fmt::format("{}case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", indent, k,
+                     src.types[k]->track_function, src.types[k]->name);
+  }
+  return s;
+}
+
+}  // namespace
+
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
+  KernelSource src;
+  src.name = "fusetrack_fused.cu";
+  src.dispatch = choose_dispatch(lattice, requested);
+  std::string s = source_preamble(lattice, src, fma);
   s += kKernelPrologue;
 
   if (src.dispatch == Dispatch::Switch) {
@@ -147,9 +169,7 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
     s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
     s += "      switch (cur >> 24) {\n";
-    for (size_t k = 0; k < src.types.size(); ++k)
-      s += fmt::format("        case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", k,
-                       src.types[k]->track_function, src.types[k]->name);
+    s += switch_cases(src, "        ");
     s += "        default: break;\n      }\n";
     s += "      ft::apply_element_limits(p, limits);\n";
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
@@ -160,12 +180,210 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     for (size_t e = 0; e < lattice.sequence().size(); ++e) {
       const auto& entry = lattice.sequence()[e];
       const ElementDefinition& def = lattice.definitions()[entry.definition];
+      if (def.type->is_collective()) {  // single-particle tracking of a collective lattice skips it
+        s += fmt::format("    // #{} {} ({}): collective, skipped\n", e, def.name, def.type->name);
+        continue;
+      }
       s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
                        def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
                        def.type->track_function, e, e, def.name);
     }
   }
   s += kKernelEpilogue;
+  src.text = std::move(s);
+  return src;
+}
+
+namespace {
+
+// The bunch-wide solver kernels of collective lattices: thin wrappers around the steps of
+// fusetrack/device/collective.h, which the CPU runs in loops.
+const char* kCollectiveSolverKernels = R"(
+// lambda (time order) from the integer profile (zeta order); with an FFT buffer, also its
+// bit-reversed complex input (the rest of the buffer is zero).
+extern "C" __global__ void fusetrack_line_density(const unsigned long long* __restrict__ counts, int n,
+                                                   double inv_total, double* __restrict__ lambda,
+                                                   double* __restrict__ fft_in, int fft_log2) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  const double l = static_cast<double>(counts[n - 1 - r]) * inv_total;
+  lambda[r] = l;
+  if (fft_in) fft_in[2 * ft::bit_reverse(r, fft_log2)] = l;
+}
+
+extern "C" __global__ void fusetrack_convolve(const double* __restrict__ lambda, const double* __restrict__ kernel,
+                                               int n, double* __restrict__ conv) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r < n) conv[r] = ft::convolve_at(r, n, lambda, kernel);
+}
+
+extern "C" __global__ void fusetrack_fft_stage(double* x, const double* __restrict__ twiddle, int n_fft, int half) {
+  const int b = blockIdx.x * blockDim.x + threadIdx.x;
+  if (b < n_fft / 2) ft::fft_butterfly(x, twiddle, n_fft, half, b);
+}
+
+// y[bitrev(m)] = conj(x[m] Z[m]): the input of the inverse transform done as a forward FFT.
+extern "C" __global__ void fusetrack_spectrum_product(const double* __restrict__ x, const double* __restrict__ z,
+                                                       int n_fft, int fft_log2, double* __restrict__ y) {
+  const int m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m >= n_fft) return;
+  double yr, yi;
+  ft::complex_multiply(x[2 * m], x[2 * m + 1], z[2 * m], z[2 * m + 1], &yr, &yi);
+  const int at = ft::bit_reverse(m, fft_log2);
+  y[2 * at] = yr;
+  y[2 * at + 1] = -yi;
+}
+
+// fma on: the half spectrum of cuFFT's D2Z times Z, in place.
+extern "C" __global__ void fusetrack_half_spectrum_product(double* __restrict__ x, const double* __restrict__ z,
+                                                            int n_half) {
+  const int m = blockIdx.x * blockDim.x + threadIdx.x;
+  if (m >= n_half) return;
+  double yr, yi;
+  ft::complex_multiply(x[2 * m], x[2 * m + 1], z[2 * m], z[2 * m + 1], &yr, &yi);
+  x[2 * m] = yr;
+  x[2 * m + 1] = yi;
+}
+
+// field (zeta order) = scale * (conv + the modes' memory), conv read with `conv_stride`
+// (1: real values; 2: the real parts of complex values).
+extern "C" __global__ void fusetrack_finish_field(const double* __restrict__ conv, int conv_stride, int n,
+                                                   double scale, const double* __restrict__ mode_field,
+                                                   const double* __restrict__ memory, int n_modes,
+                                                   double* __restrict__ field) {
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;
+  if (r >= n) return;
+  double v = conv[conv_stride * r];
+  for (int m = 0; m < n_modes; ++m) {
+    const double* g = mode_field + 2 * (static_cast<long long>(m) * n + r);
+    v += g[0] * memory[2 * m] - g[1] * memory[2 * m + 1];
+  }
+  field[n - 1 - r] = scale * v;
+}
+
+// One block of ft::kModeChunks threads per mode: S = sum lambda_r exp(-s tau_r) in the fixed
+// chunk order, then memory <- exp(s T0) (memory + S).
+extern "C" __global__ void fusetrack_mode_update(const double* __restrict__ lambda, int n,
+                                                  const double* __restrict__ mode_deposit,
+                                                  const double* __restrict__ turn_factor, double* memory) {
+  __shared__ double part_re[ft::kModeChunks], part_im[ft::kModeChunks];
+  const int m = blockIdx.x, c = threadIdx.x;
+  ft::mode_partial_sum(c, n, lambda, mode_deposit + 2 * static_cast<long long>(m) * n, &part_re[c], &part_im[c]);
+  __syncthreads();
+  if (c != 0) return;
+  double sr = 0.0, si = 0.0;
+  for (int k = 0; k < ft::kModeChunks; ++k) {
+    sr += part_re[k];
+    si += part_im[k];
+  }
+  double nr, ni;
+  ft::complex_multiply(turn_factor[2 * m], turn_factor[2 * m + 1], memory[2 * m] + sr, memory[2 * m + 1] + si, &nr, &ni);
+  memory[2 * m] = nr;
+  memory[2 * m + 1] = ni;
+}
+)";
+
+std::string grid_literal(const SliceGrid& g) {
+  return fmt::format("ft::SliceGrid{{{}, {}, {}, {}, {}}}", g.n_slices, g.linear, double_literal(g.zeta_min),
+                     double_literal(g.zeta_max), double_literal(g.inv_dz));
+}
+
+}  // namespace
+
+std::string segment_kernel_name(size_t segment) { return fmt::format("fusetrack_segment_{}", segment); }
+
+KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch requested,
+                                         const std::vector<SliceGrid>& grids) {
+  KernelSource src;
+  src.name = "fusetrack_collective.cu";
+  src.dispatch = choose_dispatch(lattice, requested);
+  const TurnProgram program = TurnProgram::build(lattice);
+  if (grids.size() != program.collective.size())
+    throw Error("collective codegen: one slice grid per collective element is needed");
+  std::string s = source_preamble(lattice, src, fma);
+  s += R"(
+struct FtParticleArrays {
+  double* x; double* px; double* y; double* py; double* zeta; double* delta;
+  double* ptau; double* rpp; double* rvv;
+  int* state; int* lost_turn; long long* lost_element;
+};
+)";
+  s += kCollectiveSolverKernels;
+  const size_t K = program.collective.size();
+  for (size_t k = 0; k < program.segments.size(); ++k) {
+    const TurnProgram::Segment& seg = program.segments[k];
+    const bool kick = k > 0, deposit = k < K, turn_end = k == K;
+    s += fmt::format(R"(
+// Segment {0}: {1}elements [{2}, {3}){4}{5}. Grid-stride loop over the particles, one turn.
+extern "C" __global__ void __launch_bounds__(256) fusetrack_segment_{0}(
+    FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
+    int n_particles, double beta0, int turn, int n_elements, ft::GlobalLimits limits,
+    const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared) {{
+  extern __shared__ unsigned long long ft_block_profile[];
+)",
+                     k, kick ? fmt::format("kick of #{}, ", program.collective[k - 1]) : "", seg.begin, seg.end,
+                     deposit ? fmt::format(", deposit for #{}", program.collective[k]) : "",
+                     turn_end ? ", end of turn" : "");
+    if (deposit) {
+      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[k]));
+      s += "  if (profile_in_shared) {\n"
+           "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+           "    __syncthreads();\n  }\n";
+    }
+    s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n"
+         "    if (P.state[i] <= 0) continue;\n"
+         "    ft::ParticleView p{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],\n"
+         "                       P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};\n"
+         "    long long lost_at = -1;\n";
+    if (kick) {
+      const size_t e = program.collective[k - 1];
+      const auto& entry = lattice.sequence()[e];
+      const ElementDefinition& def = lattice.definitions()[entry.definition];
+      s += fmt::format(
+          "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
+          "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits);\n"
+          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+          def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)), grid_literal(grids[k - 1]),
+          def.type->collective->kick_function, e, e, def.name);
+    }
+    if (src.dispatch == Dispatch::Switch) {
+      if (seg.end > seg.begin) {
+        s += fmt::format("    for (int e = {}; e < {}; ++e) {{\n", seg.begin, seg.end);
+        s += "      const unsigned int cur = steps[e];\n"
+             "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n"
+             "      switch (cur >> 24) {\n";
+        s += switch_cases(src, "        ");
+        s += "        default: break;\n      }\n"
+             "      ft::apply_element_limits(p, limits);\n"
+             "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
+      }
+    } else {
+      for (size_t e = seg.begin; e < seg.end; ++e) {
+        const auto& entry = lattice.sequence()[e];
+        const ElementDefinition& def = lattice.definitions()[entry.definition];
+        s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+                         def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
+                         def.type->track_function, e, e, def.name);
+      }
+    }
+    if (turn_end)
+      s += "    ft::apply_turn_limits(p, limits);\n"
+           "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
+    s += "  segment_done:\n"
+         "    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;\n"
+         "    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;\n"
+         "    if (p.state <= 0) { P.lost_turn[i] = turn; P.lost_element[i] = lost_at; continue; }\n";
+    if (deposit)
+      s += "    int bins[2];\n    unsigned long long weights[2];\n"
+           "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
+           "    for (int q = 0; q < m; ++q) atomicAdd(profile_in_shared ? &ft_block_profile[bins[q]] : &profile[bins[q]], weights[q]);\n";
+    s += "  }\n";
+    if (deposit)
+      s += "  if (profile_in_shared) {\n    __syncthreads();\n"
+           "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
+           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
+    s += "}\n";
+  }
   src.text = std::move(s);
   return src;
 }

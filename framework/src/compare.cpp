@@ -72,6 +72,9 @@ bool same(const Particles& x, const Particles& y) { return compare_particles(x, 
 Divergence find_divergence(const Lattice& lattice, Backend& a, Backend& b, const Particles& initial, size_t particle,
                            int64_t turns, FmaMode fma) {
   Divergence d;
+  // A collective lattice couples the particles through the bunch: one particle alone does not
+  // replay the run, so there is nothing to bisect.
+  if (lattice.has_collective()) return d;
   Particles pa = single(initial, particle), pb = pa;
   TrackOptions one_turn;
   one_turn.turns = 1;

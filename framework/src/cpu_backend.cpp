@@ -8,6 +8,7 @@
 #include <atomic>
 #include <string>
 
+#include "fusetrack/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/tracker.h"
 
@@ -22,12 +23,26 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const Lattice& lattice) : m_lattice(lattice) {}
   std::string name() const override { return "cpu"; }
   void track(Particles& particles, const TrackOptions& options) override;
+  std::vector<CollectiveSnapshot> collective_snapshots() const override { return m_snapshots; }
 
  private:
+  /// Turn by turn, split at the collective elements (TurnProgram): each segment in parallel
+  /// over particle blocks, then the integer profile summed over threads and solved.
+  void track_collective(Particles& particles, const TrackOptions& options);
+
   const Lattice& m_lattice;
+  // Collective state, kept across track() calls (multi-turn wake memory).
+  std::vector<std::unique_ptr<CollectiveSolver>> m_solvers;
+  FmaMode m_solver_fma = FmaMode::Off;
+  size_t m_solver_macroparticles = 0;
+  std::vector<CollectiveSnapshot> m_snapshots;
 };
 
 void CpuBackend::track(Particles& particles, const TrackOptions& options) {
+  if (runs_collective(m_lattice, options)) {
+    track_collective(particles, options);
+    return;
+  }
   const size_t n_elements = m_lattice.sequence().size();
   const size_t begin = std::min(options.element_begin, n_elements);
   const size_t end = std::min(options.element_end, n_elements);
@@ -44,6 +59,7 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   std::vector<Step> steps(n_elements);
   for (size_t e = 0; e < n_elements; ++e) {
     const auto& entry = m_lattice.sequence()[e];
+    // Collective elements are skipped here (options.collective is false): fn stays null.
     steps[e] = {m_lattice.definitions()[entry.definition].type->track_block, m_lattice.params(entry.definition)};
   }
 
@@ -67,6 +83,7 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
         if (!any_alive) break;
         b.turn = static_cast<int32_t>(turn);
         for (size_t e = begin; e < end; ++e) {
+          if (!steps[e].fn) continue;
           b.element_index = static_cast<int64_t>(e);
           ft_error err{};
           if (steps[e].fn(steps[e].params, &b, &err) != 0) {
@@ -95,6 +112,133 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
     if (failed) throw Error(failure);
     done += turns_now;
     if (options.callback && !options.callback(done, particles)) break;
+  }
+}
+
+void CpuBackend::track_collective(Particles& particles, const TrackOptions& options) {
+  const size_t n_elements = m_lattice.sequence().size();
+  if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
+    throw Error("a lattice with collective elements is tracked whole turns at a time (no element ranges)");
+  const TurnProgram program = TurnProgram::build(m_lattice);
+  const size_t n_collective = program.collective.size();
+  const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : particles.size();
+  if (m_solvers.size() != n_collective || m_solver_fma != options.fma || m_solver_macroparticles != macroparticles) {
+    m_solvers.clear();
+    for (size_t c = 0; c < n_collective; ++c)
+      m_solvers.push_back(std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles));
+    m_solver_fma = options.fma;
+    m_solver_macroparticles = macroparticles;
+    m_snapshots.assign(n_collective, CollectiveSnapshot{});
+    for (size_t c = 0; c < n_collective; ++c) {
+      CollectiveSnapshot& snap = m_snapshots[c];
+      snap.sequence_index = program.collective[c];
+      snap.element_name = m_solvers[c]->element_name();
+      snap.grid = m_solvers[c]->grid();
+      snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
+      snap.field.assign(static_cast<size_t>(snap.grid.n_slices), 0.0);
+    }
+  }
+
+  const GlobalLimits limits = m_lattice.limits();
+  const size_t n = particles.size();
+  const size_t n_blocks = (n + kBlockSize - 1) / kBlockSize;
+  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
+  std::vector<std::vector<uint64_t>> local_counts(static_cast<size_t>(threads));
+  std::vector<ft_slice_field> fields(n_collective);
+  std::vector<SliceGrid> grids(n_collective);
+  for (size_t c = 0; c < n_collective; ++c) {
+    fields[c] = ft_slice_field{m_snapshots[c].field.data(), m_solvers[c]->grid()};
+    grids[c] = m_solvers[c]->slice_grid();
+  }
+
+  const int64_t every = options.callback_every > 0 ? options.callback_every : options.turns;
+  for (int64_t done = 0; done < options.turns;) {
+    const int64_t turn = options.first_turn + done;
+    for (size_t k = 0; k < program.segments.size(); ++k) {
+      const TurnProgram::Segment seg = program.segments[k];
+      const bool kick = k > 0, deposit = k < n_collective, turn_end = k == n_collective;
+      const size_t n_slices = deposit ? static_cast<size_t>(grids[k].n_slices) : 0;
+      std::atomic<bool> failed{false};
+      std::string failure;
+      for (auto& c : local_counts) c.assign(n_slices, 0);  // also for threads OpenMP does not start
+#pragma omp parallel num_threads(threads)
+      {
+        std::vector<uint64_t>& counts = local_counts[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+        for (size_t blk = 0; blk < n_blocks; ++blk) {
+          if (failed.load(std::memory_order_relaxed)) continue;
+          const size_t first = blk * kBlockSize;
+          const size_t count = std::min(kBlockSize, n - first);
+          ft_particle_block b = particles.block(first, count);
+          bool any_alive = false;
+          for (size_t i = 0; i < count; ++i) any_alive |= b.state[i] > 0;
+          if (!any_alive) continue;
+          b.limit_x = limits.x;
+          b.limit_y = limits.y;
+          b.turn = static_cast<int32_t>(turn);
+          auto fail = [&](size_t e, const char* what) {
+            const auto& def = m_lattice.element(e);
+#pragma omp critical(ft_cpu_failure)
+            if (!failed.exchange(true))
+              failure = fmt::format("element #{} '{}' ({}, plugin {}) failed on the CPU at turn {}: {}", e, def.name,
+                                    def.type->name, def.type->plugin->file(), turn, what);
+          };
+          if (kick) {
+            const size_t e = program.collective[k - 1];
+            b.element_index = static_cast<int64_t>(e);
+            ft_error err{};
+            if (m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(), &fields[k - 1], &b, &err) != 0) {
+              fail(e, err.message);
+              continue;
+            }
+          }
+          for (size_t e = seg.begin; e < seg.end; ++e) {
+            const auto& entry = m_lattice.sequence()[e];
+            b.element_index = static_cast<int64_t>(e);
+            ft_error err{};
+            if (m_lattice.definitions()[entry.definition].type->track_block(m_lattice.params(entry.definition), &b,
+                                                                             &err) != 0) {
+              fail(e, err.message);
+              break;
+            }
+          }
+          if (turn_end) {
+            for (size_t i = 0; i < count; ++i) {
+              if (b.state[i] <= 0) continue;
+              ParticleView p = particles.view(first + i);
+              apply_turn_limits(p, limits);
+              if (p.state <= 0) {
+                b.state[i] = p.state;
+                b.lost_turn[i] = static_cast<int32_t>(turn);
+                b.lost_element[i] = static_cast<int64_t>(n_elements) - 1;
+              }
+            }
+          }
+          if (deposit) {
+            for (size_t i = 0; i < count; ++i) {
+              if (b.state[i] <= 0) continue;
+              int bins[2];
+              unsigned long long weights[2];
+              const int m = profile_deposit(grids[k], b.zeta[i], bins, weights);
+              for (int q = 0; q < m; ++q) counts[static_cast<size_t>(bins[q])] += weights[q];
+            }
+          }
+        }
+      }
+      if (failed) throw Error(failure);
+      if (deposit) {
+        // Integer sums: exact, whatever the number of threads and their order.
+        std::vector<uint64_t>& total = m_snapshots[k].counts;
+        std::fill(total.begin(), total.end(), 0);
+        for (int t = 0; t < threads; ++t) {
+          const std::vector<uint64_t>& c = local_counts[static_cast<size_t>(t)];
+          for (size_t s = 0; s < c.size(); ++s) total[s] += c[s];
+        }
+        m_solvers[k]->solve(total.data(), m_snapshots[k].field.data());
+      }
+    }
+    ++done;
+    if (options.callback && (done % every == 0 || done == options.turns) && !options.callback(done, particles)) break;
   }
 }
 

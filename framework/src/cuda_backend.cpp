@@ -7,7 +7,10 @@
 #include <fstream>
 #include <iostream>
 
+#include <cufft.h>
+
 #include "cuda_driver.h"
+#include "fusetrack/collective.h"
 #include "fusetrack/error.h"
 
 namespace ft {
@@ -32,8 +35,51 @@ struct LoadedKernel {
 
 }  // namespace
 
+/// The device side of one collective element: its host solver (tables, model) and device buffers.
+struct DeviceCollective {
+  std::unique_ptr<CollectiveSolver> solver;
+  CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
+  CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
+  CUdeviceptr half_spectrum = 0, fft_real_out = 0;                  // cuFFT (fma on)
+  CUdeviceptr mode_field = 0, mode_deposit = 0, mode_turn = 0, memory = 0;
+  cufftHandle plan_forward = 0, plan_inverse = 0;
+  bool use_cufft = false;
+  bool profile_in_shared = false;
+};
+
+struct CollectiveKernels {
+  CUmodule module = nullptr;
+  std::vector<CUfunction> segments;
+  CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
+             half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
+  KernelSource source;
+};
+
 struct CudaBackend::Impl {
   const cuda::Driver* d = nullptr;
+  // Collective lattices: state kept across track() calls (multi-turn memory), rebuilt when the
+  // numerics mode or the macroparticle count changes.
+  std::vector<DeviceCollective> collective;
+  CollectiveKernels collective_kernels;
+  FmaMode collective_fma = FmaMode::Off;
+  size_t collective_macroparticles = 0;
+  bool collective_ready = false;
+  std::vector<CollectiveSnapshot> snapshots;
+
+  void free_collective() {
+    for (DeviceCollective& c : collective) {
+      for (CUdeviceptr p : {c.counts, c.field, c.lambda, c.conv, c.wake_kernel, c.fft_x, c.fft_y, c.spectrum,
+                            c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
+                            c.memory})
+        if (p) d->mem_free(p);
+      if (c.plan_forward) cufftDestroy(c.plan_forward);
+      if (c.plan_inverse) cufftDestroy(c.plan_inverse);
+    }
+    collective.clear();
+    if (collective_kernels.module) d->module_unload(collective_kernels.module);
+    collective_kernels = CollectiveKernels{};
+    collective_ready = false;
+  }
   CUcontext context = nullptr;
   std::map<std::pair<int, int>, LoadedKernel> kernels;  // (fma, dispatch) -> kernel
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
@@ -44,6 +90,7 @@ struct CudaBackend::Impl {
   ~Impl() {
     if (!d) return;
     d->ctx_set_current(context);
+    free_collective();
     for (auto& [key, k] : kernels)
       if (k.module) d->module_unload(k.module);
     if (switch_steps) d->mem_free(switch_steps);
@@ -121,13 +168,21 @@ void download(const cuda::Driver& d, std::vector<T>& v, CUdeviceptr src, size_t 
 
 }  // namespace
 
-void CudaBackend::track(Particles& particles, const TrackOptions& options) { run(particles, options, false); }
+void CudaBackend::track(Particles& particles, const TrackOptions& options) {
+  if (runs_collective(m_lattice, options)) {
+    run_collective(particles, options);
+    return;
+  }
+  run(particles, options, false);
+}
 
 void CudaBackend::track_per_element(Particles& particles, const TrackOptions& options) {
   run(particles, options, true);
 }
 
 void CudaBackend::run(Particles& particles, const TrackOptions& options, bool per_element) {
+  if (per_element && runs_collective(m_lattice, options))
+    throw Error("per-element launches are not available for lattices with collective elements");
   const cuda::Driver& d = *m_impl->d;
   check(d.ctx_set_current(m_impl->context), "cuCtxSetCurrent");
   m_stats = CudaRunStats{};
@@ -257,6 +312,317 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   }
   d.event_destroy(ev0);
   d.event_destroy(ev1);
+}
+
+namespace {
+
+void check_cufft(cufftResult rc, const char* what) {
+  if (rc != CUFFT_SUCCESS) throw DeviceError(fmt::format("{} failed (cuFFT error {})", what, static_cast<int>(rc)));
+}
+
+template <class T>
+CUdeviceptr device_copy(const cuda::Driver& d, const std::vector<T>& v, const char* what) {
+  CUdeviceptr p = 0;
+  check(d.mem_alloc(&p, std::max<size_t>(v.size() * sizeof(T), 8)), what);
+  if (!v.empty()) check(d.memcpy_htod(p, v.data(), v.size() * sizeof(T)), what);
+  return p;
+}
+
+CUdeviceptr device_zeros(const cuda::Driver& d, size_t bytes, const char* what) {
+  CUdeviceptr p = 0;
+  check(d.mem_alloc(&p, std::max<size_t>(bytes, 8)), what);
+  check(d.memset_d8(p, 0, std::max<size_t>(bytes, 8)), what);
+  return p;
+}
+
+unsigned blocks_for(size_t n, unsigned threads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+}  // namespace
+
+std::vector<CollectiveSnapshot> CudaBackend::collective_snapshots() const { return m_impl->snapshots; }
+
+void CudaBackend::run_collective(Particles& particles, const TrackOptions& options) {
+  const cuda::Driver& d = *m_impl->d;
+  Impl& impl = *m_impl;
+  check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+  m_stats = CudaRunStats{};
+  const size_t n_elements = m_lattice.sequence().size();
+  if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
+    throw Error("a lattice with collective elements is tracked whole turns at a time (no element ranges)");
+  const TurnProgram program = TurnProgram::build(m_lattice);
+  const size_t K = program.collective.size();
+  const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : particles.size();
+  const size_t n = particles.size();
+
+  // Every particle must be resident: the profile is a sum over the whole bunch every turn.
+  size_t free_bytes = 0, total_bytes = 0;
+  check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
+  if (static_cast<double>(n * kBytesPerParticle) > 0.8 * static_cast<double>(free_bytes))
+    throw DeviceError(fmt::format("a collective run keeps all {} particles on the GPU: {:.2f} GiB, but only {:.2f} GiB "
+                                  "of GPU memory is free; use fewer macroparticles or more GPUs",
+                                  n, static_cast<double>(n * kBytesPerParticle) / (1 << 30),
+                                  static_cast<double>(free_bytes) / (1 << 30)));
+
+  // The solvers, device tables and kernels, built once and kept (multi-turn memory).
+  if (!impl.collective_ready || impl.collective_fma != options.fma || impl.collective_macroparticles != macroparticles) {
+    impl.free_collective();
+    std::vector<SliceGrid> grids;
+    for (size_t c = 0; c < K; ++c) {
+      DeviceCollective dc;
+      dc.solver = std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles);
+      const CollectiveSolver& sv = *dc.solver;
+      const size_t ns = static_cast<size_t>(sv.n_slices());
+      grids.push_back(sv.slice_grid());
+      dc.counts = device_zeros(d, ns * sizeof(uint64_t), "cuMemAlloc(profile)");
+      dc.field = device_zeros(d, ns * sizeof(double), "cuMemAlloc(field)");
+      dc.lambda = device_zeros(d, ns * sizeof(double), "cuMemAlloc(line density)");
+      dc.conv = device_zeros(d, ns * sizeof(double), "cuMemAlloc(convolution)");
+      if (sv.method() == FT_SOLVE_TIME_DOMAIN) {
+        dc.wake_kernel = device_copy(d, sv.wake_kernel(), "cuMemAlloc(wake)");
+      } else if (options.fma == FmaMode::On) {
+        // cuFFT: D2Z of the zero-padded line density, times Z, Z2D.
+        const int N = sv.fft_length();
+        dc.use_cufft = true;
+        std::vector<double> half(sv.spectrum().begin(), sv.spectrum().begin() + 2 * (N / 2 + 1));
+        dc.half_spectrum = device_copy(d, half, "cuMemAlloc(spectrum)");
+        d.mem_free(dc.lambda);
+        dc.lambda = device_zeros(d, static_cast<size_t>(N) * sizeof(double), "cuMemAlloc(line density)");
+        dc.fft_y = device_zeros(d, static_cast<size_t>(N / 2 + 1) * 2 * sizeof(double), "cuMemAlloc(FFT spectrum)");
+        dc.fft_real_out = device_zeros(d, static_cast<size_t>(N) * sizeof(double), "cuMemAlloc(FFT output)");
+        check_cufft(cufftPlan1d(&dc.plan_forward, N, CUFFT_D2Z, 1), "cufftPlan1d(D2Z)");
+        check_cufft(cufftPlan1d(&dc.plan_inverse, N, CUFFT_Z2D, 1), "cufftPlan1d(Z2D)");
+      } else {
+        const int N = sv.fft_length();
+        dc.spectrum = device_copy(d, sv.spectrum(), "cuMemAlloc(spectrum)");
+        dc.twiddles = device_copy(d, sv.twiddles(), "cuMemAlloc(twiddles)");
+        dc.fft_x = device_zeros(d, static_cast<size_t>(N) * 2 * sizeof(double), "cuMemAlloc(FFT)");
+        dc.fft_y = device_zeros(d, static_cast<size_t>(N) * 2 * sizeof(double), "cuMemAlloc(FFT)");
+      }
+      if (sv.mode_count() > 0) {
+        dc.mode_field = device_copy(d, sv.mode_field_table(), "cuMemAlloc(modes)");
+        dc.mode_deposit = device_copy(d, sv.mode_deposit_table(), "cuMemAlloc(modes)");
+        dc.mode_turn = device_copy(d, sv.mode_turn_factor(), "cuMemAlloc(modes)");
+        dc.memory = device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(memory)");
+      }
+      // A block-local profile in shared memory while it leaves room for two blocks per SM.
+      dc.profile_in_shared = ns * sizeof(uint64_t) <= 96 * 1024;
+      impl.collective.push_back(std::move(dc));
+    }
+    CollectiveKernels& kk = impl.collective_kernels;
+    const Dispatch dispatch = choose_dispatch(m_lattice, m_options.dispatch);
+    kk.source = generate_collective_kernels(m_lattice, options.fma, dispatch, grids);
+    if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump)
+      dump_kernel_source(kk.source, fmt::format("{}/collective_{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
+                                                options.fma == FmaMode::On ? "fma_on" : "fma_off"));
+    KernelCompiler compiler(m_options.cache_dir);
+    const CompiledKernel compiled = compiler.compile(kk.source, m_gpu.arch);
+    m_stats.compile_seconds += compiled.seconds;
+    m_stats.kernel_from_cache = compiled.from_cache;
+    check(d.module_load_data(&kk.module, compiled.cubin.data()), "cuModuleLoadData");
+    for (size_t k = 0; k <= K; ++k) {
+      CUfunction f = nullptr;
+      check(d.module_get_function(&f, kk.module, segment_kernel_name(k).c_str()), "cuModuleGetFunction");
+      kk.segments.push_back(f);
+      if (k < K && impl.collective[k].profile_in_shared) {
+        const int bytes = impl.collective[k].solver->n_slices() * static_cast<int>(sizeof(uint64_t));
+        check(d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+              "cuFuncSetAttribute(shared profile)");
+      }
+    }
+    const std::pair<CUfunction*, const char*> solver_kernels[] = {
+        {&kk.line_density, "fusetrack_line_density"}, {&kk.convolve, "fusetrack_convolve"},
+        {&kk.fft_stage, "fusetrack_fft_stage"}, {&kk.spectrum_product, "fusetrack_spectrum_product"},
+        {&kk.half_spectrum_product, "fusetrack_half_spectrum_product"}, {&kk.finish_field, "fusetrack_finish_field"},
+        {&kk.mode_update, "fusetrack_mode_update"}};
+    for (const auto& [fn, name] : solver_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
+    // The switch tables, when that dispatch is used.
+    if (dispatch == Dispatch::Switch && !impl.switch_steps) {
+      const KernelTables tables = kernel_tables(m_lattice, kk.source);
+      impl.switch_steps = device_copy(d, std::vector<KernelStep>(tables.steps), "cuMemAlloc(steps)");
+      impl.switch_params = device_copy(d, tables.params, "cuMemAlloc(parameters)");
+    }
+    impl.snapshots.assign(K, CollectiveSnapshot{});
+    for (size_t c = 0; c < K; ++c) {
+      CollectiveSnapshot& snap = impl.snapshots[c];
+      snap.sequence_index = program.collective[c];
+      snap.element_name = impl.collective[c].solver->element_name();
+      snap.grid = impl.collective[c].solver->grid();
+      snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
+      snap.field.assign(static_cast<size_t>(snap.grid.n_slices), 0.0);
+    }
+    impl.collective_fma = options.fma;
+    impl.collective_macroparticles = macroparticles;
+    impl.collective_ready = true;
+  }
+  CollectiveKernels& kk = impl.collective_kernels;
+  d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kk.segments[0]);
+  d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kk.segments[0]);
+
+  // Particles on the device for the whole call.
+  DeviceParticles dp{};
+  CUdeviceptr* arrays[] = {&dp.x, &dp.px, &dp.y, &dp.py, &dp.zeta, &dp.delta, &dp.ptau, &dp.rpp, &dp.rvv};
+  const size_t alloc_n = std::max<size_t>(n, 1);
+  for (CUdeviceptr* a : arrays) check(d.mem_alloc(a, alloc_n * sizeof(double)), "cuMemAlloc(particles)");
+  check(d.mem_alloc(&dp.state, alloc_n * sizeof(int32_t)), "cuMemAlloc(particles)");
+  check(d.mem_alloc(&dp.lost_turn, alloc_n * sizeof(int32_t)), "cuMemAlloc(particles)");
+  check(d.mem_alloc(&dp.lost_element, alloc_n * sizeof(int64_t)), "cuMemAlloc(particles)");
+  struct Freer {
+    const cuda::Driver& d;
+    DeviceParticles& dp;
+    ~Freer() {
+      for (CUdeviceptr p : {dp.x, dp.px, dp.y, dp.py, dp.zeta, dp.delta, dp.ptau, dp.rpp, dp.rvv, dp.state,
+                            dp.lost_turn, dp.lost_element})
+        if (p) d.mem_free(p);
+    }
+  } freer{d, dp};
+  auto up = [&] {
+    upload(d, dp.x, particles.x, 0, n);
+    upload(d, dp.px, particles.px, 0, n);
+    upload(d, dp.y, particles.y, 0, n);
+    upload(d, dp.py, particles.py, 0, n);
+    upload(d, dp.zeta, particles.zeta, 0, n);
+    upload(d, dp.delta, particles.delta, 0, n);
+    upload(d, dp.ptau, particles.ptau, 0, n);
+    upload(d, dp.rpp, particles.rpp, 0, n);
+    upload(d, dp.rvv, particles.rvv, 0, n);
+    upload(d, dp.state, particles.state, 0, n);
+    upload(d, dp.lost_turn, particles.lost_turn, 0, n);
+    upload(d, dp.lost_element, particles.lost_element, 0, n);
+  };
+  auto down = [&] {
+    download(d, particles.x, dp.x, 0, n);
+    download(d, particles.px, dp.px, 0, n);
+    download(d, particles.y, dp.y, 0, n);
+    download(d, particles.py, dp.py, 0, n);
+    download(d, particles.zeta, dp.zeta, 0, n);
+    download(d, particles.delta, dp.delta, 0, n);
+    download(d, particles.ptau, dp.ptau, 0, n);
+    download(d, particles.rpp, dp.rpp, 0, n);
+    download(d, particles.rvv, dp.rvv, 0, n);
+    download(d, particles.state, dp.state, 0, n);
+    download(d, particles.lost_turn, dp.lost_turn, 0, n);
+    download(d, particles.lost_element, dp.lost_element, 0, n);
+    for (size_t c = 0; c < K; ++c) {
+      download(d, impl.snapshots[c].counts, impl.collective[c].counts, 0, impl.snapshots[c].counts.size());
+      download(d, impl.snapshots[c].field, impl.collective[c].field, 0, impl.snapshots[c].field.size());
+    }
+  };
+  if (n > 0) up();
+
+  const GlobalLimits limits = m_lattice.limits();
+  double beta0 = particles.beta0;
+  int n_particles = static_cast<int>(n), n_el = static_cast<int>(n_elements);
+  CUdeviceptr steps = impl.switch_steps, params = impl.switch_params;
+  constexpr unsigned kThreads = 256;
+  auto segment_blocks = [&](size_t k) {
+    const unsigned per_sm = k < K && impl.collective[k].profile_in_shared ? 2u : 8u;
+    return std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
+  };
+  auto launch = [&](CUfunction f, unsigned blocks, unsigned threads, unsigned shared, void** args) {
+    check(d.launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared, nullptr, args, nullptr), "cuLaunchKernel");
+    ++m_stats.launches;
+  };
+  auto solve = [&](DeviceCollective& dc) {
+    CollectiveSolver& sv = *dc.solver;
+    int ns = sv.n_slices();
+    double inv_total = sv.inv_total(), scale = sv.field_scale();
+    int N = sv.fft_length(), L = sv.fft_log2();
+    const bool portable_fft = sv.method() == FT_SOLVE_FREQUENCY_DOMAIN && !dc.use_cufft;
+    CUdeviceptr fft_in = portable_fft ? dc.fft_x : 0;
+    if (portable_fft) check(d.memset_d8(dc.fft_x, 0, static_cast<size_t>(N) * 2 * sizeof(double)), "cuMemset(FFT)");
+    {
+      void* args[] = {&dc.counts, &ns, &inv_total, &dc.lambda, &fft_in, &L};
+      launch(kk.line_density, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
+    }
+    CUdeviceptr conv = dc.conv;
+    int stride = 1;
+    if (sv.method() == FT_SOLVE_TIME_DOMAIN) {
+      void* args[] = {&dc.lambda, &dc.wake_kernel, &ns, &dc.conv};
+      launch(kk.convolve, blocks_for(static_cast<size_t>(ns), 128), 128, 0, args);
+    } else if (dc.use_cufft) {
+      // lambda was allocated with N entries: its zero tail is the padding.
+      check_cufft(cufftExecD2Z(dc.plan_forward, reinterpret_cast<cufftDoubleReal*>(dc.lambda),
+                               reinterpret_cast<cufftDoubleComplex*>(dc.fft_y)), "cufftExecD2Z");
+      int n_half = N / 2 + 1;
+      void* args[] = {&dc.fft_y, &dc.half_spectrum, &n_half};
+      launch(kk.half_spectrum_product, blocks_for(static_cast<size_t>(n_half), 256), 256, 0, args);
+      check_cufft(cufftExecZ2D(dc.plan_inverse, reinterpret_cast<cufftDoubleComplex*>(dc.fft_y),
+                               reinterpret_cast<cufftDoubleReal*>(dc.fft_real_out)), "cufftExecZ2D");
+      conv = dc.fft_real_out;
+    } else {
+      for (int half = 1; half < N; half <<= 1) {
+        void* args[] = {&dc.fft_x, &dc.twiddles, &N, &half};
+        launch(kk.fft_stage, blocks_for(static_cast<size_t>(N / 2), 256), 256, 0, args);
+      }
+      {
+        void* args[] = {&dc.fft_x, &dc.spectrum, &N, &L, &dc.fft_y};
+        launch(kk.spectrum_product, blocks_for(static_cast<size_t>(N), 256), 256, 0, args);
+      }
+      for (int half = 1; half < N; half <<= 1) {
+        void* args[] = {&dc.fft_y, &dc.twiddles, &N, &half};
+        launch(kk.fft_stage, blocks_for(static_cast<size_t>(N / 2), 256), 256, 0, args);
+      }
+      conv = dc.fft_y;
+      stride = 2;
+    }
+    int n_modes = sv.mode_count();
+    {
+      void* args[] = {&conv, &stride, &ns, &scale, &dc.mode_field, &dc.memory, &n_modes, &dc.field};
+      launch(kk.finish_field, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
+    }
+    if (n_modes > 0) {
+      void* args[] = {&dc.lambda, &ns, &dc.mode_deposit, &dc.mode_turn, &dc.memory};
+      launch(kk.mode_update, static_cast<unsigned>(n_modes), static_cast<unsigned>(kModeChunks), 0, args);
+    }
+  };
+
+  CUevent ev[3];
+  for (CUevent& e : ev) check(d.event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(d.event_record(ev[0], nullptr), "cuEventRecord");
+  const int64_t every = options.callback_every > 0 ? options.callback_every : options.turns;
+  for (int64_t done = 0; done < options.turns && n > 0;) {
+    int turn = static_cast<int>(options.first_turn + done);
+    for (size_t k = 0; k <= K; ++k) {
+      CUdeviceptr kick_field = k > 0 ? impl.collective[k - 1].field : 0;
+      CUdeviceptr profile = k < K ? impl.collective[k].counts : 0;
+      int in_shared = k < K && impl.collective[k].profile_in_shared ? 1 : 0;
+      const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[k].solver->n_slices()) * 8u : 0u;
+      if (k < K)
+        check(d.memset_d8(profile, 0, static_cast<size_t>(impl.collective[k].solver->n_slices()) * sizeof(uint64_t)),
+              "cuMemset(profile)");
+      if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
+      void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
+                      const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
+      launch(kk.segments[k], segment_blocks(k), kThreads, shared, args);
+      if (m_options.time_phases) check(d.event_record(ev[2], nullptr), "cuEventRecord");
+      if (k < K) solve(impl.collective[k]);
+      if (m_options.time_phases) {
+        CUevent ev_end;
+        check(d.event_create(&ev_end, CU_EVENT_DEFAULT), "cuEventCreate");
+        check(d.event_record(ev_end, nullptr), "cuEventRecord");
+        check(d.event_synchronize(ev_end), "collective turn");
+        float seg_ms = 0, solve_ms = 0;
+        d.event_elapsed_time(&seg_ms, ev[1], ev[2]);
+        d.event_elapsed_time(&solve_ms, ev[2], ev_end);
+        m_stats.segment_seconds += seg_ms * 1e-3;
+        m_stats.solve_seconds += solve_ms * 1e-3;
+        d.event_destroy(ev_end);
+      }
+    }
+    ++done;
+    if (options.callback && (done % every == 0 || done == options.turns)) {
+      down();
+      if (!options.callback(done, particles)) break;
+    }
+  }
+  check(d.event_record(ev[1], nullptr), "cuEventRecord");
+  check(d.event_synchronize(ev[1]), "kernel execution");
+  float ms = 0;
+  d.event_elapsed_time(&ms, ev[0], ev[1]);
+  m_stats.kernel_seconds = ms * 1e-3;
+  for (CUevent& e : ev) d.event_destroy(e);
+  m_stats.chunks = 1;
+  if (n > 0) down();
 }
 
 }  // namespace ft

@@ -54,6 +54,8 @@ Loaded load() {
   resolve(lib, "cuMemcpyHtoD_v2", d.memcpy_htod, missing);
   resolve(lib, "cuMemcpyDtoH_v2", d.memcpy_dtoh, missing);
   resolve(lib, "cuMemGetInfo_v2", d.mem_get_info, missing);
+  resolve(lib, "cuMemsetD8_v2", d.memset_d8, missing);
+  resolve(lib, "cuFuncSetAttribute", d.func_set_attribute, missing);
   resolve(lib, "cuLaunchKernel", d.launch_kernel, missing);
   resolve(lib, "cuEventCreate", d.event_create, missing);
   resolve(lib, "cuEventRecord", d.event_record, missing);

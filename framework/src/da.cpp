@@ -67,6 +67,19 @@ void validate_da_config(const DaConfig& c) {
 
 DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
   validate_da_config(config);
+  // A DA scan tracks independent initial conditions; a collective element would couple them
+  // through one bunch profile, which has no meaning for a grid of test particles. Refused.
+  for (size_t e = 0; e < lattice.sequence().size(); ++e) {
+    const ElementDefinition& def = lattice.element(e);
+    if (!def.type->is_collective()) continue;
+    InputLocation where{lattice.source_file()};
+    where.element_index = static_cast<long>(e);
+    where.element_name = def.name;
+    where.element_type = def.type->name;
+    throw InputError(where, "a dynamic-aperture scan tracks independent test particles, but this collective element "
+                            "needs a whole bunch; remove it from the sequence for a DA scan, or track a bunch with "
+                            "`fusetrack track`");
+  }
   DaScan scan;
   scan.config = config;
   const double beta0 = lattice.reference().beta0();

@@ -96,7 +96,9 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
     const FieldInfo* f = type.find_field(key);
     if (!f) throw InputError(at, fmt::format("unknown field for {}; its fields are: {}", type.name, list_fields(type)));
     if (f->derived) throw InputError(at, "this field is computed by the element and cannot be given");
-    if (f->count == 1) {
+    if (f->host_only()) {
+      // Read by the collective element's create() from the definition's JSON text.
+    } else if (f->count == 1) {
       read_scalar(value, *f, at, bytes.data() + f->offset);
     } else {
       if (!value.is_array())
@@ -123,6 +125,7 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   def.name = name;
   def.type = &type;
   def.param_offset = static_cast<uint32_t>(m_params.size() * sizeof(uint64_t));
+  if (type.is_collective()) def.json = fields.dump();
   m_params.resize(m_params.size() + (bytes.size() + 7) / 8, 0);
   std::memcpy(reinterpret_cast<unsigned char*>(m_params.data()) + def.param_offset, bytes.data(), bytes.size());
   m_definitions.push_back(def);
@@ -150,6 +153,7 @@ void Lattice::set_field(uint32_t definition, const std::string& field, double va
   const ElementDefinition& def = m_definitions.at(definition);
   const FieldInfo* f = def.type->find_field(field);
   if (!f) throw Error(fmt::format("element type {} has no field '{}'", def.type->name, field));
+  if (f->host_only()) throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
   if (index >= f->count) throw Error(fmt::format("field '{}' has {} entries", field, f->count));
   unsigned char* at = mutable_params(definition) + f->offset + index * f->element_size();
   if (f->type == FT_FIELD_INT32) {
@@ -164,6 +168,7 @@ double Lattice::field(uint32_t definition, const std::string& field, unsigned in
   const ElementDefinition& def = m_definitions.at(definition);
   const FieldInfo* f = def.type->find_field(field);
   if (!f) throw Error(fmt::format("element type {} has no field '{}'", def.type->name, field));
+  if (f->host_only()) throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
   if (index >= f->count) throw Error(fmt::format("field '{}' has {} entries", field, f->count));
   const unsigned char* at = params(definition) + f->offset + index * f->element_size();
   if (f->type == FT_FIELD_INT32) {
@@ -197,6 +202,36 @@ void Lattice::prepare() {
       throw InputError(where, err.message);
     }
   }
+  // Collective elements: build each host model once, so that bad input (tables, sources, cuts)
+  // is reported when the lattice loads, not when tracking starts.
+  const std::string base = base_directory();
+  for (uint32_t d = 0; d < m_definitions.size(); ++d) {
+    const ElementType& type = *m_definitions[d].type;
+    if (!type.is_collective()) continue;
+    ft_collective_model model{};
+    ft_error err{};
+    const int rc = type.collective->create(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
+    if (rc == 0 && model.destroy) model.destroy(model.state);
+    if (rc != 0) {
+      InputLocation where;
+      where.file = m_source_file;
+      where.element_name = m_definitions[d].name;
+      where.element_type = type.name;
+      throw InputError(where, err.message);
+    }
+  }
+}
+
+bool Lattice::has_collective() const {
+  for (const auto& entry : m_sequence)
+    if (m_definitions[entry.definition].type->is_collective()) return true;
+  return false;
+}
+
+std::string Lattice::base_directory() const {
+  if (m_source_file.empty()) return ".";
+  const fs::path dir = fs::path(m_source_file).parent_path();
+  return dir.empty() ? "." : dir.string();
 }
 
 std::vector<const ElementType*> Lattice::types_used() const {
@@ -467,9 +502,12 @@ json lattice_to_json(const Lattice& lattice) {
     const auto& def = lattice.definitions()[d];
     json e;
     e["type"] = def.type->name;
+    const json given = def.json.empty() ? json::object() : json::parse(def.json);
     for (const auto& f : def.type->fields) {
       if (f.derived) continue;
-      if (f.count == 1) {
+      if (f.host_only()) {
+        if (given.contains(f.name)) e[f.name] = given.at(f.name);
+      } else if (f.count == 1) {
         e[f.name] = lattice.field(d, f.name);
       } else {
         json a = json::array();

@@ -113,6 +113,7 @@ class RingTracker {
              const std::function<void(int64_t, const Particles&)>& per_turn = {}) const {
     if (m_cuts.empty()) {
       TrackOptions o;
+      o.collective = false;  // single-particle optics: collective elements are skipped
       o.turns = turns;
       o.first_turn = first_turn;
       o.threads = m_threads;
@@ -135,6 +136,7 @@ class RingTracker {
         const size_t end = k < m_cuts.size() ? m_cuts[k] + 1 : n_elements;
         if (end > begin) {
           TrackOptions o;
+          o.collective = false;  // single-particle optics: collective elements are skipped
           o.turns = 1;
           o.first_turn = first_turn + t;
           o.element_begin = begin;
@@ -161,6 +163,7 @@ class RingTracker {
 
   void track_range(Particles& p, size_t begin, size_t end) const {
     TrackOptions o;
+    o.collective = false;  // single-particle optics: collective elements are skipped
     o.turns = 1;
     o.element_begin = begin;
     o.element_end = end;

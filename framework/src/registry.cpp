@@ -87,7 +87,15 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
   if (!is_identifier(t.name)) return fmt::format("element type name '{}' is not a C identifier", t.name ? t.name : "");
   if (!is_identifier(t.track_function))
     return fmt::format("element type '{}': track function name is not a C identifier", t.name);
-  if (!t.track_block) return fmt::format("element type '{}' has no CPU track function", t.name);
+  if (t.collective) {
+    if (!is_identifier(t.collective->kick_function))
+      return fmt::format("collective element type '{}': kick function name is not a C identifier", t.name);
+    if (!t.collective->create || !t.collective->kick_block)
+      return fmt::format("collective element type '{}' lacks its create or CPU kick function", t.name);
+    if (t.flags & FT_THICK) return fmt::format("collective element type '{}' must be thin", t.name);
+  } else if (!t.track_block) {
+    return fmt::format("element type '{}' has no CPU track function", t.name);
+  }
   if (t.param_size == 0) return fmt::format("element type '{}' has parameter size 0", t.name);
   if (t.param_align == 0 || (t.param_align & (t.param_align - 1)) != 0 || t.param_align > 8)
     return fmt::format("element type '{}' has parameter alignment {} (must be 1, 2, 4 or 8)", t.name, t.param_align);
@@ -104,6 +112,12 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
   for (uint32_t i = 0; i < t.field_count; ++i) {
     const ft_field_desc& f = t.fields[i];
     if (!is_identifier(f.name)) return fmt::format("element type '{}': field #{} has an invalid name", t.name, i);
+    if (f.type == FT_FIELD_JSON) {
+      if (!t.collective)
+        return fmt::format("element type '{}': field '{}' is host-only JSON, which only collective elements have",
+                           t.name, f.name);
+      continue;  // not in the struct
+    }
     if (f.type != FT_FIELD_DOUBLE && f.type != FT_FIELD_INT32)
       return fmt::format("element type '{}': field '{}' has unknown type code {}", t.name, f.name, f.type);
     const uint32_t size = (f.type == FT_FIELD_INT32 ? 4u : 8u) * f.count;
@@ -181,6 +195,7 @@ const Plugin& ElementRegistry::load_plugin(const std::string& path) {
     type->length_field = t.length_field;
     type->prepare = t.prepare;
     type->track_block = t.track_block;
+    type->collective = t.collective;
     type->plugin = plugin;
     for (uint32_t k = 0; k < t.field_count; ++k) {
       const ft_field_desc& f = t.fields[k];

@@ -20,6 +20,9 @@ struct CudaBackendOptions {
   int threads_per_block = 0;  // 0: 128, or 32 when there are few particles (<= 128 by __launch_bounds__)
   /// Largest number of particles resident on the device at once; 0: from free device memory.
   size_t max_resident_particles = 0;
+  /// Collective lattices: time the segment kernels and the solves separately (one device
+  /// synchronisation per turn; for benchmarks).
+  bool time_phases = false;
 };
 
 /// What the last track() call did, for benchmarks and reports.
@@ -31,6 +34,9 @@ struct CudaRunStats {
   size_t chunks = 0;             // particle chunks (more than 1 when the device memory was short)
   int registers_per_thread = 0;
   int local_bytes_per_thread = 0;  // spills / stack
+  // Collective lattices with CudaBackendOptions::time_phases:
+  double segment_seconds = 0.0;  // segment kernels (kick, elements, deposit)
+  double solve_seconds = 0.0;    // line density, convolution or FFT, field, multi-turn memory
 };
 
 class CudaBackend : public Backend {
@@ -46,12 +52,14 @@ class CudaBackend : public Backend {
   void track_per_element(Particles& particles, const TrackOptions& options);
 
   const CudaRunStats& last_stats() const { return m_stats; }
+  std::vector<CollectiveSnapshot> collective_snapshots() const override;
   const GpuInfo& gpu() const { return m_gpu; }
 
  struct Impl;
 
  private:
   void run(Particles& particles, const TrackOptions& options, bool per_element);
+  void run_collective(Particles& particles, const TrackOptions& options);
   std::unique_ptr<Impl> m_impl;
   const Lattice& m_lattice;
   CudaBackendOptions m_options;

@@ -28,6 +28,7 @@ struct ElementDefinition {
   std::string name;
   const ElementType* type = nullptr;
   uint32_t param_offset = 0;  // bytes into Lattice::param_bytes()
+  std::string json;           // collective elements: the definition as given (host-only fields too)
 };
 
 /// One entry of the sequence.
@@ -76,6 +77,10 @@ class Lattice {
   void set_limits(const GlobalLimits& l) { m_limits = l; }
   const std::string& source_file() const { return m_source_file; }
   void set_source_file(const std::string& f) { m_source_file = f; }
+  /// True when the sequence holds a collective element (one that needs the whole bunch).
+  bool has_collective() const;
+  /// The directory of the lattice file (for files that elements name), or "." without a file.
+  std::string base_directory() const;
   /// Element types used by the lattice, in order of first use.
   std::vector<const ElementType*> types_used() const;
 

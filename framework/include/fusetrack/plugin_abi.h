@@ -11,14 +11,21 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 2u  /* 2: ParticleView carries rv0v = 1/rvv */
+#define FT_PLUGIN_ABI_VERSION 3u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-enum ft_field_type { FT_FIELD_DOUBLE = 0, FT_FIELD_INT32 = 1 };
+enum ft_field_type {
+  FT_FIELD_DOUBLE = 0,
+  FT_FIELD_INT32 = 1,
+  /* A host-only field of a collective element: any JSON value (string, list, object) that is not
+   * part of the parameter struct (offset and count are 0). The element's create() reads it from
+   * the definition's JSON text. */
+  FT_FIELD_JSON = 2
+};
 
 enum ft_element_flags {
   FT_THIN = 0, /* the element does not advance s */
@@ -85,6 +92,79 @@ typedef struct ft_error {
 typedef int (*ft_prepare_fn)(void* params, const ft_reference* reference, ft_error* error);
 typedef int (*ft_track_block_fn)(const void* params, ft_particle_block* block, ft_error* error);
 
+/* ---- Collective elements ----------------------------------------------------------------------
+ * A collective element needs the whole bunch. The framework splits the turn at it:
+ *   [fused segment] -> deposit -> reduce -> solve -> kick -> [fused segment] -> ...
+ * Deposit, reduction and solve are the framework's (integer profile of zeta, exact and
+ * order-independent; a convolution of the profile with the element's linear response). The
+ * element supplies its response (wake and impedance samples, resonant modes for multi-turn
+ * memory) from a host-side model, and one per-particle kick function
+ *   NAME_kick(const NAME& e, double field, ft::ParticleView& p)
+ * that receives the solved field interpolated at the particle's zeta. */
+
+/* The line density of zeta: n_slices bins between fixed cuts. */
+typedef struct ft_profile_grid {
+  int32_t n_slices;  /* number of bins */
+  int32_t linear;    /* 0: nearest bin, 1: linear (cloud-in-cell) with fixed-point integer weights */
+  double zeta_min;   /* [m] lower cut */
+  double zeta_max;   /* [m] upper cut */
+} ft_profile_grid;
+
+/* A damped oscillating part of a wake, W(t) = Re(c e^{s t}) for t > 0 (a resonator), kept from
+ * turn to turn as multi-turn wake memory. Its single-turn part is also in wake()/impedance(). */
+typedef struct ft_wake_mode {
+  double s_re, s_im; /* s = -alpha + i omega [1/s] */
+  double c_re, c_im; /* c [V/C] */
+} ft_wake_mode;
+
+enum ft_solve_method {
+  FT_SOLVE_TIME_DOMAIN = 0,     /* direct convolution of the profile with wake samples */
+  FT_SOLVE_FREQUENCY_DOMAIN = 1 /* FFT of the zero-padded profile times impedance samples */
+};
+
+/* What a collective element's host model gives the framework. The solved field on slice i is
+ *   field_i = field_scale * sum_j W(t_i - t_j) lambda_j  (+ the modes' memory of earlier turns),
+ * lambda_j the fraction of the bunch's macroparticles in slice j and t the arrival time
+ * (t = -zeta / (beta0 c): a trailing particle has larger t). */
+typedef struct ft_collective_model {
+  void* state;                 /* the plugin's; passed back to the functions below */
+  ft_profile_grid grid;
+  int32_t method;              /* enum ft_solve_method */
+  double frequency_resolution; /* [Hz] frequency domain: the largest FFT bin spacing allowed; 0: the
+                                  smallest zero-padded FFT (2 n_slices rounded up to a power of 2) */
+  double field_scale;          /* [C] e.g. -q e N_bunch for an induced voltage */
+  int32_t mode_count;
+  const ft_wake_mode* modes;   /* multi-turn memory; may be NULL when mode_count is 0 */
+  /* out[k + n - 1] = W(k dt) [V/C] for k = -(n-1) .. n-1 (W(0): the half value of a jump). */
+  int (*wake)(void* state, double dt, int32_t n, double* out, struct ft_error* error);
+  /* out[2m], out[2m+1] = Re, Im Z(m df) [Ohm] for m = 0 .. n_freq-1, with
+   * Z(f) = integral W(t) exp(-2 pi i f t) dt. */
+  int (*impedance)(void* state, double df, int32_t n_freq, double* out, struct ft_error* error);
+  void (*destroy)(void* state);
+} ft_collective_model;
+
+/* Builds the host model of one element definition. `json_definition` is the definition's JSON
+ * text (host-only fields included), `base_directory` the lattice file's directory (for tables). */
+typedef int (*ft_collective_create_fn)(const void* params, const char* json_definition, const char* base_directory,
+                                       const ft_reference* reference, ft_collective_model* model,
+                                       struct ft_error* error);
+
+/* The solved field on the slice centres, as the kick reads it. */
+typedef struct ft_slice_field {
+  const double* values; /* n_slices values */
+  ft_profile_grid grid;
+} ft_slice_field;
+
+/* CPU kick of a block: NAME_kick(params, field(zeta), p) for each alive particle. */
+typedef int (*ft_kick_block_fn)(const void* params, const ft_slice_field* field, ft_particle_block* block,
+                                struct ft_error* error);
+
+typedef struct ft_collective_desc {
+  const char* kick_function; /* NAME_kick */
+  ft_collective_create_fn create;
+  ft_kick_block_fn kick_block;
+} ft_collective_desc;
+
 typedef struct ft_element_type_desc {
   const char* name;          /* e.g. "Drift"; also the C++ struct name */
   const char* doc;           /* one line, with the physics source */
@@ -97,7 +177,8 @@ typedef struct ft_element_type_desc {
   uint32_t flags;            /* enum ft_element_flags */
   int32_t length_field;      /* index of the field named `length` [m], or -1 */
   ft_prepare_fn prepare;     /* may be NULL */
-  ft_track_block_fn track_block;
+  ft_track_block_fn track_block;          /* NULL for a collective element */
+  const ft_collective_desc* collective;   /* NULL for a single-particle element */
 } ft_element_type_desc;
 
 /* A header embedded in a plugin for NVRTC: include name and full text. */

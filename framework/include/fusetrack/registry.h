@@ -30,8 +30,11 @@ struct FieldInfo {
   bool required = false;  // must be given in the lattice file
   double default_value = 0.0;
 
-  size_t element_size() const { return type == FT_FIELD_INT32 ? 4 : 8; }
-  const char* type_name() const { return type == FT_FIELD_INT32 ? "int32" : "double"; }
+  size_t element_size() const { return type == FT_FIELD_INT32 ? 4 : type == FT_FIELD_JSON ? 0 : 8; }
+  const char* type_name() const {
+    return type == FT_FIELD_INT32 ? "int32" : type == FT_FIELD_JSON ? "JSON" : "double";
+  }
+  bool host_only() const { return type == FT_FIELD_JSON; }  // not in the parameter struct
 };
 
 /// A loaded plugin library. It stays loaded while any ElementType from it is alive.
@@ -65,8 +68,11 @@ struct ElementType {
   int length_field = -1;
   std::vector<FieldInfo> fields;
   ft_prepare_fn prepare = nullptr;
-  ft_track_block_fn track_block = nullptr;
+  ft_track_block_fn track_block = nullptr;           // single-particle elements
+  const ft_collective_desc* collective = nullptr;    // collective elements (need the whole bunch)
   std::shared_ptr<const Plugin> plugin;
+
+  bool is_collective() const { return collective != nullptr; }
 
   const FieldInfo* find_field(const std::string& field_name) const;
   /// Parameter bytes with every field at its default (required fields zero).

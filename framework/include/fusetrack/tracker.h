@@ -6,6 +6,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fusetrack/lattice.h"
 #include "fusetrack/particles.h"
@@ -28,7 +29,27 @@ struct TrackOptions {
   std::function<bool(int64_t turns_done, const Particles& particles)> callback;
   int threads = 0;            // CPU threads; 0: OpenMP's default
   FmaMode fma = FmaMode::Off; // GPU numerics (the CPU never contracts)
+  /// Collective elements: false skips them (single-particle studies of a collective lattice:
+  /// optics, the RF bucket). The bunch intensity is spread over `macroparticles` (0: all the
+  /// particles given, lost ones included, so that losses lower the bunch charge).
+  bool collective = true;
+  size_t macroparticles = 0;
 };
+
+/// What a collective element did on the last turn tracked: its profile and solved field.
+struct CollectiveSnapshot {
+  size_t sequence_index = 0;
+  std::string element_name;
+  ft_profile_grid grid{};
+  std::vector<uint64_t> counts;  // fixed point, kProfileUnit per macroparticle (zeta order)
+  std::vector<double> field;     // [V] at the slice centres (zeta order)
+};
+
+
+/// True when tracking `lattice` with `options` runs collective steps.
+inline bool runs_collective(const Lattice& lattice, const TrackOptions& options) {
+  return options.collective && lattice.has_collective();
+}
 
 class Backend {
  public:
@@ -36,6 +57,9 @@ class Backend {
   virtual std::string name() const = 0;
   /// Tracks in place. Throws ft::Error on failure (e.g. a plugin function threw).
   virtual void track(Particles& particles, const TrackOptions& options) = 0;
+  /// Profiles and fields of the collective elements after the last turn tracked (empty for a
+  /// single-particle lattice).
+  virtual std::vector<CollectiveSnapshot> collective_snapshots() const { return {}; }
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Lattice& lattice);

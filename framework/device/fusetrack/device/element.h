@@ -21,7 +21,18 @@
 //     void NAME_prepare(NAME& e, const ft_reference& reference)
 //   that fills the DERIVED fields once, before tracking, so both backends read identical numbers.
 //   Write it inside `#ifndef FT_DEVICE_COMPILE`.
+//
+// Collective elements (they need the whole bunch; see plugin_abi.h) register with
+//   FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+// where JSON_FIELDS(JSON) lists host-only fields, JSON(name, required, unit, doc) with required
+// 0 or 1, that are not in the struct (strings, lists of sources). The header then defines
+//   FT_FUNCTION void NAME_kick(const NAME& e, double field, ft::ParticleView& p)
+// (field: the solved field at the particle's zeta) and, host-only,
+//   void NAME_create_model(const NAME& e, const char* json_definition, const char* base_directory,
+//                          const ft_reference& reference, ft_collective_model& model)
+// which throws std::exception with a message naming the field on bad input.
 #pragma once
+#include "fusetrack/device/collective.h"
 #include "fusetrack/device/math.h"
 #include "fusetrack/device/particle.h"
 #include "fusetrack/device/qualifiers.h"
@@ -41,6 +52,7 @@
 
 // On the device an element is its struct and its function; registration is host-only.
 #define FT_REGISTER_ELEMENT(NAME, FIELDS, THICKNESS, PREPARE, DOC)
+#define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 
 #else  // host
 
@@ -130,6 +142,66 @@ int track_block(const void* params, ft_particle_block* b, ft_error* error) {
   return 1;
 }
 
+/// The slice grid both backends bin with (inv_dz computed here, once, on the host).
+inline SliceGrid make_slice_grid(const ft_profile_grid& g) {
+  return SliceGrid{g.n_slices, g.linear, g.zeta_min, g.zeta_max,
+                   static_cast<double>(g.n_slices) / (g.zeta_max - g.zeta_min)};
+}
+
+/// The CPU kick of a collective element over one block: the field at each alive particle's zeta,
+/// then the element's kick, then the element limits (as for every element).
+template <class E, void (*Kick)(const E&, double, ParticleView&)>
+int kick_block(const void* params, const ft_slice_field* field, ft_particle_block* b, ft_error* error) {
+  try {
+    const E& e = *static_cast<const E*>(params);
+    const SliceGrid grid = make_slice_grid(field->grid);
+    GlobalLimits limits{};
+    limits.x = b->limit_x;
+    limits.y = b->limit_y;
+    for (int64_t i = 0; i < b->count; ++i) {
+      if (b->state[i] <= 0) continue;
+      ParticleView p{b->x[i], b->px[i], b->y[i], b->py[i], b->zeta[i], b->delta[i], b->ptau[i], b->rpp[i],
+                     b->rvv[i], b->beta0, b->state[i]};
+      Kick(e, slice_field_at(field->values, grid, p.zeta), p);
+      apply_element_limits(p, limits);
+      b->x[i] = p.x;
+      b->px[i] = p.px;
+      b->y[i] = p.y;
+      b->py[i] = p.py;
+      b->zeta[i] = p.zeta;
+      b->delta[i] = p.delta;
+      b->ptau[i] = p.ptau;
+      b->rpp[i] = p.rpp;
+      b->rvv[i] = p.rvv;
+      if (p.state <= 0) {
+        b->state[i] = p.state;
+        b->lost_turn[i] = b->turn;
+        b->lost_element[i] = b->element_index;
+      }
+    }
+    return 0;
+  } catch (const std::exception& ex) {
+    write_error(error, ex.what());
+  } catch (...) {
+    write_error(error, "unknown C++ exception");
+  }
+  return 1;
+}
+
+template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_collective_model&)>
+int create_model(const void* params, const char* json_definition, const char* base_directory,
+                 const ft_reference* reference, ft_collective_model* model, ft_error* error) {
+  try {
+    Create(*static_cast<const E*>(params), json_definition, base_directory, *reference, *model);
+    return 0;
+  } catch (const std::exception& ex) {
+    write_error(error, ex.what());
+  } catch (...) {
+    write_error(error, "unknown C++ exception");
+  }
+  return 1;
+}
+
 template <class E, void (*Prepare)(E&, const ft_reference&)>
 int prepare(void* params, const ft_reference* reference, ft_error* error) {
   try {
@@ -158,6 +230,9 @@ bool add_type(const ft_element_type_desc& desc);
 #define FT_FIELD_DERIVED_(type, name, unit, doc) \
   {#name, unit, doc, static_cast<uint32_t>(offsetof(Self, name)), ::ft::element_sdk::field_type_code<type>(), 1u, FT_FIELD_DERIVED, 0.0, 1},
 
+#define FT_FIELD_JSON_(name, required, unit, doc) \
+  {#name, unit, doc, 0u, FT_FIELD_JSON, 0u, FT_FIELD_INPUT, 0.0, (required) ? 0 : 1},
+
 #define FT_ELEMENT_DESCRIPTOR_(NAME, FIELDS, THICKNESS, PREPARE, DOC)                                        \
   inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
     using Self = NAME;                                                                                \
@@ -168,7 +243,24 @@ bool add_type(const ft_element_type_desc& desc);
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(THICKNESS),  \
         ::ft::element_sdk::find_length_field(fields, sizeof(fields) / sizeof(fields[0])), PREPARE,    \
-        &::ft::element_sdk::track_block<NAME, &NAME##_track>};                                        \
+        &::ft::element_sdk::track_block<NAME, &NAME##_track>, nullptr};                               \
+    return desc;                                                                                      \
+  }
+
+#define FT_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                                  \
+  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
+    using Self = NAME;                                                                                \
+    static const ft_field_desc fields[] = {                                                           \
+        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
+        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
+    static const ft_collective_desc collective = {                                                    \
+        #NAME "_kick", &::ft::element_sdk::create_model<NAME, &NAME##_create_model>,                  \
+        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>};                                          \
+    static const ft_element_type_desc desc = {                                                        \
+        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
+        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
+        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
+        -1, PREPARE, nullptr, &collective};                                                           \
     return desc;                                                                                      \
   }
 
@@ -185,6 +277,10 @@ bool add_type(const ft_element_type_desc& desc);
 
 #define FT_REGISTER_ELEMENT(NAME, FIELDS, THICKNESS, PREPARE, DOC)                            \
   FT_ELEMENT_DESCRIPTOR_(NAME, FIELDS, THICKNESS, FT_PREPARE_FN_##PREPARE(NAME), DOC)          \
+  FT_ELEMENT_REGISTRAR_(NAME)
+
+#define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                        \
+  FT_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, FT_PREPARE_FN_##PREPARE(NAME), DOC)      \
   FT_ELEMENT_REGISTRAR_(NAME)
 
 #endif  // host
