@@ -23,6 +23,10 @@ struct BenchArgs {
   int64_t turns = 20;
   std::vector<int> threads;
   double amplitude = 1e-3;  // grid amplitude [m]
+  std::vector<std::string> settings;  // --set NAME.FIELD=VALUE
+  std::vector<double> collective_particles = {1e6, 1e7, 1e8};
+  std::vector<int> slices;            // --slices: n_slices of every collective element
+  double sigma_zeta = 0.0;            // collective bench bunch length [m]; 0: a fifth of the cuts
 };
 
 struct Measurement {
@@ -105,6 +109,119 @@ void run_gpu_bench(const BenchArgs& a, const Lattice& lattice, const std::string
   }
 }
 
+/// A Gaussian bunch in zeta (and delta) centred between the cuts of the collective elements.
+Particles collective_bench_bunch(const Lattice& lattice, size_t n, double sigma_zeta) {
+  Particles p(n, lattice.reference().beta0());
+  uint64_t state = 12345;
+  auto uniform = [&state] {  // splitmix64: fast and deterministic for 10^8 particles
+    state += 0x9e3779b97f4a7c15ull;
+    uint64_t z = state;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+    return (static_cast<double>((z ^ (z >> 31)) >> 11) + 0.5) * 0x1.0p-53;
+  };
+  for (size_t i = 0; i < n; ++i) {
+    const double r = std::sqrt(-2.0 * std::log(uniform())), phi = 2.0 * M_PI * uniform();
+    p.set(i, 0.0, 0.0, 0.0, 0.0, sigma_zeta * r * std::cos(phi), 1e-4 * r * std::sin(phi));
+  }
+  return p;
+}
+
+double device_copy_bandwidth(CudaBackend& gpu) { return gpu.copy_bandwidth(); }
+
+void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::string& path) {
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    fmt::print("# collective gpu bench: skipped ({})\n", why);
+    return;
+  }
+  std::vector<int> slice_counts = a.slices;
+  if (slice_counts.empty()) slice_counts.push_back(0);  // as in the lattice
+  // Bytes per particle-turn of a segment kernel: 9 doubles and the state read and written.
+  constexpr double kBytes = 2.0 * (9 * 8 + 4);
+  fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10} {:>13} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "lattice", "slices",
+             "particles", "fma", "s/turn", "part-turns/s", "segment%", "solve%", "GB/s", "of bw", "off/on");
+  bool bandwidth_printed = false;
+  for (int ns : slice_counts) {
+    if (ns > 0)
+      for (uint32_t d = 0; d < lattice.definitions().size(); ++d)
+        if (lattice.definitions()[d].type->is_collective()) lattice.set_field(d, "n_slices", ns);
+    lattice.prepare();
+    for (double nd : a.collective_particles) {
+      const size_t n = static_cast<size_t>(nd);
+      double sigma = a.sigma_zeta;
+      double on_seconds = 0;
+      for (FmaMode fma : {FmaMode::On, FmaMode::Off}) {
+        CudaBackendOptions co;
+        co.cache_dir = a.common.cache_dir;
+        co.time_phases = false;
+        CudaBackend gpu(lattice, co);
+        if (!bandwidth_printed) {
+          fmt::print("# device copy bandwidth (read + write): {:.4g} GB/s\n", device_copy_bandwidth(gpu) * 1e-9);
+          bandwidth_printed = true;
+        }
+        const double bw = device_copy_bandwidth(gpu);
+        if (sigma <= 0) {
+          const auto snaps = [&] {
+            Particles one = collective_bench_bunch(lattice, 16, 1.0);
+            TrackOptions o1;
+            o1.turns = 1;
+            o1.fma = fma;
+            gpu.track(one, o1);
+            return gpu.collective_snapshots();
+          }();
+          sigma = snaps.empty() ? 1.0 : (snaps[0].grid.zeta_max - snaps[0].grid.zeta_min) / 10.0;
+        }
+        Particles p = collective_bench_bunch(lattice, n, sigma);
+        TrackOptions o;
+        o.fma = fma;
+        o.turns = 2;
+        Particles warm = p;
+        gpu.track(warm, o);  // compile or load the kernels, plan cuFFT, outside the timing
+        o.turns = a.gpu_turns;
+        gpu.track(p, o);
+        const double total = gpu.last_stats().kernel_seconds;
+        // The same run again with the phases timed separately (a synchronisation per turn).
+        CudaBackendOptions cp = co;
+        cp.time_phases = true;
+        CudaBackend timed(lattice, cp);
+        Particles q = collective_bench_bunch(lattice, n, sigma);
+        Particles warm2 = q;
+        o.turns = 2;
+        timed.track(warm2, o);
+        o.turns = a.gpu_turns;
+        timed.track(q, o);
+        const double seg = timed.last_stats().segment_seconds, sol = timed.last_stats().solve_seconds;
+        const double per_turn = total / static_cast<double>(a.gpu_turns);
+        const double rate = static_cast<double>(n) / per_turn;
+        const double seg_rate = static_cast<double>(n) * static_cast<double>(a.gpu_turns) / seg;
+        if (fma == FmaMode::On) on_seconds = total;
+        fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10.4g} {:>13.4g} {:>8.1f}% {:>8.1f}% {:>9.4g} {:>8.1f}% {:>8}\n", path,
+                   ns > 0 ? std::to_string(ns) : "lattice", n, fma == FmaMode::On ? "on" : "off", per_turn, rate,
+                   100.0 * seg / (seg + sol), 100.0 * sol / (seg + sol), seg_rate * kBytes * 1e-9,
+                   100.0 * seg_rate * kBytes / bw, fma == FmaMode::Off ? fmt::format("{:.3f}", total / on_seconds) : "");
+      }
+      // Single-particle segments alone (collective steps skipped): the cost of deposit and kick.
+      CudaBackendOptions co;
+      co.cache_dir = a.common.cache_dir;
+      CudaBackend gpu(lattice, co);
+      Particles p = collective_bench_bunch(lattice, n, sigma);
+      TrackOptions plain;
+      plain.collective = false;
+      plain.turns = 1;
+      Particles warm = collective_bench_bunch(lattice, 1024, sigma);
+      gpu.track(warm, plain);
+      double single_turn_total = 0;
+      for (int64_t t = 0; t < a.gpu_turns; ++t) {
+        gpu.track(p, plain);
+        single_turn_total += gpu.last_stats().kernel_seconds;
+      }
+      fmt::print("# {} particles: single-particle segments alone (no deposit, no kick, no solve): {:.4g} s/turn\n",
+                 n, single_turn_total / static_cast<double>(a.gpu_turns));
+    }
+  }
+}
+
 void run_bench(BenchArgs a) {
   ElementRegistry registry;
   load_plugins(registry, a.common);
@@ -114,7 +231,22 @@ void run_bench(BenchArgs a) {
   fmt::print("{:<40} {:>8} {:>8} {:>10} {:>14} {:>14} {:>9}\n", "lattice", "backend", "threads", "seconds",
              "elem-passes/s", "part-turns/s", "speedup");
   for (const auto& path : a.lattices) {
-    const Lattice lattice = load_lattice(path, registry);
+    Lattice lattice = load_lattice(path, registry);
+    for (const std::string& setting : a.settings) {
+      const size_t dot = setting.find('.'), eq = setting.find('=');
+      InputLocation at;
+      at.field = "--set " + setting;
+      if (dot == std::string::npos || eq == std::string::npos || eq < dot)
+        throw InputError(at, "expected NAME.FIELD=VALUE");
+      const int d = lattice.find_definition(setting.substr(0, dot));
+      if (d < 0) throw InputError(at, "no element of that name in the lattice");
+      lattice.set_field(static_cast<uint32_t>(d), setting.substr(dot + 1, eq - dot - 1), std::stod(setting.substr(eq + 1)));
+    }
+    lattice.prepare();
+    if (lattice.has_collective()) {
+      run_collective_bench(a, lattice, path);
+      continue;
+    }
     auto cpu = make_cpu_backend(lattice);
     double base = 0, last = 0;
     for (int t : a.threads) {
@@ -148,6 +280,11 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--gpu-turns", args->gpu_turns, "turns per GPU measurement")->check(CLI::PositiveNumber);
   cmd->add_flag("--per-element,!--no-per-element", args->per_element,
                 "also time one launch per element (the per-element baseline)");
+  cmd->add_option("--set", args->settings, "set a field before measuring: NAME.FIELD=VALUE (repeatable)");
+  cmd->add_option("--collective-particles", args->collective_particles,
+                  "macroparticle counts of the collective GPU bench (default 1e6 1e7 1e8)");
+  cmd->add_option("--slices", args->slices, "collective bench: n_slices of every collective element (repeatable list)");
+  cmd->add_option("--sigma-zeta", args->sigma_zeta, "collective bench: rms bunch length [m] (default: a tenth of the cuts)");
   add_common_options(*cmd, args->common);
   cmd->callback([args] { run_bench(*args); });
 }

@@ -5,6 +5,7 @@
 #include <cmath>
 
 #include "cli_common.h"
+#include "fusetrack/collective.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/error.h"
@@ -35,6 +36,18 @@ int run_repro(const ReproArgs& a) {
     initial = make_grid(lattice.reference().beta0(), -a.amplitude, a.amplitude, side, -a.amplitude, a.amplitude, side,
                         a.delta);
     initial.resize(a.particles);
+    if (lattice.has_collective()) {
+      // A bunch for the collective elements: zeta spread over the middle of the first one's cuts
+      // (a deterministic, low-discrepancy fill), delta alternating around the grid's offset.
+      const TurnProgram program = TurnProgram::build(lattice);
+      const ft_profile_grid g = CollectiveSolver(lattice, program.collective.front(), FmaMode::Off, 1).grid();
+      const double centre = 0.5 * (g.zeta_min + g.zeta_max), half = 0.2 * (g.zeta_max - g.zeta_min);
+      for (size_t i = 0; i < initial.size(); ++i) {
+        const double u = std::fmod(0.5 + 0.6180339887498949 * static_cast<double>(i), 1.0);
+        initial.set(i, initial.x[i], initial.px[i], initial.y[i], initial.py[i], centre + half * (2.0 * u - 1.0),
+                    (i % 2 ? 1.0 : -1.0) * a.delta);
+      }
+    }
   }
   const FmaMode fma = parse_fma(a.common.fma);
   auto cpu = make_cpu_backend(lattice);
@@ -52,6 +65,9 @@ int run_repro(const ReproArgs& a) {
   const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   gpu.track(on_gpu, o);
   const ParticleComparison c = compare_particles(on_cpu, on_gpu);
+  // Collective lattices: the integer profiles and the solved fields of the last turn too.
+  bool collective_identical = true;
+  const auto cpu_snaps = cpu->collective_snapshots(), gpu_snaps = gpu.collective_snapshots();
 
   fmt::print("repro {}: {} particles, {} turns, fma {}, GPU {}\n", a.lattice, initial.size(), a.turns, a.common.fma,
              gpu.name());
@@ -63,7 +79,21 @@ int run_repro(const ReproArgs& a) {
              c.max_relative);
   fmt::print("  time: cpu {:.3f} s, gpu kernel {:.3f} s (compile {:.2f} s{})\n", cpu_s, gpu.last_stats().kernel_seconds,
              gpu.last_stats().compile_seconds, gpu.last_stats().kernel_from_cache ? ", from cache" : "");
-  if (c.identical()) {
+  for (size_t k = 0; k < cpu_snaps.size() && k < gpu_snaps.size(); ++k) {
+    const bool counts = cpu_snaps[k].counts == gpu_snaps[k].counts;
+    double peak = 0, diff = 0;
+    size_t equal = 0;
+    for (size_t i = 0; i < cpu_snaps[k].field.size(); ++i) {
+      peak = std::max(peak, std::fabs(cpu_snaps[k].field[i]));
+      diff = std::max(diff, std::fabs(cpu_snaps[k].field[i] - gpu_snaps[k].field[i]));
+      equal += ulp_distance(cpu_snaps[k].field[i], gpu_snaps[k].field[i]) == 0 ? 1 : 0;
+    }
+    collective_identical &= counts && equal == cpu_snaps[k].field.size();
+    fmt::print("  collective '{}': profiles {}, field bitwise-equal {} of {} slices, max difference {:.3g} V of {:.3g} V\n",
+               cpu_snaps[k].element_name, counts ? "identical" : "DIFFERENT", equal, cpu_snaps[k].field.size(), diff,
+               peak);
+  }
+  if (c.identical() && collective_identical) {
     fmt::print("  result: IDENTICAL\n");
     return kOk;
   }

@@ -341,6 +341,32 @@ unsigned blocks_for(size_t n, unsigned threads) { return static_cast<unsigned>((
 
 std::vector<CollectiveSnapshot> CudaBackend::collective_snapshots() const { return m_impl->snapshots; }
 
+double CudaBackend::copy_bandwidth(size_t bytes) {
+  const cuda::Driver& d = *m_impl->d;
+  check(d.ctx_set_current(m_impl->context), "cuCtxSetCurrent");
+  CUdeviceptr a = 0, b = 0;
+  check(d.mem_alloc(&a, bytes), "cuMemAlloc(bandwidth)");
+  check(d.mem_alloc(&b, bytes), "cuMemAlloc(bandwidth)");
+  CUevent e0, e1;
+  check(d.event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+  check(d.event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+  float best_ms = 1e30f;
+  for (int i = 0; i < 6; ++i) {
+    check(d.event_record(e0, nullptr), "cuEventRecord");
+    check(d.memcpy_dtod(b, a, bytes), "cuMemcpyDtoD");
+    check(d.event_record(e1, nullptr), "cuEventRecord");
+    check(d.event_synchronize(e1), "bandwidth copy");
+    float ms = 0;
+    d.event_elapsed_time(&ms, e0, e1);
+    if (i > 0) best_ms = std::min(best_ms, ms);
+  }
+  d.event_destroy(e0);
+  d.event_destroy(e1);
+  d.mem_free(a);
+  d.mem_free(b);
+  return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
+}
+
 void CudaBackend::run_collective(Particles& particles, const TrackOptions& options) {
   const cuda::Driver& d = *m_impl->d;
   Impl& impl = *m_impl;

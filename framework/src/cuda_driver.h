@@ -26,6 +26,7 @@ struct Driver {
   decltype(&::cuMemFree) mem_free = nullptr;
   decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
+  decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
   decltype(&::cuMemGetInfo) mem_get_info = nullptr;
   decltype(&::cuMemsetD8) memset_d8 = nullptr;
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;

@@ -9,6 +9,9 @@
 #   ncu        FP64 pipe utilisation of the fused kernel; register/spill report and SASS
 #   clic       CLIC damping ring (Xsuite import): repro fma off, GPU throughput 1e5/1e6, compile times
 #   da         DA benchmark: CLIC 100 angles x 100 amplitudes, 10^4 turns, GPU; CPU rate on 100 turns
+#   collective collective effects: GPU tests at full size (10^6 x 1000 turns bitwise), repro of the
+#              bundled impedance lattice, the collective bench (10^6..10^8 macroparticles, 1000 and
+#              10^4 slices, fma off/on, time split, bandwidth fraction)
 # Needs .carry/ (libzip, the reference kernel) carried with the call.
 set -u
 OUT=${OUT:-/tmp/fusetrack-out}
@@ -79,6 +82,17 @@ fi
 if has clicbench; then
   $BIN bench $XSUITE/clic_damping_ring.json -N 4096 -n 2 --gpu-particles 100000 1000000 --gpu-turns 10 \
     --no-per-element 2>&1 | grep -E "cpu|auto" | tee "$OUT/clic_bench.log"
+fi
+if has collective; then
+  COLL=${COLLECTIVE_LATTICE:-lattices/longitudinal_impedance_ring.json}
+  (cd build-gpu && FUSETRACK_GPU_FULL=1 ./bin/test_gpu -tc="collective*" -s 2>&1 | grep -E "MESSAGE|TEST CASE|ERROR|passed|failed" | head -60) \
+    | tee "$OUT/collective_tests.log"
+  for fma in off on; do
+    $BIN repro "$COLL" --fma $fma -N 100000 -n 1000 2>&1 | tee -a "$OUT/collective_repro.log" \
+      | grep -E "repro|bitwise|collective|result|time"
+  done
+  $BIN bench "$COLL" --slices 1000 10000 --collective-particles 1e6 1e7 1e8 --gpu-turns 20 2>&1 \
+    | tee "$OUT/collective_bench.log"
 fi
 if has da; then
   CLIC=$XSUITE/clic_damping_ring.json

@@ -52,6 +52,9 @@ class CudaBackend : public Backend {
   void track_per_element(Particles& particles, const TrackOptions& options);
 
   const CudaRunStats& last_stats() const { return m_stats; }
+  /// Device memory bandwidth [bytes/s] of a device-to-device copy of `bytes` (counted read +
+  /// write), the best of five: the bound for memory-bound kernels on this GPU.
+  double copy_bandwidth(size_t bytes = size_t(1) << 30);
   std::vector<CollectiveSnapshot> collective_snapshots() const override;
   const GpuInfo& gpu() const { return m_gpu; }
 
