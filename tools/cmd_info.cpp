@@ -2,6 +2,8 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+
 #include "cli_common.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/nvrtc_compiler.h"
@@ -32,12 +34,19 @@ void run_info(const InfoArgs& a) {
   }
   fmt::print("\nelement types:\n");
   for (const ElementType* t : registry.types()) {
-    fmt::print("  {} [{}, {} bytes] {}\n", t->name, t->thick ? "thick" : "thin", t->param_size, t->doc);
+    fmt::print("  {} [{}, {} bytes] {}\n", t->name,
+               t->is_collective() ? "collective" : (t->thick ? "thick" : "thin"), t->param_size, t->doc);
     if (!a.fields) continue;
+    size_t name_width = 14;
+    for (const auto& f : t->fields) name_width = std::max(name_width, f.name.size());
     for (const auto& f : t->fields) {
-      std::string def = f.derived ? "derived" : (f.required ? "required" : fmt::format("default {:g}", f.default_value));
+      // Host-only JSON fields (collective elements) have no numeric default: their doc says it.
+      std::string def = f.derived    ? "derived"
+                        : f.required ? "required"
+                        : f.host_only() ? "optional"
+                                        : fmt::format("default {:g}", f.default_value);
       std::string type = f.count > 1 ? fmt::format("{}[{}]", f.type_name(), f.count) : f.type_name();
-      fmt::print("      {:<14} {:<11} [{}] {}; {}\n", f.name, type, f.unit, def, f.doc);
+      fmt::print("      {:<{}} {:<11} [{}] {}; {}\n", f.name, name_width, type, f.unit, def, f.doc);
     }
   }
   fmt::print("\ndevices:\n  cpu: {} OpenMP threads\n", omp_get_max_threads());
