@@ -39,7 +39,8 @@ std::string double_literal(double v) {
 /// Aggregate initialiser of an element's struct from its packed parameter bytes, in field order.
 std::string struct_initializer(const ElementType& type, const unsigned char* params) {
   std::vector<const FieldInfo*> fields;
-  for (const auto& f : type.fields) fields.push_back(&f);
+  for (const auto& f : type.fields)
+    if (!f.host_only()) fields.push_back(&f);  // host-only JSON fields are not in the struct
   std::sort(fields.begin(), fields.end(), [](const FieldInfo* a, const FieldInfo* b) { return a->offset < b->offset; });
   std::string s = "{";
   for (size_t i = 0; i < fields.size(); ++i) {
@@ -369,6 +370,8 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_segment_{0}(
     if (turn_end)
       s += "    ft::apply_turn_limits(p, limits);\n"
            "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
+    if (s.find("goto segment_done", s.rfind("fusetrack_segment_")) == std::string::npos)
+      s += "    goto segment_done;  // (a segment without elements)\n";
     s += "  segment_done:\n"
          "    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;\n"
          "    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;\n"

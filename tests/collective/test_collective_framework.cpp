@@ -90,7 +90,7 @@ TEST_CASE("collective run: identical particles and profiles with 1 and 2 CPU thr
     CHECK(a.alive_count() < a.size());
     double field_max = 0;
     for (double v : cpu1->collective_snapshots()[0].field) field_max = std::max(field_max, std::fabs(v));
-    MESSAGE(method, ": max |induced voltage| ", field_max, " V, alive ", a.alive_count(), "/", a.size());
+    MESSAGE(std::string(method), ": max |induced voltage| ", field_max, " V, alive ", a.alive_count(), "/", a.size());
     CHECK(field_max > 1.0);
   }
 }
