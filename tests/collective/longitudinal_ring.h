@@ -5,6 +5,8 @@
 // linear one-turn map is exactly drift(|eta| C) x kick(total slope)).
 #pragma once
 #include <nlohmann/json.hpp>
+
+#include <cmath>
 #include <string>
 
 #include "support/registry.h"
@@ -48,6 +50,10 @@ inline nlohmann::ordered_json longitudinal_ring_json(const LongitudinalRing& o) 
           {"elements", elements},
           {"sequence", sequence}};
 }
+
+/// |a - b| / |b|: a relative difference (doctest::Approx scales its epsilon by 1 + |value|, which
+/// is meaningless for values far below 1).
+inline double rel_diff(double a, double b) { return std::fabs(a - b) / std::fabs(b); }
 
 inline Lattice longitudinal_ring(const LongitudinalRing& o) {
   return lattice_from_json(longitudinal_ring_json(o), "longitudinal_ring", builtin_registry());
