@@ -2,9 +2,14 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <filesystem>
 
 #include "cli_common.h"
+#include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
+#include "fusetrack/longitudinal.h"
+#include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
 
 namespace ft::cli {
@@ -22,11 +27,52 @@ struct TrackArgs {
   size_t gaussian = 0;  // number of particles of a matched Gaussian distribution
   double emittance_nx = 0.0, emittance_ny = 0.0, sigma_zeta = 0.0, sigma_delta = 0.0;
   uint64_t seed = 1;
+  // Matched longitudinal bunch and monitors (collective lattices).
+  size_t matched = 0;
+  std::string distribution = "gaussian";
+  double mu = 1.5;
+  bool potential_well = false;
+  std::string monitor;
+  int64_t monitor_every = 1;
+  int64_t profile_every = 0;
+  std::string plots;
+  bool progress = false;
 };
+
+/// A matched longitudinal bunch (fusetrack/longitudinal.h), with its report on stdout.
+Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
+  MatchedBunchOptions o;
+  o.distribution = a.distribution;
+  o.mu = a.mu;
+  o.sigma_zeta = a.sigma_zeta;
+  o.potential_well = a.potential_well;
+  o.seed = a.seed;
+  o.fma = parse_fma(a.common.fma);
+  o.bucket.threads = a.common.threads;
+  MatchedBunch m = generate_matched_bunch(lattice, a.matched, o);
+  const MatchedBunchReport& r = m.report;
+  fmt::print("rf bucket   eta {:.6e}, stable zeta {:.6g} m, bucket [{:.6g}, {:.6g}] m, height delta {:.4e}, Qs {:.5e}\n",
+             r.bucket.eta, r.bucket.zeta_s, r.bucket.zeta_left, r.bucket.zeta_right, r.bucket_height, r.qs0);
+  fmt::print("matched     {} {}{}: sigma_zeta {:.6g} m (RF alone {:.6g} m), sigma_delta {:.4e}, samples {:.6g} m / "
+             "{:.4e}\n",
+             a.matched, r.distribution, r.distribution == "binomial" ? fmt::format(" (mu {})", r.mu) : "",
+             r.sigma_zeta, r.sigma_zeta_rf, r.sigma_delta, r.sigma_zeta_sample, r.sigma_delta_sample);
+  if (r.potential_well) {
+    if (!lattice.has_collective())
+      fmt::print("potential   the lattice has no collective element: no potential-well distortion\n");
+    else
+      fmt::print("potential   well {} after {} iterations (residual {:.2e}; single-turn wake), incoherent Qs {:.5e}\n",
+                 r.converged ? "converged" : "NOT converged", r.iterations, r.residual, r.qs);
+    if (!r.converged)
+      fmt::print(stderr, "warning: the potential-well iteration did not converge (residual {:.2e})\n", r.residual);
+  }
+  return std::move(m.particles);
+}
 
 Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
   const double beta0 = lattice.reference().beta0();
   if (!a.particles_file.empty()) return read_particles(a.particles_file, beta0);
+  if (a.matched > 0) return matched_particles(a, lattice);
   if (a.gaussian > 0) {
     InputLocation at;
     at.field = "--emittance-nx/--emittance-ny";
@@ -59,10 +105,30 @@ void run_track(const TrackArgs& a) {
   options.turns = a.turns;
   options.threads = a.common.threads;
   options.fma = parse_fma(a.common.fma);
+  InputLocation at;
+  at.field = "--profile-every";
+  if (a.profile_every < 0 || (a.profile_every > 0 && a.profile_every % a.monitor_every != 0))
+    throw InputError(at, fmt::format("must be a multiple of --monitor-every ({})", a.monitor_every));
+  at.field = "--plots";
+  if (!a.plots.empty() && a.monitor.empty()) throw InputError(at, "needs --monitor FILE.npz");
+  // Monitors (and the progress bar, which also runs without them).
+  MonitorOptions mo;
+  mo.every = a.monitor_every;
+  mo.profile_every = a.profile_every;
+  mo.progress = a.progress ? "on" : "auto";
+  mo.total_turns = a.turns;
+  if (a.monitor.empty()) mo.every = std::max<int64_t>(1, a.turns / 200);  // progress only
+  BunchMonitor monitor(lattice, mo);
+  if (!a.monitor.empty() || ProgressBar::wanted(mo.progress)) {
+    monitor.attach(options, *backend);
+    monitor.record(0, particles, nullptr);
+  }
   const auto t0 = std::chrono::steady_clock::now();
   backend->track(particles, options);
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  monitor.finish();
   if (!a.output.empty()) write_particles(a.output, particles);
+  if (!a.monitor.empty()) monitor.write(a.monitor);
 
   const double passes = static_cast<double>(particles.size()) * static_cast<double>(a.turns) *
                         static_cast<double>(lattice.sequence().size());
@@ -75,7 +141,37 @@ void run_track(const TrackArgs& a) {
              particles.alive_count(), particles.size() - particles.alive_count());
   fmt::print("time        {:.3f} s  ({:.3g} element-passes/s upper bound, {:.3g} particle-turns/s)\n", seconds,
              passes / seconds, static_cast<double>(particles.size()) * static_cast<double>(a.turns) / seconds);
+  if (lattice.has_collective()) {
+    for (const CollectiveSnapshot& snap : backend->collective_snapshots()) {
+      uint64_t total = 0;
+      for (uint64_t c : snap.counts) total += c;
+      double vmax = 0.0;
+      for (double v : snap.field) vmax = std::max(vmax, std::fabs(v));
+      fmt::print("collective  '{}': {:.0f} macroparticles in {} slices, max |field| {:.6g} V on the last turn\n",
+                 snap.element_name, static_cast<double>(total) / static_cast<double>(kProfileUnit),
+                 snap.grid.n_slices, vmax);
+    }
+  }
+  if (!a.monitor.empty() && !monitor.moments().empty()) {
+    const BunchMoments& first = monitor.moments().front();
+    const BunchMoments& last = monitor.moments().back();
+    fmt::print("bunch       rms zeta {:.6g} -> {:.6g} m, rms delta {:.4e} -> {:.4e}, emittance {:.4e} -> {:.4e} eV s\n",
+               first.rms_zeta, last.rms_zeta, first.rms_delta, last.rms_delta, first.emittance_evs,
+               last.emittance_evs);
+    fmt::print("monitor     {} ({} records, {} profile snapshots)\n", a.monitor, monitor.turns().size(),
+               monitor.profile_turns().size());
+  }
   if (!a.output.empty()) fmt::print("output      {}\n", a.output);
+  if (!a.plots.empty()) {
+    // Plots by tools/plot_collective.py (matplotlib): from the source tree, else next to the binary.
+    std::string script = std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_collective.py";
+    if (!std::filesystem::exists(script)) script = "plot_collective.py";
+    const std::string cmd = fmt::format("python3 '{}' '{}' -o '{}'", script, a.monitor, a.plots);
+    if (std::system(cmd.c_str()) != 0)
+      fmt::print(stderr, "warning: the plots could not be made ({}); the monitor file is written\n", cmd);
+    else
+      fmt::print("plots       {}\n", a.plots);
+  }
 }
 
 }  // namespace
@@ -95,9 +191,28 @@ void add_track_command(CLI::App& app) {
       ->excludes("--grid");
   cmd->add_option("--emittance-nx", args->emittance_nx, "normalised horizontal emittance [m] (--gaussian)");
   cmd->add_option("--emittance-ny", args->emittance_ny, "normalised vertical emittance [m] (--gaussian)");
-  cmd->add_option("--sigma-zeta", args->sigma_zeta, "rms zeta [m] (--gaussian)");
+  cmd->add_option("--sigma-zeta", args->sigma_zeta, "rms zeta [m] (--gaussian, --matched)");
   cmd->add_option("--sigma-delta", args->sigma_delta, "rms delta (--gaussian)");
-  cmd->add_option("--seed", args->seed, "random seed (--gaussian)");
+  cmd->add_option("--seed", args->seed, "random seed (--gaussian, --matched)");
+  cmd->add_option("--matched", args->matched,
+                  "instead of a file or grid: N particles of a longitudinal bunch matched to the RF bucket "
+                  "(rms length --sigma-zeta)")
+      ->excludes("--particles")
+      ->excludes("--grid")
+      ->excludes("--gaussian");
+  cmd->add_option("--distribution", args->distribution, "--matched: gaussian, parabolic or binomial")
+      ->check(CLI::IsMember({"gaussian", "parabolic", "binomial"}));
+  cmd->add_option("--mu", args->mu, "--matched binomial: exponent mu of (K_max - K)^mu");
+  cmd->add_flag("--potential-well", args->potential_well,
+                "--matched: include the induced voltage of the collective elements (self-consistent profile)");
+  cmd->add_option("--monitor", args->monitor,
+                  "write bunch moments per turn and profile snapshots to this .npz");
+  cmd->add_option("--monitor-every", args->monitor_every, "record the moments every K turns (default 1)")
+      ->check(CLI::PositiveNumber);
+  cmd->add_option("--profile-every", args->profile_every,
+                  "record the profiles and fields of the collective elements every K turns (with --monitor)");
+  cmd->add_option("--plots", args->plots, "with --monitor: plots of the bunch length and profiles into DIR");
+  cmd->add_flag("--progress", args->progress, "progress bar with ETA on stderr (default: only on a terminal)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
   cmd->add_option("-o,--output", args->output, "write the final particles (.npz or .csv)");
   add_common_options(*cmd, args->common);

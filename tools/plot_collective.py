@@ -1,0 +1,87 @@
+#!/usr/bin/env python3
+"""Plots of a fusetrack bunch monitor (`fusetrack track --monitor FILE.npz`).
+
+Usage: plot_collective.py MONITOR.npz -o DIR
+Writes into DIR:
+  bunch_length.png   rms bunch length (zeta [m] and time [ns]) and rms delta against turn
+  emittance.png      longitudinal rms emittance (4 pi sigma_t sigma_E style) [eV s] against turn
+  profiles.png       line-density profiles and induced voltage of each collective element at the
+                     snapshot turns (when the file has profiles: --profile-every)
+"""
+import argparse
+import os
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+C_LIGHT = 299792458.0
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("monitor")
+    ap.add_argument("-o", "--output", required=True, help="directory for the PNG files")
+    args = ap.parse_args()
+    os.makedirs(args.output, exist_ok=True)
+    d = np.load(args.monitor)
+    turn = d["turn"]
+    beta0 = float(d["beta0"][0])
+
+    fig, ax = plt.subplots(2, 1, figsize=(7, 6), sharex=True)
+    ax[0].plot(turn, d["rms_zeta"], lw=1)
+    ax[0].set_ylabel("rms zeta [m]")
+    sec = ax[0].secondary_yaxis("right", functions=(lambda z: z / (beta0 * C_LIGHT) * 1e9,
+                                                     lambda t: t * 1e-9 * beta0 * C_LIGHT))
+    sec.set_ylabel("rms length [ns]")
+    ax[1].plot(turn, d["rms_delta"], lw=1, color="C1")
+    ax[1].set_ylabel("rms delta")
+    ax[1].set_xlabel("turn")
+    ax[0].set_title("bunch length")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.output, "bunch_length.png"), dpi=120)
+    plt.close(fig)
+
+    fig, ax = plt.subplots(figsize=(7, 3.5))
+    ax.plot(turn, d["emittance_evs"], lw=1)
+    ax.set_xlabel("turn")
+    ax.set_ylabel("4 pi sqrt(det cov(t, E)) [eV s]")
+    ax2 = ax.twinx()
+    ax2.plot(turn, d["alive"], lw=1, color="C3", ls="--")
+    ax2.set_ylabel("alive", color="C3")
+    fig.tight_layout()
+    fig.savefig(os.path.join(args.output, "emittance.png"), dpi=120)
+    plt.close(fig)
+
+    if "profile_turn" in d:
+        pturns = d["profile_turn"]
+        unit = float(d["profile_unit"][0])
+        elements = sorted({k.split("_")[1] for k in d.files if k.startswith("profile_") and k.endswith("_counts")})
+        fig, axes = plt.subplots(2, len(elements), figsize=(7 * len(elements), 6.5), squeeze=False, sharex="col")
+        cmap = plt.get_cmap("viridis")
+        for e, k in enumerate(elements):
+            z = d[f"profile_{k}_zeta"]
+            counts = d[f"profile_{k}_counts"].astype(float) / unit
+            field = d[f"profile_{k}_field"]
+            dz = z[1] - z[0]
+            for s, t in enumerate(pturns):
+                colour = cmap(s / max(1, len(pturns) - 1))
+                total = counts[s].sum()
+                lam = counts[s] / (total * dz) if total > 0 else counts[s]
+                axes[0][e].plot(z, lam, color=colour, lw=1, label=f"turn {t}")
+                axes[1][e].plot(z, field[s] * 1e-3, color=colour, lw=1)
+            axes[0][e].set_ylabel("line density [1/m]")
+            axes[1][e].set_ylabel("induced voltage [kV]")
+            axes[1][e].set_xlabel("zeta [m]")
+            axes[0][e].set_title(f"collective element {k} (sequence index {int(d[f'profile_{k}_sequence_index'][0])})")
+            if len(pturns) <= 12:
+                axes[0][e].legend(fontsize=7)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.output, "profiles.png"), dpi=120)
+        plt.close(fig)
+
+
+if __name__ == "__main__":
+    main()
