@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cli_common.h"
+#include "fusetrack/collective.h"
 #include "fusetrack/cuda_backend.h"
 
 namespace ft::cli {
@@ -137,8 +138,11 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
   }
   std::vector<int> slice_counts = a.slices;
   if (slice_counts.empty()) slice_counts.push_back(0);  // as in the lattice
-  // Bytes per particle-turn of a segment kernel: 9 doubles and the state read and written.
-  constexpr double kBytes = 2.0 * (9 * 8 + 4);
+  // Bytes per particle-turn: each pass over the particles reads and writes 9 doubles and the
+  // state; with the wrap kernel a turn makes one pass per collective element.
+  const double passes = static_cast<double>(TurnProgram::build(lattice).collective.size());
+  const double kBytes = 2.0 * (9 * 8 + 4) * passes;
+  fmt::print("# bytes moved per particle-turn: {:.0f} ({} pass(es) of 2 x 76 bytes)\n", kBytes, passes);
   fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10} {:>13} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "lattice", "slices",
              "particles", "fma", "s/turn", "part-turns/s", "segment%", "solve%", "GB/s", "of bw", "off/on");
   bool bandwidth_printed = false;
@@ -194,12 +198,12 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
         const double seg = timed.last_stats().segment_seconds, sol = timed.last_stats().solve_seconds;
         const double per_turn = total / static_cast<double>(a.gpu_turns);
         const double rate = static_cast<double>(n) / per_turn;
-        const double seg_rate = static_cast<double>(n) * static_cast<double>(a.gpu_turns) / seg;
+        (void)seg;
         if (fma == FmaMode::On) on_seconds = total;
         fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10.4g} {:>13.4g} {:>8.1f}% {:>8.1f}% {:>9.4g} {:>8.1f}% {:>8}\n", path,
                    ns > 0 ? std::to_string(ns) : "lattice", n, fma == FmaMode::On ? "on" : "off", per_turn, rate,
-                   100.0 * seg / (seg + sol), 100.0 * sol / (seg + sol), seg_rate * kBytes * 1e-9,
-                   100.0 * seg_rate * kBytes / bw, fma == FmaMode::Off ? fmt::format("{:.3f}", total / on_seconds) : "");
+                   100.0 * seg / (seg + sol), 100.0 * sol / (seg + sol), rate * kBytes * 1e-9,
+                   100.0 * rate * kBytes / bw, fma == FmaMode::Off ? fmt::format("{:.3f}", total / on_seconds) : "");
       }
       // Single-particle segments alone (collective steps skipped): the cost of deposit and kick.
       CudaBackendOptions co;

@@ -311,22 +311,26 @@ struct FtParticleArrays {
 )";
   s += kCollectiveSolverKernels;
   const size_t K = program.collective.size();
-  for (size_t k = 0; k < program.segments.size(); ++k) {
-    const TurnProgram::Segment& seg = program.segments[k];
-    const bool kick = k > 0, deposit = k < K, turn_end = k == K;
+  // One kernel from its parts: the kick of collective element `kick` (-1: none), the elements
+  // of the segments listed (a "next turn" marker before the head segment of the following turn,
+  // whose losses count for turn + 1), the end-of-turn checks, and the deposit for `deposit`.
+  struct Part {
+    enum Kind { Elements, TurnEnd, NextTurn } kind;
+    size_t segment = 0;
+  };
+  auto emit_kernel = [&](const std::string& name, const std::string& comment, int kick, const std::vector<Part>& parts,
+                         int deposit) {
     s += fmt::format(R"(
-// Segment {0}: {1}elements [{2}, {3}){4}{5}. Grid-stride loop over the particles, one turn.
-extern "C" __global__ void __launch_bounds__(256) fusetrack_segment_{0}(
+// {1}
+extern "C" __global__ void __launch_bounds__(256) {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int turn, int n_elements, ft::GlobalLimits limits,
     const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared) {{
   extern __shared__ unsigned long long ft_block_profile[];
 )",
-                     k, kick ? fmt::format("kick of #{}, ", program.collective[k - 1]) : "", seg.begin, seg.end,
-                     deposit ? fmt::format(", deposit for #{}", program.collective[k]) : "",
-                     turn_end ? ", end of turn" : "");
-    if (deposit) {
-      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[k]));
+                     name, comment);
+    if (deposit >= 0) {
+      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[static_cast<size_t>(deposit)]));
       s += "  if (profile_in_shared) {\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
            "    __syncthreads();\n  }\n";
@@ -335,58 +339,87 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_segment_{0}(
          "    if (P.state[i] <= 0) continue;\n"
          "    ft::ParticleView p{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],\n"
          "                       P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};\n"
-         "    long long lost_at = -1;\n";
-    if (kick) {
-      const size_t e = program.collective[k - 1];
-      const auto& entry = lattice.sequence()[e];
-      const ElementDefinition& def = lattice.definitions()[entry.definition];
+         "    long long lost_at = -1;\n"
+         "    int lost_turn = turn;\n";
+    if (kick >= 0) {
+      const size_t e = program.collective[static_cast<size_t>(kick)];
+      const ElementDefinition& def = lattice.element(e);
       s += fmt::format(
           "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
           "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits);\n"
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
-          def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)), grid_literal(grids[k - 1]),
-          def.type->collective->kick_function, e, e, def.name);
+          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
+          grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
     }
-    if (src.dispatch == Dispatch::Switch) {
-      if (seg.end > seg.begin) {
-        s += fmt::format("    for (int e = {}; e < {}; ++e) {{\n", seg.begin, seg.end);
-        s += "      const unsigned int cur = steps[e];\n"
-             "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n"
-             "      switch (cur >> 24) {\n";
-        s += switch_cases(src, "        ");
-        s += "        default: break;\n      }\n"
-             "      ft::apply_element_limits(p, limits);\n"
-             "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
+    for (const Part& part : parts) {
+      if (part.kind == Part::TurnEnd) {
+        s += "    ft::apply_turn_limits(p, limits);\n"
+             "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
+        continue;
       }
-    } else {
-      for (size_t e = seg.begin; e < seg.end; ++e) {
-        const auto& entry = lattice.sequence()[e];
-        const ElementDefinition& def = lattice.definitions()[entry.definition];
-        s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
-                         def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
-                         def.type->track_function, e, e, def.name);
+      if (part.kind == Part::NextTurn) {
+        s += "    lost_turn = turn + 1;  // the head of the next turn\n";
+        continue;
+      }
+      const TurnProgram::Segment& seg = program.segments[part.segment];
+      if (src.dispatch == Dispatch::Switch) {
+        if (seg.end > seg.begin) {
+          s += fmt::format("    for (int e = {}; e < {}; ++e) {{\n", seg.begin, seg.end);
+          s += "      const unsigned int cur = steps[e];\n"
+               "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n"
+               "      switch (cur >> 24) {\n";
+          s += switch_cases(src, "        ");
+          s += "        default: break;\n      }\n"
+               "      ft::apply_element_limits(p, limits);\n"
+               "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
+        }
+      } else {
+        for (size_t e = seg.begin; e < seg.end; ++e) {
+          const ElementDefinition& def = lattice.element(e);
+          s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+                           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
+                           def.type->track_function, e, e, def.name);
+        }
       }
     }
-    if (turn_end)
-      s += "    ft::apply_turn_limits(p, limits);\n"
-           "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
-    if (s.find("goto segment_done", s.rfind("fusetrack_segment_")) == std::string::npos)
+    if (s.find("goto segment_done", s.rfind(name)) == std::string::npos)
       s += "    goto segment_done;  // (a segment without elements)\n";
     s += "  segment_done:\n"
          "    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;\n"
          "    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;\n"
-         "    if (p.state <= 0) { P.lost_turn[i] = turn; P.lost_element[i] = lost_at; continue; }\n";
-    if (deposit)
+         "    if (p.state <= 0) { P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; continue; }\n";
+    if (deposit >= 0)
       s += "    int bins[2];\n    unsigned long long weights[2];\n"
            "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
            "    for (int q = 0; q < m; ++q) atomicAdd(profile_in_shared ? &ft_block_profile[bins[q]] : &profile[bins[q]], weights[q]);\n";
     s += "  }\n";
-    if (deposit)
+    if (deposit >= 0)
       s += "  if (profile_in_shared) {\n    __syncthreads();\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
            "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
     s += "}\n";
+  };
+
+  const int Ki = static_cast<int>(K);
+  for (size_t k = 0; k < program.segments.size(); ++k) {
+    const TurnProgram::Segment& seg = program.segments[k];
+    const int kick = k > 0 ? static_cast<int>(k) - 1 : -1, deposit = k < K ? static_cast<int>(k) : -1;
+    std::vector<Part> parts{{Part::Elements, k}};
+    if (k == K) parts.push_back({Part::TurnEnd, 0});
+    emit_kernel(segment_kernel_name(k),
+                fmt::format("Segment {}: {}elements [{}, {}){}{}. Grid-stride loop over the particles, one turn.", k,
+                            kick >= 0 ? fmt::format("kick of #{}, ", program.collective[k - 1]) : "", seg.begin, seg.end,
+                            deposit >= 0 ? fmt::format(", deposit for #{}", program.collective[k]) : "",
+                            k == K ? ", end of turn" : ""),
+                kick, parts, deposit);
   }
+  // The last segment of one turn and the first of the next in one pass over the particles: with
+  // one collective element a turn then reads and writes the particles once.
+  emit_kernel(kWrapKernelName,
+              fmt::format("Wrap: kick of #{}, elements [{}, {}), end of turn, next turn's elements [{}, {}), deposit for #{}.",
+                          program.collective[K - 1], program.segments[K].begin, program.segments[K].end,
+                          program.segments[0].begin, program.segments[0].end, program.collective[0]),
+              Ki - 1, {{Part::Elements, K}, {Part::TurnEnd, 0}, {Part::NextTurn, 0}, {Part::Elements, 0}}, 0);
   src.text = std::move(s);
   return src;
 }

@@ -50,6 +50,7 @@ struct DeviceCollective {
 struct CollectiveKernels {
   CUmodule module = nullptr;
   std::vector<CUfunction> segments;
+  CUfunction wrap = nullptr;  // last segment + first segment of the next turn
   CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   KernelSource source;
@@ -455,6 +456,12 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
               "cuFuncSetAttribute(shared profile)");
       }
     }
+    check(d.module_get_function(&kk.wrap, kk.module, kWrapKernelName), "cuModuleGetFunction");
+    if (impl.collective[0].profile_in_shared) {
+      const int bytes = impl.collective[0].solver->n_slices() * static_cast<int>(sizeof(uint64_t));
+      check(d.func_set_attribute(kk.wrap, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
+            "cuFuncSetAttribute(shared profile)");
+    }
     const std::pair<CUfunction*, const char*> solver_kernels[] = {
         {&kk.line_density, "fusetrack_line_density"}, {&kk.convolve, "fusetrack_convolve"},
         {&kk.fft_stage, "fusetrack_fft_stage"}, {&kk.spectrum_product, "fusetrack_spectrum_product"},
@@ -540,10 +547,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   int n_particles = static_cast<int>(n), n_el = static_cast<int>(n_elements);
   CUdeviceptr steps = impl.switch_steps, params = impl.switch_params;
   constexpr unsigned kThreads = 256;
-  auto segment_blocks = [&](size_t k) {
-    const unsigned per_sm = k < K && impl.collective[k].profile_in_shared ? 2u : 8u;
-    return std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
-  };
   auto launch = [&](CUfunction f, unsigned blocks, unsigned threads, unsigned shared, void** args) {
     check(d.launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared, nullptr, args, nullptr), "cuLaunchKernel");
     ++m_stats.launches;
@@ -606,37 +609,63 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   for (CUevent& e : ev) check(d.event_create(&e, CU_EVENT_DEFAULT), "cuEventCreate");
   check(d.event_record(ev[0], nullptr), "cuEventRecord");
   const int64_t every = options.callback_every > 0 ? options.callback_every : options.turns;
-  for (int64_t done = 0; done < options.turns && n > 0;) {
-    int turn = static_cast<int>(options.first_turn + done);
-    for (size_t k = 0; k <= K; ++k) {
-      CUdeviceptr kick_field = k > 0 ? impl.collective[k - 1].field : 0;
-      CUdeviceptr profile = k < K ? impl.collective[k].counts : 0;
-      int in_shared = k < K && impl.collective[k].profile_in_shared ? 1 : 0;
-      const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[k].solver->n_slices()) * 8u : 0u;
-      if (k < K)
-        check(d.memset_d8(profile, 0, static_cast<size_t>(impl.collective[k].solver->n_slices()) * sizeof(uint64_t)),
-              "cuMemset(profile)");
-      if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
-      void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                      const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
-      launch(kk.segments[k], segment_blocks(k), kThreads, shared, args);
-      if (m_options.time_phases) check(d.event_record(ev[2], nullptr), "cuEventRecord");
-      if (k < K) solve(impl.collective[k]);
-      if (m_options.time_phases) {
-        CUevent ev_end;
-        check(d.event_create(&ev_end, CU_EVENT_DEFAULT), "cuEventCreate");
-        check(d.event_record(ev_end, nullptr), "cuEventRecord");
-        check(d.event_synchronize(ev_end), "collective turn");
-        float seg_ms = 0, solve_ms = 0;
-        d.event_elapsed_time(&seg_ms, ev[1], ev[2]);
-        d.event_elapsed_time(&solve_ms, ev[2], ev_end);
-        m_stats.segment_seconds += seg_ms * 1e-3;
-        m_stats.solve_seconds += solve_ms * 1e-3;
-        d.event_destroy(ev_end);
-      }
+  // Launch plan per turn: segment kernels 0..K with a solve after each deposit. When the turn is
+  // followed by another without a callback in between, its last segment runs fused with the
+  // next turn's first (the wrap kernel), which also deposits the next turn's first profile.
+  bool head_done = false;  // segment 0 of this turn already ran inside the previous wrap kernel
+  auto run_segment = [&](CUfunction f, size_t kick_c, size_t deposit_c, bool kick, bool deposit, int turn) {
+    CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
+    CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
+    int in_shared = deposit && impl.collective[deposit_c].profile_in_shared ? 1 : 0;
+    const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[deposit_c].solver->n_slices()) * 8u : 0u;
+    if (deposit)
+      check(d.memset_d8(profile, 0, static_cast<size_t>(impl.collective[deposit_c].solver->n_slices()) * sizeof(uint64_t)),
+            "cuMemset(profile)");
+    if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
+    void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
+                    const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
+    const unsigned per_sm = in_shared ? 2u : 8u;
+    const unsigned blocks =
+        std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
+    launch(f, blocks, kThreads, shared, args);
+    if (m_options.time_phases) {
+      check(d.event_record(ev[2], nullptr), "cuEventRecord");
+      check(d.event_synchronize(ev[2]), "collective segment");
+      float ms = 0;
+      d.event_elapsed_time(&ms, ev[1], ev[2]);
+      m_stats.segment_seconds += ms * 1e-3;
     }
+  };
+  auto timed_solve = [&](DeviceCollective& dc) {
+    if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
+    solve(dc);
+    if (m_options.time_phases) {
+      check(d.event_record(ev[2], nullptr), "cuEventRecord");
+      check(d.event_synchronize(ev[2]), "collective solve");
+      float ms = 0;
+      d.event_elapsed_time(&ms, ev[1], ev[2]);
+      m_stats.solve_seconds += ms * 1e-3;
+    }
+  };
+  for (int64_t done = 0; done < options.turns && n > 0;) {
+    const int turn = static_cast<int>(options.first_turn + done);
+    const bool callback_after = options.callback && ((done + 1) % every == 0 || done + 1 == options.turns);
+    const bool fuse_tail = done + 1 < options.turns && !callback_after;
+    for (size_t k = 0; k <= K; ++k) {
+      if (k == 0 && head_done) {
+        timed_solve(impl.collective[0]);  // its profile came from the wrap kernel
+        continue;
+      }
+      if (k == K && fuse_tail) {
+        run_segment(kk.wrap, K - 1, 0, true, true, turn);
+        break;
+      }
+      run_segment(kk.segments[k], k > 0 ? k - 1 : 0, k, k > 0, k < K, turn);
+      if (k < K) timed_solve(impl.collective[k]);
+    }
+    head_done = fuse_tail;
     ++done;
-    if (options.callback && (done % every == 0 || done == options.turns)) {
+    if (callback_after) {
       down();
       if (!options.callback(done, particles)) break;
     }

@@ -67,6 +67,7 @@ Lattice ring_with(const ElementType& type) {
 
 TEST_CASE("fma=off: every element type reproduces bitwise on the GPU (10^4 particles, 1000 turns)") {
   for (const ElementType* type : ft::test::builtin_registry().types()) {
+    if (type->is_collective()) continue;  // bunch-wide: tests/gpu/test_gpu_collective.cpp
     CAPTURE(type->name);
     const Lattice lattice = ring_with(*type);
     const ParticleComparison c = cpu_vs_gpu(lattice, spread_particles(lattice, 0.03), 1000, FmaMode::Off);

@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "fusetrack/codegen.h"
+#include "fusetrack/collective.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "support/lattice_builders.h"
 
@@ -58,6 +59,9 @@ TEST_CASE("every registered element type compiles with NVRTC in a fused kernel")
   REQUIRE(types.size() >= 10);
   for (const ElementType* type : types) {
     CAPTURE(type->name);
+    // Collective types need a bunch-wide program: every variant of their kernels is compiled in
+    // tests/collective/test_collective_framework.cpp.
+    if (type->is_collective()) continue;
     compile_all_modes(lattice_of_type(*type));
   }
 }
@@ -66,7 +70,19 @@ TEST_CASE("every bundled lattice compiles with NVRTC") {
   for (const auto& entry : std::filesystem::directory_iterator(ft::test::source_path("lattices"))) {
     if (entry.path().extension() != ".json") continue;
     CAPTURE(entry.path().string());
-    compile_all_modes(load_lattice(entry.path().string(), builtin_registry()));
+    const Lattice lattice = load_lattice(entry.path().string(), builtin_registry());
+    compile_all_modes(lattice);
+    if (lattice.has_collective()) {  // and its collective kernels (segments, wrap, solvers)
+      const TurnProgram program = TurnProgram::build(lattice);
+      std::vector<SliceGrid> grids;
+      for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, FmaMode::Off, 1).slice_grid());
+      const KernelCompiler compiler("off");
+      for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+        CompiledKernel k;
+        CHECK_NOTHROW(k = compiler.compile(generate_collective_kernels(lattice, fma, Dispatch::Auto, grids), 90));
+        CHECK(k.cubin.size() > 1000);
+      }
+    }
   }
 }
 

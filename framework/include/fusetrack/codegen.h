@@ -44,11 +44,14 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 /// A lattice with collective elements (TurnProgram): one kernel per segment,
 /// segment_kernel_name(k), each running one turn of its segment (the kick of the collective
 /// element before it, its elements, the deposit for the collective element after it), plus the
-/// solver kernels (fusetrack_line_density, fusetrack_convolve, fusetrack_fft_stage, ...).
+/// wrap kernel (kWrapKernelName), and the solver kernels (fusetrack_line_density, fusetrack_convolve, fusetrack_fft_stage, ...).
 /// `grids`: the slice grid of each collective element, in sequence order.
 KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch dispatch,
                                          const std::vector<SliceGrid>& grids);
 std::string segment_kernel_name(size_t segment);
+/// The kernel that runs the last segment of a turn and the first of the next in one pass (the
+/// end-of-turn checks in between; losses in the second part count for the next turn).
+constexpr const char* kWrapKernelName = "fusetrack_segment_wrap";
 
 /// One step of the switch kernel's sequence table, packed in 32 bits so that long lattices'
 /// tables stay cache-resident: the type's case id in the top 8 bits, the parameter block's
