@@ -131,6 +131,22 @@ Particles collective_bench_bunch(const Lattice& lattice, size_t n, double sigma_
 double device_copy_bandwidth(CudaBackend& gpu) { return gpu.copy_bandwidth(); }
 
 void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::string& path) {
+  // The CPU backend on the lattice as given: all threads, fma off (portable FFT or direct sum).
+  {
+    auto cpu = make_cpu_backend(lattice);
+    Particles p = collective_bench_bunch(lattice, a.particles, a.sigma_zeta > 0 ? a.sigma_zeta : 1.0);
+    TrackOptions o;
+    o.turns = 1;
+    Particles warm = p;
+    cpu->track(warm, o);
+    o.turns = a.turns;
+    const auto t0 = std::chrono::steady_clock::now();
+    cpu->track(p, o);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    fmt::print("# cpu ({} threads): {} particles, {} turns: {:.4g} s, {:.4g} particle-turns/s\n", omp_get_max_threads(),
+               a.particles, a.turns, s, static_cast<double>(a.particles) * static_cast<double>(a.turns) / s);
+  }
+  if (a.common.device == "cpu") return;
   const std::string why = gpu_unavailable_reason();
   if (!why.empty()) {
     fmt::print("# collective gpu bench: skipped ({})\n", why);

@@ -84,15 +84,22 @@ if has clicbench; then
     --no-per-element 2>&1 | grep -E "cpu|auto" | tee "$OUT/clic_bench.log"
 fi
 if has collective; then
-  COLL=${COLLECTIVE_LATTICE:-lattices/longitudinal_impedance_ring.json}
+  COLL=${COLLECTIVE_LATTICE:-lattices/ps_injection_longitudinal.json}
   (cd build-gpu && FUSETRACK_GPU_FULL=1 ./bin/test_gpu -tc="collective*" -s 2>&1 | grep -E "MESSAGE|TEST CASE|ERROR|passed|failed" | head -60) \
     | tee "$OUT/collective_tests.log"
   for fma in off on; do
     $BIN repro "$COLL" --fma $fma -N 100000 -n 1000 2>&1 | tee -a "$OUT/collective_repro.log" \
       | grep -E "repro|bitwise|collective|result|time"
   done
-  $BIN bench "$COLL" --slices 1000 10000 --collective-particles 1e6 1e7 1e8 --gpu-turns 20 2>&1 \
+  # The memory-bound short ring: both solve methods, 1000 and 10^4 slices, 10^6..10^8 macroparticles.
+  BENCH=lattices/longitudinal_bench_ring.json
+  $BIN bench $BENCH --slices 1000 10000 --collective-particles 1e6 1e7 1e8 --gpu-turns 20 2>&1 \
     | tee "$OUT/collective_bench.log"
+  sed 's/"method": "frequency"/"method": "time"/' $BENCH > build-gpu/longitudinal_bench_ring_time.json
+  $BIN bench build-gpu/longitudinal_bench_ring_time.json --slices 1000 10000 --collective-particles 1e6 1e7 --gpu-turns 20 2>&1 \
+    | tee "$OUT/collective_bench_time.log"
+  # The PS example (about 250 elements per turn: compute-bound segments).
+  $BIN bench "$COLL" --collective-particles 1e6 1e7 --gpu-turns 20 2>&1 | tee "$OUT/collective_bench_ps.log"
 fi
 if has da; then
   CLIC=$XSUITE/clic_damping_ring.json
