@@ -88,7 +88,7 @@ if has collective; then
   (cd build-gpu && FUSETRACK_GPU_FULL=1 ./bin/test_gpu -tc="collective*" -s 2>&1 | grep -E "MESSAGE|TEST CASE|ERROR|passed|failed" | head -60) \
     | tee "$OUT/collective_tests.log"
   for fma in off on; do
-    $BIN repro "$COLL" --fma $fma -N 100000 -n 1000 2>&1 | tee -a "$OUT/collective_repro.log" \
+    $BIN repro "$COLL" --fma $fma -N 20000 -n 1000 2>&1 | tee -a "$OUT/collective_repro.log" \
       | grep -E "repro|bitwise|collective|result|time"
   done
   # The memory-bound short ring: both solve methods, 1000 and 10^4 slices, 10^6..10^8 macroparticles.
