@@ -1,5 +1,11 @@
 #include "cli_common.h"
 
+#include <omp.h>
+
+#include <filesystem>
+
+#include "fusetrack/parallel.h"
+
 #include <fmt/format.h>
 
 #include "fusetrack/cuda_backend.h"
@@ -40,7 +46,31 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
   }
   CudaBackendOptions co;
   co.cache_dir = o.cache_dir;
+  // Several ranks on a node: one GPU each, by node-local rank.
+  Communicator& comm = world();
+  const int gpus = static_cast<int>(list_gpus().size());
+  if (comm.size() > 1 && gpus > 0) co.device = comm.local_rank() % gpus;
+  if (comm.size() > 1 && comm.local_size() > gpus)
+    fmt::print(stderr, "note: {} ranks on this node share {} GPU(s)\n", comm.local_size(), gpus);
   return std::make_unique<CudaBackend>(lattice, co);
+}
+
+void check_output_path(const std::string& path, const std::string& option) {
+  namespace fs = std::filesystem;
+  InputLocation at;
+  at.field = option;
+  const fs::path dir = fs::path(path).parent_path();
+  std::error_code ec;
+  if (!dir.empty() && !fs::is_directory(dir, ec))
+    throw InputError(at, fmt::format("cannot write '{}': the directory '{}' does not exist", path, dir.string()));
+  if (fs::is_directory(path, ec)) throw InputError(at, fmt::format("cannot write '{}': it is a directory", path));
+}
+
+int threads_per_rank(const CommonOptions& o) {
+  if (o.threads > 0) return o.threads;
+  Communicator& comm = world();
+  if (comm.local_size() <= 1) return 0;  // OpenMP's default
+  return std::max(1, omp_get_num_procs() / comm.local_size());
 }
 
 }  // namespace ft::cli

@@ -40,6 +40,13 @@ FmaMode parse_fma(const std::string& s);
 /// one-line notice on stderr explaining why.
 std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOptions& o);
 
+/// Fails early (InputError naming the option) when `path` cannot be written: its directory does
+/// not exist or it is a directory; a long run is not lost at its end.
+void check_output_path(const std::string& path, const std::string& option);
+
+/// CPU threads for this process: --threads, or the node's cores shared among its MPI ranks.
+int threads_per_rank(const CommonOptions& o);
+
 // Subcommands, one file each.
 void add_track_command(CLI::App& app);
 void add_info_command(CLI::App& app);

@@ -6,6 +6,7 @@
 #include <filesystem>
 
 #include "cli_common.h"
+#include "fusetrack/parallel.h"
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/longitudinal.h"
@@ -96,15 +97,33 @@ Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
 }
 
 void run_track(const TrackArgs& a) {
+  // Several MPI ranks: each tracks a contiguous share of the particles; collective profiles are
+  // summed over the ranks every turn; rank 0 gathers the particles and writes every output.
+  Communicator& comm = world();
+  const bool root = comm.is_root(), parallel = comm.size() > 1;
+  if (!a.output.empty() && root) check_output_path(a.output, "--output");
+  if (!a.monitor.empty() && root) check_output_path(a.monitor, "--monitor");
   ElementRegistry registry;
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
-  Particles particles = initial_particles(a, lattice);
+  const Particles all_initial = initial_particles(a, lattice);
+  const Share share = share_of(all_initial.size(), comm.rank(), comm.size());
+  Particles particles = parallel ? slice_particles(all_initial, share.begin, share.end) : all_initial;
   auto backend = make_backend(lattice, a.common);
   TrackOptions options;
   options.turns = a.turns;
-  options.threads = a.common.threads;
+  options.threads = threads_per_rank(a.common);
   options.fma = parse_fma(a.common.fma);
+  options.macroparticles = all_initial.size();
+  double reduce_seconds = 0.0;
+  int64_t reductions = 0;
+  if (parallel)
+    options.reduce_profile = [&comm, &reduce_seconds, &reductions](uint64_t* counts, size_t n) {
+      const auto t = std::chrono::steady_clock::now();
+      comm.allreduce_sum(counts, n);
+      reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
+      ++reductions;
+    };
   InputLocation at;
   at.field = "--profile-every";
   if (a.profile_every < 0 || (a.profile_every > 0 && a.profile_every % a.monitor_every != 0))
@@ -119,14 +138,26 @@ void run_track(const TrackArgs& a) {
   mo.total_turns = a.turns;
   if (a.monitor.empty()) mo.every = std::max<int64_t>(1, a.turns / 200);  // progress only
   BunchMonitor monitor(lattice, mo);
-  if (!a.monitor.empty() || ProgressBar::wanted(mo.progress)) {
+  // Under MPI the progress bar alone is not worth a gather: it comes with --monitor only.
+  if (!a.monitor.empty() || (!parallel && ProgressBar::wanted(mo.progress))) {
     monitor.attach(options, *backend);
-    monitor.record(0, particles, nullptr);
+    if (root) monitor.record(0, all_initial, nullptr);
+    if (parallel) {  // the monitor sees the whole bunch, on rank 0
+      auto inner = options.callback;
+      options.callback = [inner, &comm](int64_t done, const Particles& local) {
+        const Particles all = comm.gather(local);
+        return comm.all(comm.is_root() ? inner(done, all) : true);
+      };
+    }
   }
+  comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   backend->track(particles, options);
+  comm.barrier();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   monitor.finish();
+  if (parallel) particles = comm.gather(particles);
+  if (!root) return;
   if (!a.output.empty()) write_particles(a.output, particles);
   if (!a.monitor.empty()) monitor.write(a.monitor);
 
@@ -136,7 +167,11 @@ void run_track(const TrackArgs& a) {
              lattice.sequence().size(), lattice.definitions().size(), lattice.circumference());
   fmt::print("reference   mass0 {:.9g} eV, q0 {:g}, p0c {:.9g} eV, beta0 {:.9f}\n", lattice.reference().mass0,
              lattice.reference().q0, lattice.reference().p0c, lattice.reference().beta0());
-  fmt::print("backend     {}\n", backend->name());
+  fmt::print("backend     {}{}\n", backend->name(),
+             parallel ? fmt::format(" on each of {} MPI ranks", comm.size()) : std::string());
+  if (parallel && reductions > 0)
+    fmt::print("mpi         {} profile all-reduces on rank 0: {:.3g} s, {:.3g} us each\n", reductions, reduce_seconds,
+               1e6 * reduce_seconds / static_cast<double>(reductions));
   fmt::print("particles   {} tracked for {} turns: {} survived, {} lost\n", particles.size(), a.turns,
              particles.alive_count(), particles.size() - particles.alive_count());
   fmt::print("time        {:.3f} s  ({:.3g} element-passes/s upper bound, {:.3g} particle-turns/s)\n", seconds,

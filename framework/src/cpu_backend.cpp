@@ -234,6 +234,7 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
           const std::vector<uint64_t>& c = local_counts[static_cast<size_t>(t)];
           for (size_t s = 0; s < c.size(); ++s) total[s] += c[s];
         }
+        if (options.reduce_profile) options.reduce_profile(total.data(), total.size());
         m_solvers[k]->solve(total.data(), m_snapshots[k].field.data());
       }
     }

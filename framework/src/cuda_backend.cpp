@@ -551,9 +551,16 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     check(d.launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared, nullptr, args, nullptr), "cuLaunchKernel");
     ++m_stats.launches;
   };
+  std::vector<uint64_t> host_counts;
   auto solve = [&](DeviceCollective& dc) {
     CollectiveSolver& sv = *dc.solver;
     int ns = sv.n_slices();
+    if (options.reduce_profile) {  // the profile summed over the processes of the run
+      host_counts.resize(static_cast<size_t>(ns));
+      download(d, host_counts, dc.counts, 0, host_counts.size());
+      options.reduce_profile(host_counts.data(), host_counts.size());
+      upload(d, dc.counts, host_counts, 0, host_counts.size());
+    }
     double inv_total = sv.inv_total(), scale = sv.field_scale();
     int N = sv.fft_length(), L = sv.fft_log2();
     const bool portable_fft = sv.method() == FT_SOLVE_FREQUENCY_DOMAIN && !dc.use_cufft;

@@ -187,6 +187,9 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
       throw Error(fmt::format("{}: cannot add {} to the archive", path, member));
     }
     zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
+    // A fixed modification time (1980-01-01, the first the format can hold): identical results
+    // give byte-identical archives, comparable with cmp or a checksum.
+    zip_file_set_dostime(z, static_cast<zip_uint64_t>(idx), 0, (0 << 9) | (1 << 5) | 1, 0);
   }
   if (zip_close(z) != 0) {
     const std::string msg = zip_strerror(z);

@@ -34,6 +34,9 @@ struct TrackOptions {
   /// particles given, lost ones included, so that losses lower the bunch charge).
   bool collective = true;
   size_t macroparticles = 0;
+  /// Runs split over processes: sums each integer profile over them, in place, before it is
+  /// solved (MPI_Allreduce); every process then computes the same field. Empty: one process.
+  std::function<void(uint64_t* counts, size_t n)> reduce_profile;
 };
 
 /// What a collective element did on the last turn tracked: its profile and solved field.
