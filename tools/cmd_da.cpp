@@ -12,6 +12,7 @@
 #include "cli_common.h"
 #include "fusetrack/da.h"
 #include "fusetrack/error.h"
+#include "fusetrack/parallel.h"
 
 namespace ft::cli {
 
@@ -33,7 +34,27 @@ struct DaArgs {
   int64_t checkpoint_every = 0;
   bool resume = false;
   bool plots = true;
+  std::string part;  // --part i/N
+  int64_t stop_after = 0;  // --stop-after TURNS
 };
+
+/// Plots of a DA result directory with tools/plot_da.py, by the first python3 that has matplotlib.
+void make_da_plots(const std::string& output) {
+  const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
+                              "fusetrack" / "plot_da.py").string();
+  std::string plot = std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_da.py";
+  std::string python;
+  for (const char* candidate : {"python3", "/usr/bin/python3"})
+    if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0) {
+      python = candidate;
+      break;
+    }
+  const std::string cmd = fmt::format("{} '{}' '{}'", python, plot, output);
+  if (python.empty())
+    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; results are written, plots are not\n");
+  else if (std::system(cmd.c_str()) != 0)
+    fmt::print(stderr, "warning: plotting failed ({}); results are written, plots are not\n", cmd);
+}
 
 std::string format_duration(double s) {
   if (!std::isfinite(s)) return "?";
@@ -105,33 +126,86 @@ int run_da(DaArgs a) {
   std::copy(c.turn_limits, c.turn_limits + 6, limits.turn_limit);
   lattice.set_limits(limits);
 
-  DaScan scan = make_da_scan(lattice, c);
+  // The share of the scan this process tracks: an MPI rank's, a job-array part's, or all of it.
+  Communicator& comm = world();
+  PartSpec part{comm.rank(), comm.size()};
+  const bool job_part = !a.part.empty();
+  if (job_part) {
+    InputLocation at;
+    at.field = "--part";
+    if (comm.size() > 1) throw InputError(at, "job-array parts and MPI ranks do not mix: use one or the other");
+    if (c.refine_resolution > 0) throw InputError(at, "--refine needs whole rays: refine after merging the parts");
+    part = parse_part(a.part, "--part");
+  }
+  const bool split = part.count > 1, root = part.index == 0 || job_part;
+  DaScan full_scan = make_da_scan(lattice, c);
+  const std::string fingerprint = da_fingerprint(a.lattice, c);
+  const Share share = share_of(full_scan.particles.size(), part.index, part.count);
+  const size_t total = full_scan.particles.size();
+  DaScan scan = split ? slice_da_scan(full_scan, share.begin, share.end) : std::move(full_scan);
   auto backend = make_backend(lattice, a.common);
   std::filesystem::create_directories(a.output);
   DaRunOptions ro;
   ro.checkpoint_every = a.checkpoint_every;
-  ro.checkpoint_file = (std::filesystem::path(a.output) / "checkpoint.npz").string();
-  ro.fingerprint = da_fingerprint(a.lattice, c);
+  // One checkpoint per share: a resumed run must use the same split.
+  ro.checkpoint_file = (std::filesystem::path(a.output) /
+                        (split ? fmt::format("checkpoint.part{}of{}.npz", part.index, part.count) : "checkpoint.npz"))
+                           .string();
+  ro.fingerprint = split ? da_fingerprint(a.lattice + fmt::format("#{}/{}", part.index, part.count), c) : fingerprint;
+  if (split) {  // the file's contents and the share both enter the checkpoint's fingerprint
+    std::string text = fingerprint + fmt::format("/{}/{}", part.index, part.count);
+    uint64_t h = 14695981039346656037ull;
+    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+    ro.fingerprint = fmt::format("{:016x}", h);
+  }
   ro.fma = parse_fma(a.common.fma);
-  ro.threads = a.common.threads;
+  ro.threads = threads_per_rank(a.common);
   ro.stop = &g_stop;
   ProgressReporter reporter;
-  ro.on_progress = [&](const DaProgress& p) { reporter(p); };
+  ro.on_progress = [&](const DaProgress& p) {
+    if (root) reporter(p);
+    if (a.stop_after > 0 && p.turns_done >= a.stop_after) g_stop = true;  // a planned stop at a checkpoint
+  };
   if (a.resume) {
     read_da_checkpoint(scan, ro.checkpoint_file, ro.fingerprint);
     fmt::print(stderr, "resuming from {} at turn {}\n", ro.checkpoint_file, scan.turns_done);
   }
-  fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}\n", a.lattice,
-             scan.particles.size(), c.deltas.size(), c.turns, backend->name());
+  if (root)
+    fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}{}\n", a.lattice,
+               split ? share.size() : scan.particles.size(), c.deltas.size(), c.turns, backend->name(),
+               !split ? std::string()
+               : job_part ? fmt::format(" (part {} of {}: particles {} to {})", part.index, part.count, share.begin,
+                                        share.end - 1)
+                          : fmt::format(" (rank 0 of {} MPI ranks; {} particles in all)", part.count,
+                                        total));
   g_stop = false;
   auto previous = std::signal(SIGINT, on_sigint);
   DaProgress progress;
   const bool done = run_da_scan(scan, *backend, ro, &progress);
   std::signal(SIGINT, previous);
+  if (!done && a.stop_after > 0 && scan.turns_done >= a.stop_after) {
+    if (root)
+      fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",
+                 scan.turns_done, ro.checkpoint_file);
+    return kOk;
+  }
   if (!done) {
     fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n", scan.turns_done,
                ro.checkpoint_file);
     return 130;
+  }
+  if (job_part) {
+    write_da_part(scan, part.index, part.count, total, a.output, a.lattice,
+                  fingerprint);
+    fmt::print("part {} of {} written: {}/part_{}_of_{}.json and .npz; merge all parts with `fusetrack da-merge`\n",
+               part.index, part.count, a.output, part.index, part.count);
+    return kOk;
+  }
+  if (split) {  // MPI: rank 0 gathers the shares in rank order, which is the scan's order
+    full_scan.particles = comm.gather(scan.particles);
+    full_scan.turns_done = scan.turns_done;
+    if (!root) return kOk;
+    scan = std::move(full_scan);
   }
   DaSummary summary = summarize_da(scan);
   if (c.refine_resolution > 0) refine_da(lattice, scan, summary, *backend, ro);
@@ -158,27 +232,44 @@ int run_da(DaArgs a) {
                                                static_cast<double>(c.turns) * static_cast<double>(scan.particles.size())));
   }
   fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", a.output);
-  if (a.plots) {
-    const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
-                                "fusetrack" / "plot_da.py").string();
-    std::string plot = std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_da.py";
-    // The first Python that has matplotlib and numpy (a user's venv may lack them).
-    std::string python;
-    for (const char* candidate : {"python3", "/usr/bin/python3"})
-      if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0) {
-        python = candidate;
-        break;
-      }
-    const std::string cmd = fmt::format("{} '{}' '{}'", python, plot, a.output);
-    if (python.empty())
-      fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; results are written, plots are not\n");
-    else if (std::system(cmd.c_str()) != 0)
-      fmt::print(stderr, "warning: plotting failed ({}); results are written, plots are not\n", cmd);
-  }
+  if (a.plots) make_da_plots(a.output);
   return kOk;
 }
 
 }  // namespace
+
+namespace {
+
+struct MergeArgs {
+  std::vector<std::string> parts;
+  std::string output = "da_out";
+  bool plots = true;
+};
+
+void run_da_merge(const MergeArgs& m) {
+  std::string lattice_file;
+  const DaScan scan = merge_da_parts(m.parts, lattice_file);
+  const DaSummary summary = summarize_da(scan);
+  write_da_results(scan, summary, m.output, lattice_file);
+  fmt::print("merged {} particles of the scan of {}: survivors {} after {} turns\n", scan.particles.size(),
+             lattice_file, scan.particles.alive_count(), scan.config.turns);
+  if (scan.config.grid == DaGrid::Polar)
+    fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g}\n", summary.da_min, summary.da_mean, summary.da_max);
+  fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", m.output);
+  if (m.plots) make_da_plots(m.output);
+}
+
+}  // namespace
+
+void add_da_merge_command(CLI::App& app) {
+  auto m = std::make_shared<MergeArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "da-merge", "join the job-array parts of a DA scan (fusetrack da --part i/N) into the results of one run");
+  cmd->add_option("parts", m->parts, "part_<i>_of_<N>.json files, or directories holding them")->required();
+  cmd->add_option("-o,--output", m->output, "output directory");
+  cmd->add_flag("--plots,!--no-plots", m->plots, "write PNG plots (python3 + matplotlib)");
+  cmd->callback([m] { run_da_merge(*m); });
+}
 
 void add_da_command(CLI::App& app) {
   auto a = std::make_shared<DaArgs>();
@@ -209,7 +300,14 @@ void add_da_command(CLI::App& app) {
   cmd->add_option("-o,--output", a->output, "output directory");
   cmd->add_option("--checkpoint-every", a->checkpoint_every, "turns between checkpoints (default 1000)");
   cmd->add_flag("--resume", a->resume, "continue from the checkpoint in the output directory");
+  cmd->add_option("--stop-after", a->stop_after,
+                  "stop at the first checkpoint at or after this many turns (batch wall-time limits); continue with "
+                  "--resume")
+      ->check(CLI::PositiveNumber);
   cmd->add_flag("--plots,!--no-plots", a->plots, "write PNG plots (python3 + matplotlib)");
+  cmd->add_option("--part", a->part,
+                  "job arrays: track only part i of N of the initial conditions (i/N, 0 <= i < N) and write "
+                  "part_i_of_N.json/.npz; `fusetrack da-merge` joins the parts");
   add_common_options(*cmd, a->common);
   cmd->callback([a] {
     const int rc = run_da(*a);

@@ -111,6 +111,25 @@ DaSummary summarize_da(const DaScan& scan);
 /// turns with `backend`; fills da_refined and the particle-turn accounting in `summary`.
 void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend& backend, const DaRunOptions& options);
 
+/// The scan's particles [begin, end) with their grid coordinates (a rank's or a part's share).
+DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end);
+
+/// The configuration as JSON and back (job-array part files).
+std::string da_config_to_json(const DaConfig& config);
+DaConfig da_config_from_json(const std::string& text, const std::string& file);
+
+/// A job-array part: `scan` is part `index` of `count` of a scan of `total` particles. Writes
+/// DIR/part_<index>_of_<count>.json (configuration, lattice file, fingerprint) and .npz (the
+/// part's grid coordinates, initial and final particles).
+void write_da_part(const DaScan& scan, int index, int count, size_t total, const std::string& directory,
+                   const std::string& lattice_file, const std::string& fingerprint);
+
+/// Joins the parts (their .json files, or directories holding them) into the whole scan, as one
+/// run would have left it. Refuses parts of different scans (lattice file, grid, options), a
+/// repeated part, an unfinished part, and names each missing part. Sets `lattice_file` to the
+/// lattice file the parts were run on.
+DaScan merge_da_parts(const std::vector<std::string>& parts, std::string& lattice_file);
+
 /// Writes summary.json, summary.csv and da.npz into `directory`.
 void write_da_results(const DaScan& scan, const DaSummary& summary, const std::string& directory,
                       const std::string& lattice_file);

@@ -1,0 +1,88 @@
+#!/bin/bash
+# Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
+#   multi_process_test.sh FUSETRACK SOURCE_DIR CASE
+# CASE: da_mpi | track_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign
+# MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
+# when mpirun is absent.
+set -u
+BIN=$1
+SRC=$2
+CASE=$3
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/fusetrack_mpi_${CASE}_XXXXXX")
+trap 'rm -rf "$WORK"' EXIT
+cd "$WORK"
+# CI runs as root; Open MPI refuses that unless told.
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_rmaps_base_oversubscribe=1
+DA_LATTICE=$SRC/lattices/sextupole_rf_ring.json
+DA_OPTS="--turns 200 --angles 5 --amplitudes 12 --amplitude-range 0.001 0.04 --no-plots --device cpu --threads 1 --checkpoint-every 50"
+COLL_LATTICE=$SRC/lattices/longitudinal_bench_ring.json
+COLL_OPTS="-n 40 --matched 3000 --sigma-zeta 2 --device cpu --threads 1 --monitor-every 5 --profile-every 10"
+failed=0
+same() {  # same FILE_A FILE_B: byte-identical
+  if cmp -s "$1" "$2"; then echo "identical: $1 $2"; else echo "DIFFERENT: $1 $2"; failed=1; fi
+}
+need_mpirun() {
+  command -v mpirun >/dev/null || { echo "SKIPPED: mpirun not found"; exit 77; }
+}
+run() {  # run COMMAND...: fails the test on a non-zero exit
+  "$@" >"$WORK/last.log" 2>&1 || { echo "FAILED ($?): $*"; cat "$WORK/last.log"; failed=1; }
+}
+case "$CASE" in
+  da_mpi)
+    need_mpirun
+    run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single
+    for np in 1 2 3; do
+      run mpirun -np $np "$BIN" da "$DA_LATTICE" $DA_OPTS -o np$np
+      for f in da.npz summary.json summary.csv; do same single/$f np$np/$f; done
+    done
+    ls np3/checkpoint.part2of3.npz >/dev/null || { echo "no per-rank checkpoint"; failed=1; }
+    ;;
+  da_resume_mpi)
+    need_mpirun
+    run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single
+    # Stopped at its first checkpoint (turn 50 of 200) on 3 ranks, then resumed on 3 ranks.
+    run mpirun -np 3 "$BIN" da "$DA_LATTICE" $DA_OPTS --stop-after 50 -o np3r
+    grep -q "stopped after turn 50" "$WORK/last.log" || { echo "the run did not stop at turn 50"; cat "$WORK/last.log"; failed=1; }
+    [ ! -e np3r/da.npz ] || { echo "results written by a stopped run"; failed=1; }
+    run mpirun -np 3 "$BIN" da "$DA_LATTICE" $DA_OPTS -o np3r --resume
+    grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "the run did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
+    for f in da.npz summary.json summary.csv; do same single/$f np3r/$f; done
+    ;;
+  track_mpi)
+    need_mpirun
+    run "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o single.npz --monitor single_monitor.npz
+    for np in 1 2 3; do
+      run mpirun -np $np "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o np$np.npz --monitor np${np}_monitor.npz
+      same single.npz np$np.npz
+      same single_monitor.npz np${np}_monitor.npz
+    done
+    ;;
+  parts_merge)
+    run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single
+    for i in 0 1 2; do run "$BIN" da "$DA_LATTICE" $DA_OPTS --part $i/3 -o parts; done
+    run "$BIN" da-merge parts -o merged --no-plots
+    for f in da.npz summary.json summary.csv; do same single/$f merged/$f; done
+    ;;
+  parts_missing)
+    for i in 0 2; do run "$BIN" da "$DA_LATTICE" $DA_OPTS --part $i/3 -o parts; done
+    "$BIN" da-merge parts -o merged --no-plots >out.log 2>&1
+    rc=$?
+    cat out.log
+    [ $rc -eq 2 ] || { echo "expected exit code 2, got $rc"; failed=1; }
+    grep -q "1 of 3 parts missing: part 1 (part_1_of_3.json)" out.log || { echo "missing part not named"; failed=1; }
+    [ ! -e merged/da.npz ] || { echo "results written despite a missing part"; failed=1; }
+    ;;
+  parts_foreign)
+    for i in 0 2; do run "$BIN" da "$DA_LATTICE" $DA_OPTS --part $i/3 -o parts; done
+    run "$BIN" da "$DA_LATTICE" ${DA_OPTS/--turns 200/--turns 150} --part 1/3 -o other
+    cp other/part_1_of_3.* parts/
+    "$BIN" da-merge parts -o merged --no-plots >out.log 2>&1
+    rc=$?
+    cat out.log
+    [ $rc -eq 2 ] || { echo "expected exit code 2, got $rc"; failed=1; }
+    grep -q "part_1_of_3.json: this part belongs to another scan" out.log || { echo "foreign part not named"; failed=1; }
+    ;;
+  *) echo "unknown case $CASE"; exit 1 ;;
+esac
+if [ $failed -ne 0 ]; then echo "0 passed, 1 failed"; exit 1; fi
+echo "1 passed, 0 failed"
