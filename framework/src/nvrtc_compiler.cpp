@@ -138,6 +138,7 @@ std::vector<std::string> KernelCompiler::options(const KernelSource& source, int
     // IEEE-rounded division and sqrt and no flushing are NVRTC's defaults; stated explicitly.
     o.insert(o.end(), {"--fmad=false", "--prec-div=true", "--prec-sqrt=true", "--ftz=false"});
   }
+  if (source.report_resources) o.push_back("--ptxas-options=--verbose");
   return o;
 }
 

@@ -28,6 +28,8 @@ struct KernelSource {
   std::map<std::string, std::string> header_origin;
   Dispatch dispatch = Dispatch::Switch;
   FmaMode fma = FmaMode::Off;
+  /// Ask ptxas for its resource report (registers, stack, spills) in the compile log.
+  bool report_resources = false;
   /// Element types in the order of their switch case ids.
   std::vector<const ElementType*> types;
 };

@@ -1,0 +1,110 @@
+// fusetrack codegen LATTICE --out DIR: the CUDA source of a lattice's kernels, compiled by NVRTC
+// (no GPU needed), with ptxas's register and spill report, so that an element or plugin author can
+// read and check exactly what would run on the GPU.
+#include <fmt/format.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+
+#include "cli_common.h"
+#include "fusetrack/codegen.h"
+#include "fusetrack/collective.h"
+#include "fusetrack/nvrtc_compiler.h"
+
+namespace ft::cli {
+
+namespace {
+
+struct CodegenArgs {
+  CommonOptions common;
+  std::string lattice;
+  std::string out = "fusetrack_codegen";
+  std::string dispatch = "auto";
+  int arch = 90;
+};
+
+void run_codegen(const CodegenArgs& a) {
+  {
+    std::error_code ec;
+    std::filesystem::create_directories(a.out, ec);
+    if (ec || !std::filesystem::is_directory(a.out)) {
+      InputLocation at;
+      at.field = "--out";
+      throw InputError(at, fmt::format("cannot create the directory '{}'{}", a.out, ec ? ": " + ec.message() : ""));
+    }
+  }
+  ElementRegistry registry;
+  load_plugins(registry, a.common);
+  const Lattice lattice = load_lattice(a.lattice, registry);
+  const FmaMode fma = parse_fma(a.common.fma);
+  const Dispatch requested = a.dispatch == "baked" ? Dispatch::Baked : a.dispatch == "switch" ? Dispatch::Switch
+                                                                                              : Dispatch::Auto;
+  KernelSource source;
+  if (lattice.has_collective()) {
+    const TurnProgram program = TurnProgram::build(lattice);
+    std::vector<SliceGrid> grids;
+    for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, fma, 1).slice_grid());
+    source = generate_collective_kernels(lattice, fma, requested, grids);
+  } else {
+    source = generate_fused_kernel(lattice, fma, requested);
+  }
+  source.report_resources = true;
+  dump_kernel_source(source, a.out);
+  const KernelCompiler compiler("off");  // always compiled: this command measures and reports
+  const CompiledKernel k = compiler.compile(source, a.arch);
+  const std::string cubin = (std::filesystem::path(a.out) / (source.name.substr(0, source.name.rfind('.')) + ".cubin")).string();
+  std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
+  std::ofstream(std::filesystem::path(a.out) / "ptxas.log") << k.log;
+
+  fmt::print("lattice   {} ({} elements, {} element types{})\n", a.lattice, lattice.sequence().size(),
+             source.types.size(), lattice.has_collective() ? ", collective" : "");
+  fmt::print("source    {}/{} ({} lines, {} headers; dispatch {}, fma {})\n", a.out, source.name,
+             std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(),
+             source.dispatch == Dispatch::Baked ? "baked" : "switch", a.common.fma);
+  fmt::print("nvrtc     {} for sm_{} in {:.2f} s (NVRTC {}), {} bytes\n", cubin, a.arch, k.seconds,
+             KernelCompiler::nvrtc_version(), k.cubin.size());
+  // ptxas --verbose: "Compiling entry function 'NAME'", "... N bytes stack frame, N bytes spill stores,
+  // N bytes spill loads", "Used N registers".
+  const std::regex entry(R"(Compiling entry function '([^']+)')"), frame(R"((\d+) bytes stack frame, (\d+) bytes spill stores, (\d+) bytes spill loads)"),
+      regs(R"(Used (\d+) registers)");
+  std::istringstream log(k.log);
+  std::string line, current;
+  std::string stack, stores, loads;
+  bool any = false;
+  fmt::print("{:<36} {:>9} {:>12} {:>12} {:>12}\n", "kernel", "registers", "stack bytes", "spill stores", "spill loads");
+  while (std::getline(log, line)) {
+    std::smatch m;
+    if (std::regex_search(line, m, entry)) {
+      current = m[1];
+      stack = stores = loads = "?";
+    } else if (std::regex_search(line, m, frame)) {
+      stack = m[1];
+      stores = m[2];
+      loads = m[3];
+    } else if (std::regex_search(line, m, regs) && !current.empty()) {
+      fmt::print("{:<36} {:>9} {:>12} {:>12} {:>12}\n", current, std::string(m[1]), stack, stores, loads);
+      any = true;
+      current.clear();
+    }
+  }
+  if (!any) fmt::print("(no resource report in the NVRTC log: {}/ptxas.log)\n", a.out);
+}
+
+}  // namespace
+
+void add_codegen_command(CLI::App& app) {
+  auto a = std::make_shared<CodegenArgs>();
+  CLI::App* cmd = app.add_subcommand(
+      "codegen", "write a lattice's generated CUDA source, compile it with NVRTC (no GPU needed), report registers and spills");
+  cmd->add_option("lattice", a->lattice, "lattice file")->required();
+  cmd->add_option("-o,--out", a->out, "output directory for the source, its headers, the cubin and ptxas.log");
+  cmd->add_option("--dispatch", a->dispatch, "auto, baked or switch")->check(CLI::IsMember({"auto", "baked", "switch"}));
+  cmd->add_option("--arch", a->arch, "target sm_<arch> (90: H100/H200)");
+  add_common_options(*cmd, a->common, false);
+  cmd->add_option("--fma", a->common.fma, "off (reproducible) or on")->check(CLI::IsMember({"off", "on"}));
+  cmd->callback([a] { run_codegen(*a); });
+}
+
+}  // namespace ft::cli
