@@ -11,6 +11,7 @@
 #include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/compare.h"
+#include "fusetrack/da.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "support/collective_lattice.h"
 
@@ -223,4 +224,20 @@ TEST_CASE("a collective lattice starting and ending with collective elements tra
   Particles q = ft::test::collective_bunch(lattice, 500);
   o.collective = false;
   CHECK_NOTHROW(make_cpu_backend(lattice)->track(q, o));
+}
+
+TEST_CASE("a DA scan of a lattice with a collective element is refused, naming the element") {
+  // Decision (README, collective effects): DA scans track independent test particles; a bunch
+  // profile of a grid of initial conditions has no meaning, so the scan is refused, not run.
+  const Lattice lattice = ft::test::collective_ring();
+  DaConfig config;
+  config.turns = 10;
+  config.angles = 3;
+  config.amplitudes = 4;
+  config.around_closed_orbit = false;
+  const std::string message = ft::test::error_message([&] { make_da_scan(lattice, config); });
+  CHECK(message.find("collective_ring") != std::string::npos);
+  CHECK(message.find("'impedance'") != std::string::npos);
+  CHECK(message.find("LongitudinalImpedance") != std::string::npos);
+  CHECK(message.find("dynamic-aperture scan") != std::string::npos);
 }
