@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
+#include <string_view>
+#include <unordered_map>
 
 #include "fusetrack/xsuite_import.h"
 
@@ -56,23 +58,27 @@ std::string list_fields(const ElementType& type) {
   return s.empty() ? "(none)" : s;
 }
 
-/// Reads one scalar of a field from JSON into `out`, with the checks every field gets.
-void read_scalar(const json& v, const FieldInfo& f, const InputLocation& where, unsigned char* out) {
+/// Reads one scalar of a field from JSON into `out`, with the checks every field gets. `where`
+/// returns the InputLocation (built only for an error).
+template <class Where>
+void read_scalar(const json& v, const FieldInfo& f, const Where& where, unsigned char* out) {
   if (!v.is_number())
-    throw InputError(where, fmt::format("expected {} number, got {}", f.type_name(), json_type_name(v)));
+    throw InputError(where(), fmt::format("expected {} number, got {}", f.type_name(), json_type_name(v)));
   if (f.type == FT_FIELD_INT32) {
     if (!v.is_number_integer())
-      throw InputError(where, fmt::format("expected an integer, got {}", v.dump()));
+      throw InputError(where(), fmt::format("expected an integer, got {}", v.dump()));
+    if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(INT32_MAX))
+      throw InputError(where(), fmt::format("integer {} is out of range", v.dump()));
     const long long i = v.get<long long>();
-    if (i < INT32_MIN || i > INT32_MAX) throw InputError(where, fmt::format("integer {} is out of range", i));
+    if (i < INT32_MIN || i > INT32_MAX) throw InputError(where(), fmt::format("integer {} is out of range", i));
     const int32_t x = static_cast<int32_t>(i);
     std::memcpy(out, &x, 4);
     return;
   }
   const double x = v.get<double>();
-  if (!std::isfinite(x)) throw InputError(where, fmt::format("value {} is not a finite number", v.dump()));
-  if (f.name == "length" && x < 0.0)
-    throw InputError(where, fmt::format("length must not be negative, got {} m", x));
+  if (!std::isfinite(x)) throw InputError(where(), fmt::format("value {} is not a finite number", v.dump()));
+  if (x < 0.0 && f.name == "length")
+    throw InputError(where(), fmt::format("length must not be negative, got {} m", x));
   std::memcpy(out, &x, 8);
 }
 
@@ -80,47 +86,54 @@ void read_scalar(const json& v, const FieldInfo& f, const InputLocation& where, 
 
 uint32_t Lattice::define(const std::string& name, const ElementType& type, const json& fields,
                          const InputLocation& where_in) {
-  InputLocation where = where_in;
-  where.element_name = name;
-  where.element_type = type.name;
-  if (find_definition(name) >= 0) throw InputError(where, "element name is defined twice");
+  // Locations are built only for an error: copying their strings for every definition and field
+  // is a noticeable part of loading 10^6 elements.
+  auto where = [&](const std::string& field = std::string()) {
+    InputLocation w = where_in;
+    w.element_name = name;
+    w.element_type = type.name;
+    w.field = field;
+    return w;
+  };
+  if (find_definition(name) >= 0) throw InputError(where(), "element name is defined twice");
   if (!fields.is_object())
-    throw InputError(where, fmt::format("element definition must be an object, got {}", json_type_name(fields)));
+    throw InputError(where(), fmt::format("element definition must be an object, got {}", json_type_name(fields)));
 
   std::vector<unsigned char> bytes = type.default_params();
-  std::set<std::string> given;
+  // Fields given, by index into type.fields (a type has few fields).
+  std::vector<bool> given(type.fields.size(), false);
   for (const auto& [key, value] : fields.items()) {
     if (key == "type") continue;
-    InputLocation at = where;
-    at.field = key;
     const FieldInfo* f = type.find_field(key);
-    if (!f) throw InputError(at, fmt::format("unknown field for {}; its fields are: {}", type.name, list_fields(type)));
-    if (f->derived) throw InputError(at, "this field is computed by the element and cannot be given");
+    if (!f)
+      throw InputError(where(key),
+                       fmt::format("unknown field for {}; its fields are: {}", type.name, list_fields(type)));
+    if (f->derived) throw InputError(where(key), "this field is computed by the element and cannot be given");
     if (f->host_only()) {
       // Read by the collective element's create() from the definition's JSON text.
     } else if (f->count == 1) {
-      read_scalar(value, *f, at, bytes.data() + f->offset);
+      read_scalar(value, *f, [&] { return where(key); }, bytes.data() + f->offset);
     } else {
       if (!value.is_array())
-        throw InputError(at, fmt::format("expected an array of up to {} numbers, got {}", f->count, json_type_name(value)));
+        throw InputError(where(key), fmt::format("expected an array of up to {} numbers, got {}", f->count,
+                                                 json_type_name(value)));
       if (value.size() > f->count)
-        throw InputError(at, fmt::format("array has {} entries, at most {} are supported", value.size(), f->count));
-      for (size_t k = 0; k < value.size(); ++k) {
-        InputLocation ak = at;
-        ak.field = fmt::format("{}[{}]", key, k);
-        read_scalar(value[k], *f, ak, bytes.data() + f->offset + k * f->element_size());
-      }
+        throw InputError(where(key),
+                         fmt::format("array has {} entries, at most {} are supported", value.size(), f->count));
+      for (size_t k = 0; k < value.size(); ++k)
+        read_scalar(value[k], *f, [&] { return where(fmt::format("{}[{}]", key, k)); },
+                    bytes.data() + f->offset + k * f->element_size());
     }
-    given.insert(key);
+    given[static_cast<size_t>(f - type.fields.data())] = true;
   }
-  for (const auto& f : type.fields) {
-    if (f.required && !given.count(f.name)) {
-      InputLocation at = where;
-      at.field = f.name;
-      throw InputError(at, fmt::format("required field is missing ({} [{}]: {})", f.type_name(), f.unit, f.doc));
-    }
+  for (size_t i = 0; i < type.fields.size(); ++i) {
+    const FieldInfo& f = type.fields[i];
+    if (f.required && !given[i])
+      throw InputError(where(f.name),
+                       fmt::format("required field is missing ({} [{}]: {})", f.type_name(), f.unit, f.doc));
   }
 
+  if (m_definitions.size() >= UINT32_MAX - 1) throw InputError(where(), "too many element definitions");
   ElementDefinition def;
   def.name = name;
   def.type = &type;
@@ -128,9 +141,61 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   if (type.is_collective()) def.json = fields.dump();
   m_params.resize(m_params.size() + (bytes.size() + 7) / 8, 0);
   std::memcpy(reinterpret_cast<unsigned char*>(m_params.data()) + def.param_offset, bytes.data(), bytes.size());
-  m_definitions.push_back(def);
-  m_definition_index.emplace(name, static_cast<uint32_t>(m_definitions.size() - 1));
-  return static_cast<uint32_t>(m_definitions.size() - 1);
+  m_definitions.push_back(std::move(def));
+  const uint32_t index = static_cast<uint32_t>(m_definitions.size() - 1);
+  index_name(index);
+  return index;
+}
+
+namespace {
+uint64_t name_hash(std::string_view name) { return std::hash<std::string_view>{}(name); }
+}  // namespace
+
+bool Lattice::index_name(uint32_t definition) {
+  if (2 * (m_definitions.size() + 1) > m_name_slots.size()) {
+    // Grow (at most half full) and re-insert: the slots hold the hashes, no name is re-hashed.
+    std::vector<uint64_t> old = std::move(m_name_slots);
+    m_name_slots.assign(std::max<size_t>(16, 2 * old.size()), 0);
+    while (2 * (m_definitions.size() + 1) > m_name_slots.size()) m_name_slots.resize(2 * m_name_slots.size(), 0);
+    const size_t mask = m_name_slots.size() - 1;
+    for (uint64_t slot : old) {
+      if (!slot) continue;
+      const uint32_t d = static_cast<uint32_t>(slot) - 1;
+      size_t i = name_hash(m_definitions[d].name) & mask;  // low bits (the slot keeps the high ones)
+      while (m_name_slots[i]) i = (i + 1) & mask;
+      m_name_slots[i] = slot;
+    }
+  }
+  const std::string& name = m_definitions[definition].name;
+  const uint64_t h = name_hash(name);
+  const uint64_t tag = h >> 32;
+  const size_t mask = m_name_slots.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const uint64_t slot = m_name_slots[i];
+    if (!slot) {
+      m_name_slots[i] = tag << 32 | (static_cast<uint64_t>(definition) + 1);
+      return true;
+    }
+    if ((slot >> 32) == tag && m_definitions[static_cast<uint32_t>(slot) - 1].name == name) return false;
+  }
+}
+
+void Lattice::reserve(size_t definitions, size_t sequence_entries) {
+  m_definitions.reserve(definitions);
+  m_sequence.reserve(sequence_entries);
+  if (2 * (definitions + 1) > m_name_slots.size()) {
+    size_t n = 16;
+    while (2 * (definitions + 1) > n) n *= 2;
+    std::vector<uint64_t> slots(n, 0);
+    const size_t mask = n - 1;
+    for (uint64_t slot : m_name_slots) {
+      if (!slot) continue;
+      size_t i = name_hash(m_definitions[static_cast<uint32_t>(slot) - 1].name) & mask;
+      while (slots[i]) i = (i + 1) & mask;
+      slots[i] = slot;
+    }
+    m_name_slots = std::move(slots);
+  }
 }
 
 void Lattice::append(uint32_t definition) {
@@ -145,8 +210,18 @@ void Lattice::append(const std::string& definition_name) {
 }
 
 int Lattice::find_definition(const std::string& name) const {
-  auto it = m_definition_index.find(name);
-  return it == m_definition_index.end() ? -1 : static_cast<int>(it->second);
+  if (m_name_slots.empty()) return -1;
+  const uint64_t h = name_hash(name);
+  const uint64_t tag = h >> 32;
+  const size_t mask = m_name_slots.size() - 1;
+  for (size_t i = h & mask;; i = (i + 1) & mask) {
+    const uint64_t slot = m_name_slots[i];
+    if (!slot) return -1;
+    if ((slot >> 32) == tag) {
+      const uint32_t d = static_cast<uint32_t>(slot) - 1;
+      if (m_definitions[d].name == name) return static_cast<int>(d);
+    }
+  }
 }
 
 void Lattice::set_field(uint32_t definition, const std::string& field, double value, unsigned index) {
@@ -243,14 +318,157 @@ std::vector<const ElementType*> Lattice::types_used() const {
   return out;
 }
 
+namespace {
+
+/// Builds an ordered_json document from the parser's SAX events in time linear in the input.
+/// nlohmann's own DOM builder inserts each object key with ordered_map::operator[], which searches
+/// the object's vector of keys: quadratic in the size of an object (a 10^5-element "elements" takes
+/// tens of seconds). Here keys are appended, and each object is checked for repeated keys once,
+/// when it is complete, with a hash set (a repeated key is an error: JSON leaves its meaning open,
+/// and nlohmann would silently keep the last value).
+class JsonBuilder {
+ public:
+  JsonBuilder(json& root, const std::string& file) : m_root(root), m_file(file) {}
+
+  bool null() { return value(nullptr); }
+  bool boolean(bool v) { return value(v); }
+  bool number_integer(json::number_integer_t v) { return value(v); }
+  bool number_unsigned(json::number_unsigned_t v) { return value(v); }
+  bool number_float(json::number_float_t v, const json::string_t& /*text*/) { return value(v); }
+  bool string(json::string_t& v) { return value(std::move(v)); }
+  bool binary(json::binary_t& v) { return value(json::binary(std::move(v))); }
+  bool start_object(std::size_t /*size*/) {
+    m_stack.push_back(place(json(json::value_t::object)));
+    return true;
+  }
+  bool key(json::string_t& k) {
+    auto& items = static_cast<json::object_t::Container&>(m_stack.back()->get_ref<json::object_t&>());
+    items.emplace_back(std::move(k), nullptr);
+    m_member = &items.back().second;
+    return true;
+  }
+  bool end_object() {
+    check_unique_keys();
+    m_stack.pop_back();
+    return true;
+  }
+  bool start_array(std::size_t /*size*/) {
+    m_stack.push_back(place(json(json::value_t::array)));
+    return true;
+  }
+  bool end_array() {
+    m_stack.pop_back();
+    return true;
+  }
+  template <class Exception>
+  bool parse_error(std::size_t /*position*/, const std::string& /*token*/, const Exception& ex) {
+    throw ex;  // the concrete type (parse_error, out_of_range) is what parse_json_file catches
+  }
+
+ private:
+  bool value(json&& v) {
+    place(std::move(v));
+    return true;
+  }
+  template <class V>
+  bool value(V&& v) {
+    place(json(std::forward<V>(v)));
+    return true;
+  }
+  json* place(json&& v) {
+    if (m_stack.empty()) {
+      m_root = std::move(v);
+      return &m_root;
+    }
+    json& parent = *m_stack.back();
+    if (parent.is_array()) {
+      auto& a = parent.get_ref<json::array_t&>();
+      a.push_back(std::move(v));
+      return &a.back();
+    }
+    *m_member = std::move(v);
+    return m_member;
+  }
+
+  void check_unique_keys() const {
+    const auto& items = static_cast<const json::object_t::Container&>(m_stack.back()->get_ref<const json::object_t&>());
+    const std::string* repeated = nullptr;
+    if (items.size() <= 16) {
+      for (size_t i = 1; i < items.size() && !repeated; ++i)
+        for (size_t j = 0; j < i; ++j)
+          if (items[i].first == items[j].first) {
+            repeated = &items[i].first;
+            break;
+          }
+    } else {
+      // Open addressing over item indices (no allocation per key, unlike std::unordered_set).
+      size_t n = 32;
+      while (n < 2 * items.size()) n *= 2;
+      std::vector<uint32_t> slots(n, 0);  // item index + 1; 0 when empty
+      const size_t mask = n - 1;
+      for (size_t k = 0; k < items.size() && !repeated; ++k) {
+        for (size_t i = std::hash<std::string_view>{}(items[k].first) & mask;; i = (i + 1) & mask) {
+          if (!slots[i]) {
+            slots[i] = static_cast<uint32_t>(k + 1);
+            break;
+          }
+          if (items[slots[i] - 1].first == items[k].first) {
+            repeated = &items[k].first;
+            break;
+          }
+        }
+      }
+    }
+    if (!repeated) return;
+    // The path of the object: the key (or index) of each open container in its parent.
+    std::string path;
+    for (size_t level = 1; level < m_stack.size(); ++level) {
+      const json& parent = *m_stack[level - 1];
+      if (parent.is_array())
+        path += fmt::format("[{}]", parent.size() - 1);
+      else
+        path += (path.empty() ? "" : ".") + static_cast<const json::object_t::Container&>(
+                                                parent.get_ref<const json::object_t&>()).back().first;
+    }
+    InputLocation where{m_file};
+    if (path == "elements") {
+      where.element_name = *repeated;
+      throw InputError(where, "element name is defined twice (a JSON object's keys must be unique)");
+    }
+    where.field = path.empty() ? *repeated : path + "." + *repeated;
+    throw InputError(where, fmt::format("key '{}' appears twice in {} (a JSON object's keys must be unique)",
+                                        *repeated, path.empty() ? "the top-level object" : "'" + path + "'"));
+  }
+
+  json& m_root;
+  const std::string& m_file;
+  std::vector<json*> m_stack;  // open objects and arrays
+  json* m_member = nullptr;    // the value slot of the last key of the innermost object
+};
+
+}  // namespace
+
 json parse_json_file(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   if (!in) throw InputError(InputLocation{path}, "cannot open file");
-  std::stringstream ss;
-  ss << in.rdbuf();
-  const std::string text = ss.str();
+  std::string text;
+  in.seekg(0, std::ios::end);
+  const std::streamoff size = in.tellg();
+  in.seekg(0, std::ios::beg);
+  if (size > 0) {
+    text.resize(static_cast<size_t>(size));
+    in.read(text.data(), size);
+    text.resize(static_cast<size_t>(in.gcount()));
+  } else {  // not seekable: read as a stream
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
   try {
-    return json::parse(text);
+    json doc;
+    JsonBuilder builder(doc, path);
+    json::sax_parse(text, &builder);
+    return doc;
   } catch (const json::out_of_range& e) {
     // A number literal that does not fit a double (e.g. 1e999): not finite. Locate it to name
     // the field and the element that hold it.
@@ -349,47 +567,183 @@ GlobalLimits read_limits(const json& doc, const std::string& file) {
   return lim;
 }
 
-/// Expands the sequence: names of elements or of lines, or {"line": name, "repeat": n}.
-void expand_sequence(const json& items, const json& lines, const std::string& file, Lattice& lattice,
-                     std::vector<std::string>& stack, const std::string& context) {
-  for (size_t i = 0; i < items.size(); ++i) {
-    const json& item = items[i];
-    InputLocation at{file};
-    at.field = fmt::format("{}[{}]", context, i);
-    std::string name;
-    long long repeat = 1;
-    if (item.is_string()) {
-      name = item.get<std::string>();
-    } else if (item.is_object() && item.contains("line")) {
-      if (!item.at("line").is_string()) throw InputError(at, "\"line\" must be a string");
-      name = item.at("line").get<std::string>();
-      if (item.contains("repeat")) {
-        if (!item.at("repeat").is_number_integer() || item.at("repeat").get<long long>() < 0)
-          throw InputError(at, "\"repeat\" must be a non-negative integer");
-        repeat = item.at("repeat").get<long long>();
-      }
-    } else {
-      throw InputError(at, fmt::format("expected an element or line name, or {{\"line\": name, \"repeat\": n}}, got {}",
-                                       json_type_name(item)));
-    }
-    const int def = lattice.find_definition(name);
-    const bool is_line = lines.is_object() && lines.contains(name);
-    if (def >= 0 && is_line) throw InputError(at, fmt::format("'{}' names both an element and a line", name));
-    if (def >= 0) {
-      for (long long r = 0; r < repeat; ++r) lattice.append(static_cast<uint32_t>(def));
-    } else if (is_line) {
-      if (std::find(stack.begin(), stack.end(), name) != stack.end())
-        throw InputError(at, fmt::format("line '{}' contains itself", name));
-      const json& body = lines.at(name);
-      if (!body.is_array()) throw InputError(at, fmt::format("line '{}' must be an array of names", name));
-      stack.push_back(name);
-      for (long long r = 0; r < repeat; ++r) expand_sequence(body, lines, file, lattice, stack, "lines." + name);
-      stack.pop_back();
-    } else {
-      throw InputError(at, fmt::format("'{}' is neither a defined element nor a line", name));
+/// The sequence and the lines it uses, resolved to definition and line indices, with the number
+/// of element passes each expands to. Everything is counted (and checked against
+/// kMaxSequenceLength) before the expanded sequence is allocated.
+class SequenceExpander {
+ public:
+  SequenceExpander(const json* lines, const std::string& file, const Lattice& lattice)
+      : m_file(file), m_lattice(lattice) {
+    if (!lines) return;
+    for (auto it = lines->begin(); it != lines->end(); ++it) {
+      m_line_index.emplace(std::string_view(it.key()), static_cast<uint32_t>(m_lines.size()));
+      m_lines.push_back(Line{it.key(), &it.value(), {}, 0.0, State::unvisited});
     }
   }
-}
+
+  /// Resolves and counts the sequence; throws InputError for bad or oversized input.
+  void resolve(const json& sequence) {
+    m_top = compile(sequence, "sequence", "the sequence", m_top_size, 0);
+  }
+  /// The number of element passes per turn (valid after resolve()).
+  size_t size() const { return static_cast<size_t>(m_top_size); }
+
+  void expand(Lattice& lattice) const { emit(m_top, lattice); }
+
+ private:
+  enum class State { unvisited, in_progress, done };
+  struct Item {
+    bool is_line = false;
+    uint32_t index = 0;  // definition or line
+    uint64_t repeat = 1;
+  };
+  struct Line {
+    std::string name;
+    const json* body = nullptr;
+    std::vector<Item> items;
+    double size = 0.0;  // element passes of one repetition (exact below 2^53, far above the limit)
+    State state = State::unvisited;
+  };
+  static constexpr int kMaxDepth = 1000;  // nesting of lines (the expansion recurses)
+
+  static std::string count_text(double n) {
+    return n < 9.0e15 ? fmt::format("{}", static_cast<uint64_t>(n)) : fmt::format("{:.3e}", n);
+  }
+  static std::string limit_text() {
+    return fmt::format("the limit is {} element passes per turn (each pass is a {}-byte sequence entry)",
+                       count_text(static_cast<double>(kMaxSequenceLength)), sizeof(SequenceEntry));
+  }
+
+  InputLocation at(const std::string& field) const {
+    InputLocation w{m_file};
+    w.field = field;
+    return w;
+  }
+
+  /// Resolves the items of the sequence or of a line (`context`: "sequence" or "lines.NAME", the
+  /// field prefix; `what`: "the sequence" or "line 'NAME'"); sets `size` to its element passes.
+  std::vector<Item> compile(const json& items, const std::string& context, const std::string& what, double& size,
+                            int depth) {
+    if (!items.is_array())
+      throw InputError(at(context), fmt::format("{} must be an array of element or line names, got {}", what,
+                                                json_type_name(items)));
+    std::vector<Item> out;
+    out.reserve(items.size());
+    size = 0.0;
+    for (size_t i = 0; i < items.size(); ++i) {
+      const json& entry = items[i];
+      auto field = [&](const char* sub = nullptr) {
+        return sub ? fmt::format("{}[{}].{}", context, i, sub) : fmt::format("{}[{}]", context, i);
+      };
+      const std::string* name = nullptr;
+      uint64_t repeat = 1;
+      if (entry.is_string()) {
+        name = &entry.get_ref<const std::string&>();
+      } else if (entry.is_object() && entry.contains("line")) {
+        for (const auto& [key, v] : entry.items()) {
+          (void)v;
+          if (key != "line" && key != "repeat")
+            throw InputError(at(field(key.c_str())),
+                             "unknown field; a repeated entry is {\"line\": name, \"repeat\": count}");
+        }
+        const json& l = entry.at("line");
+        if (!l.is_string())
+          throw InputError(at(field("line")), fmt::format("expected a line or element name, got {}", json_type_name(l)));
+        name = &l.get_ref<const std::string&>();
+        if (entry.contains("repeat")) repeat = read_repeat(entry.at("repeat"), *name, field("repeat"));
+      } else {
+        throw InputError(at(field()),
+                         fmt::format("expected an element or line name, or {{\"line\": name, \"repeat\": n}}, got {}",
+                                     entry.is_object() ? "an object without \"line\"" : json_type_name(entry)));
+      }
+      const int def = m_lattice.find_definition(*name);
+      const auto line = m_line_index.find(*name);
+      const bool is_line = line != m_line_index.end();
+      if (def >= 0 && is_line) throw InputError(at(field()), fmt::format("'{}' names both an element and a line", *name));
+      if (def < 0 && !is_line)
+        throw InputError(at(field()), fmt::format("'{}' is neither a defined element nor a line", *name));
+      Item item;
+      item.is_line = is_line;
+      item.index = is_line ? line->second : static_cast<uint32_t>(def);
+      item.repeat = repeat;
+      double once = 1.0;
+      if (is_line) {
+        Line& sub = m_lines[line->second];
+        if (sub.state == State::in_progress) {
+          std::string chain;
+          for (const std::string* n : m_stack) chain += (chain.empty() ? "'" : " -> '") + *n + "'";
+          throw InputError(at(field()), fmt::format("line '{}' contains itself ({} -> '{}')", *name, chain, *name));
+        }
+        if (sub.state == State::unvisited) {
+          if (depth + 1 > kMaxDepth)
+            throw InputError(at(field()), fmt::format("lines nest more than {} deep", kMaxDepth));
+          sub.state = State::in_progress;
+          m_stack.push_back(&sub.name);
+          double sub_size = 0.0;
+          std::vector<Item> sub_items =
+              compile(*sub.body, "lines." + sub.name, "line '" + sub.name + "'", sub_size, depth + 1);
+          m_stack.pop_back();
+          Line& done = m_lines[line->second];
+          done.items = std::move(sub_items);
+          done.size = sub_size;
+          done.state = State::done;
+        }
+        once = m_lines[line->second].size;
+      }
+      const double passes = static_cast<double>(repeat) * once;
+      if (passes > static_cast<double>(kMaxSequenceLength))
+        throw InputError(at(field(entry.is_string() ? nullptr : "repeat")),
+                         fmt::format("{} '{}' repeated {} times expands to {} element passes per turn ({} per "
+                                     "repetition); {}",
+                                     is_line ? "line" : "element", *name, repeat, count_text(passes), count_text(once),
+                                     limit_text()));
+      if (repeat > kMaxSequenceLength)  // an empty line repeated absurdly often
+        throw InputError(at(field("repeat")), fmt::format("the repeat count {} of '{}' is larger than the whole "
+                                                          "sequence may be (it expands to {} element passes); {}",
+                                                          repeat, *name, count_text(passes), limit_text()));
+      size += passes;
+      if (size > static_cast<double>(kMaxSequenceLength))
+        throw InputError(at(context), fmt::format("{} expands to more than {} element passes per turn (at least {} "
+                                                  "after entry [{}]); {}",
+                                                  what, count_text(static_cast<double>(kMaxSequenceLength)),
+                                                  count_text(size), i, limit_text()));
+      out.push_back(item);
+    }
+    return out;
+  }
+
+  /// A repeat count: a positive integer (the size it gives is checked by the caller).
+  uint64_t read_repeat(const json& v, const std::string& name, const std::string& field) const {
+    if (!v.is_number())
+      throw InputError(at(field), fmt::format("the repeat count of '{}' must be a positive integer, got {}", name,
+                                              json_type_name(v)));
+    if (!v.is_number_integer())
+      throw InputError(at(field), fmt::format("the repeat count of '{}' must be a positive integer, got {}", name,
+                                              v.dump()));
+    if (v.is_number_unsigned() ? v.get<uint64_t>() == 0 : v.get<int64_t>() <= 0)
+      throw InputError(at(field), fmt::format("the repeat count of '{}' must be a positive integer, got {}{}", name,
+                                              v.dump(), v.dump() == "0" ? " (leave the entry out instead)" : ""));
+    return v.is_number_unsigned() ? v.get<uint64_t>() : static_cast<uint64_t>(v.get<int64_t>());
+  }
+
+  void emit(const std::vector<Item>& items, Lattice& lattice) const {
+    for (const Item& item : items) {
+      if (item.is_line) {
+        for (uint64_t r = 0; r < item.repeat; ++r) emit(m_lines[item.index].items, lattice);
+      } else {
+        for (uint64_t r = 0; r < item.repeat; ++r) lattice.append(item.index);
+      }
+    }
+  }
+
+  const std::string& m_file;
+  const Lattice& m_lattice;
+  std::vector<Line> m_lines;
+  std::unordered_map<std::string_view, uint32_t> m_line_index;
+  std::vector<const std::string*> m_stack;  // lines being resolved, outermost first
+  std::vector<Item> m_top;
+  double m_top_size = 0.0;
+};
 
 }  // namespace
 
@@ -448,22 +802,33 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
     at.field = "elements";
     throw InputError(at, "expected an object mapping element names to {\"type\": ..., fields...}");
   }
+  lattice.reserve(elements.size(), 0);
   long index = 0;
-  for (const auto& [name, def] : elements.items()) {
-    InputLocation where{file};
-    where.element_index = index;
-    where.element_name = name;
-    if (!def.is_object() || !def.contains("type") || !def.at("type").is_string()) {
-      where.field = "type";
-      throw InputError(where, "each element needs a \"type\" string");
+  const std::string* type_name = nullptr;  // the last type looked up, and what it resolved to
+  const ElementType* type = nullptr;
+  for (auto it = elements.begin(); it != elements.end(); ++it, ++index) {
+    const std::string& name = it.key();
+    const json& def = it.value();
+    auto where = [&](const char* field = "") {
+      InputLocation w{file};
+      w.element_index = index;
+      w.element_name = name;
+      w.field = field;
+      return w;
+    };
+    if (!def.is_object()) throw InputError(where("type"), "each element needs a \"type\" string");
+    const auto t = def.find("type");
+    if (t == def.end() || !t->is_string()) throw InputError(where("type"), "each element needs a \"type\" string");
+    const std::string& tn = t->get_ref<const std::string&>();
+    if (!type_name || *type_name != tn) {
+      type = &registry.get(tn, where());
+      type_name = &tn;
     }
-    const ElementType& type = registry.get(def.at("type").get<std::string>(), where);
-    lattice.define(name, type, def, where);
-    ++index;
+    lattice.define(name, *type, def, where());
   }
   const json& sequence = doc.at("sequence");
-  const json lines = doc.contains("lines") ? doc.at("lines") : json::object();
-  if (!lines.is_object()) {
+  const json* lines = doc.contains("lines") ? &doc.at("lines") : nullptr;
+  if (lines && !lines->is_object()) {
     InputLocation at{file};
     at.field = "lines";
     throw InputError(at, "expected an object mapping line names to arrays of names");
@@ -473,13 +838,16 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
     at.field = "sequence";
     throw InputError(at, fmt::format("expected an array of element or line names, got {}", json_type_name(sequence)));
   }
-  std::vector<std::string> stack;
-  expand_sequence(sequence, lines, file, lattice, stack, "sequence");
-  if (lattice.sequence().empty()) {
+  // Count the expanded sequence (and refuse it above the limit) before allocating it.
+  SequenceExpander expander(lines, file, lattice);
+  expander.resolve(sequence);
+  if (expander.size() == 0) {
     InputLocation at{file};
     at.field = "sequence";
     throw InputError(at, "the sequence is empty: a lattice needs at least one element");
   }
+  lattice.reserve(0, expander.size());
+  expander.expand(lattice);
   lattice.prepare();
   return lattice;
 }

@@ -3,13 +3,20 @@
 #pragma once
 #include <nlohmann/json_fwd.hpp>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "fusetrack/device/particle.h"
 #include "fusetrack/registry.h"
 
 namespace ft {
+
+/// The most element passes one turn may hold after the lines of a lattice file are expanded. A
+/// larger sequence (a line repeated 10^12 times, lines nested three deep with 1000 repetitions
+/// each) is refused when the file loads, before anything is allocated, with an error naming the
+/// line, its repeat count and the size it would expand to. At the limit the sequence alone takes
+/// 1.6 GB (16 bytes per entry) and loading takes about a second (bench/RESULTS.md,
+/// tools/bench_loading.py); real rings have 10^4 to 10^6 entries.
+inline constexpr uint64_t kMaxSequenceLength = 100'000'000;
 
 /// The reference particle (MAD-X/Xsuite): rest energy, charge and momentum.
 struct ReferenceParticle {
@@ -48,6 +55,8 @@ class Lattice {
                   const InputLocation& where);
   /// Appends an instance of a definition to the sequence.
   void append(uint32_t definition);
+  /// Reserves room for definitions and sequence entries (loading large lattices).
+  void reserve(size_t definitions, size_t sequence_entries);
   /// Appends a definition by name.
   void append(const std::string& definition_name);
   /// Sets one field of a definition (programmatic knobs and tests; no range checks beyond type).
@@ -91,7 +100,12 @@ class Lattice {
 
   ReferenceParticle m_reference;
   std::vector<ElementDefinition> m_definitions;
-  std::unordered_map<std::string, uint32_t> m_definition_index;  // name -> index into m_definitions
+  // name -> definition: open addressing, each slot (hash >> 32) << 32 | (index + 1), 0 when empty;
+  // a power of two in size, at most half full. No allocation per name, and a lookup touches the
+  // slot and the one definition it names (this is most of the loading time of a 10^6-element
+  // lattice with a node-based map).
+  std::vector<uint64_t> m_name_slots;
+  bool index_name(uint32_t definition);  // false if the name is taken
   std::vector<SequenceEntry> m_sequence;
   std::vector<uint64_t> m_params;  // 8-byte aligned storage for every definition's struct
   GlobalLimits m_limits{1.0, 1.0, {0, 0, 0, 0, 0, 0}};
