@@ -18,6 +18,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
   if (with_device) {
     cmd.add_option("--device", o.device, "where to track: auto (GPU if available), cpu or gpu")
         ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
+    cmd.add_option("--dispatch", o.dispatch,
+                   "GPU kernel form: auto, baked (parameters as constants), switch (parameter table) or staged "
+                   "(switch with parameters staged in shared memory)")
+        ->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
     cmd.add_option("--fma", o.fma, "GPU floating-point contraction: off (bitwise CPU reproduction) or on (fast)")
         ->check(CLI::IsMember({"off", "on"}));
     cmd.add_option("--kernel-cache", o.cache_dir, "directory of the compiled-kernel cache")
@@ -46,6 +50,8 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
   }
   CudaBackendOptions co;
   co.cache_dir = o.cache_dir;
+  co.dispatch = o.dispatch == "baked" ? Dispatch::Baked : o.dispatch == "switch" ? Dispatch::Switch
+                : o.dispatch == "staged" ? Dispatch::Staged : Dispatch::Auto;
   // Several ranks on a node: one GPU each, by node-local rank.
   Communicator& comm = world();
   const int gpus = static_cast<int>(list_gpus().size());

@@ -153,11 +153,108 @@ std::string switch_cases(const KernelSource& src, const char* indent) {
 
 }  // namespace
 
+namespace {
+
+/// The staged switch kernel: all threads of a block walk the same elements, so the block loads
+/// the steps and parameter blocks of the next kStagedChunk elements into shared memory together
+/// (many independent loads in flight instead of one dependent load per element), then every
+/// thread runs them from there. Lost particles keep helping with the loads; a block stops when
+/// all its particles are lost. The arithmetic is the switch kernel's: results are identical.
+std::string staged_kernel(const KernelSource& src) {
+  uint32_t slot_words = 1;
+  std::string words = "{";
+  for (size_t k = 0; k < src.types.size(); ++k) {
+    const uint32_t w = (src.types[k]->param_size + 7) / 8;
+    slot_words = std::max(slot_words, w);
+    words += fmt::format("{}{}", k ? ", " : "", w);
+  }
+  words += "}";
+  std::string s = R"(
+struct FtParticleArrays {
+  double* x; double* px; double* y; double* py; double* zeta; double* delta;
+  double* ptau; double* rpp; double* rvv;
+  int* state; int* lost_turn; long long* lost_element;
+};
+)";
+  s += fmt::format("constexpr int kChunk = {};\nconstexpr int kSlotWords = {};\n", kStagedChunk, slot_words);
+  s += fmt::format("__device__ __constant__ unsigned char kParamWords[{}] = {};\n", std::max<size_t>(src.types.size(), 1),
+                   src.types.empty() ? std::string("{0}") : words);
+  s += R"(
+extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
+    FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
+    int n_particles, double beta0, int element_begin, int element_end, int n_elements,
+    int first_turn, int n_turns, ft::GlobalLimits limits) {
+  __shared__ unsigned int s_step[kChunk];
+  __shared__ unsigned long long s_param[kChunk * kSlotWords];
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  const bool has_particle = i < n_particles && P.state[i] > 0;
+  bool active = has_particle;
+  ft::ParticleView p{};
+  if (has_particle)
+    p = ft::ParticleView{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],
+                         P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};
+  int turn = first_turn, lost_at = -1, lost_turn = first_turn;
+  if (!__syncthreads_or(active)) return;
+  for (int t = 0; t < n_turns; ++t) {
+    turn = first_turn + t;
+    for (int chunk = element_begin; chunk < element_end; chunk += kChunk) {
+      const int count = element_end - chunk < kChunk ? element_end - chunk : kChunk;
+      // Stage: thread k loads word k % kSlotWords of element k / kSlotWords (when the type has it).
+      for (int k = threadIdx.x; k < count * kSlotWords; k += blockDim.x) {
+        const int el = k / kSlotWords, w = k - el * kSlotWords;
+        const unsigned int step = steps[chunk + el];
+        if (w == 0) s_step[el] = step;
+        if (w < kParamWords[step >> 24])
+          s_param[k] = reinterpret_cast<const unsigned long long*>(params + ((step & 0xffffffu) << 3))[w];
+      }
+      __syncthreads();
+      if (active) {
+        for (int el = 0; el < count; ++el) {
+          const unsigned int cur = s_step[el];
+          const unsigned char* prm = reinterpret_cast<const unsigned char*>(s_param + el * kSlotWords);
+          switch (cur >> 24) {
+)";
+  s += switch_cases(src, "            ");
+  s += R"(            default: break;
+          }
+          ft::apply_element_limits(p, limits);
+          if (p.state <= 0) {
+            lost_at = chunk + el;
+            lost_turn = turn;
+            active = false;
+            break;
+          }
+        }
+      }
+      if (!__syncthreads_or(active)) goto done;
+    }
+    if (active && element_end == n_elements) {
+      ft::apply_turn_limits(p, limits);
+      if (p.state <= 0) { lost_at = n_elements - 1; lost_turn = turn; active = false; }
+    }
+    if (!__syncthreads_or(active)) goto done;
+  }
+done:
+  if (!has_particle) return;
+  P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;
+  P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;
+  if (p.state <= 0) { P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; }
+}
+)";
+  return s;
+}
+
+}  // namespace
+
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
   KernelSource src;
   src.name = "fusetrack_fused.cu";
   src.dispatch = choose_dispatch(lattice, requested);
   std::string s = source_preamble(lattice, src, fma);
+  if (src.dispatch == Dispatch::Staged) {
+    src.text = s + staged_kernel(src);
+    return src;
+  }
   s += kKernelPrologue;
 
   if (src.dispatch == Dispatch::Switch) {
@@ -298,6 +395,7 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   KernelSource src;
   src.name = "fusetrack_collective.cu";
   src.dispatch = choose_dispatch(lattice, requested);
+  if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
   const TurnProgram program = TurnProgram::build(lattice);
   if (grids.size() != program.collective.size())
     throw Error("collective codegen: one slice grid per collective element is needed");

@@ -131,7 +131,7 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   k.source = generate_fused_kernel(lattice, fma, dispatch);
   std::string dump_dir;
   if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
-    dump_dir = fmt::format("{}/{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
+    dump_dir = fmt::format("{}/{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : dispatch == Dispatch::Staged ? "staged" : "switch",
                            fma == FmaMode::On ? "fma_on" : "fma_off");
     dump_kernel_source(k.source, dump_dir);
   }
@@ -145,7 +145,7 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   const cuda::Driver& d = *impl.d;
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
-  if (dispatch == Dispatch::Switch && !impl.switch_steps) {
+  if ((dispatch == Dispatch::Switch || dispatch == Dispatch::Staged) && !impl.switch_steps) {
     const KernelTables tables = kernel_tables(lattice, k.source);
     CUdeviceptr p = 0;
     check(d.mem_alloc(&p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8)), "cuMemAlloc(steps)");
@@ -192,7 +192,8 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   const size_t end = std::min(options.element_end, n_elements);
   const bool whole_sequence = begin == 0 && end == n_elements;
   Dispatch dispatch = choose_dispatch(m_lattice, m_options.dispatch);
-  if (!whole_sequence || per_element) dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
+  if ((!whole_sequence || per_element) && dispatch == Dispatch::Baked)
+    dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
   LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, dispatch, m_gpu.arch, m_stats);
   d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);

@@ -42,8 +42,10 @@ Lattice lattice_of_type(const ElementType& type) {
 
 void compile_all_modes(const Lattice& lattice) {
   const KernelCompiler compiler("off");
-  for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Baked})
+  for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Baked, Dispatch::Staged})
     for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+      // The baked form is never chosen for long lattices (compiling 10^4 inlined elements takes minutes).
+      if (dispatch == Dispatch::Baked && lattice.sequence().size() > kBakedMaxElements) continue;
       const KernelSource src = generate_fused_kernel(lattice, fma, dispatch);
       CompiledKernel k;
       CHECK_NOTHROW(k = compiler.compile(src, 90));

@@ -15,8 +15,13 @@ namespace ft {
 enum class Dispatch {
   Auto,    // Baked for short sequences, Switch otherwise (see choose_dispatch)
   Switch,  // a switch over the element types, parameters read from a packed read-only buffer
-  Baked    // straight-line calls with the parameters baked in as constants (recompiles on change)
+  Baked,   // straight-line calls with the parameters baked in as constants (recompiles on change)
+  Staged   // the switch, with each block staging the steps and parameters of the next chunk of
+           // elements into shared memory in one batch of parallel loads (latency-bound scans)
 };
+
+/// Elements per chunk staged into shared memory by the staged dispatch.
+constexpr int kStagedChunk = 32;
 
 struct KernelSource {
   std::string name;  // name of the generated translation unit, e.g. "fusetrack_fused.cu"
