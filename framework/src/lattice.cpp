@@ -257,11 +257,15 @@ double Lattice::field(uint32_t definition, const std::string& field, unsigned in
 }
 
 void Lattice::prepare() {
+  // Lengths per definition first: a field lookup by name per sequence entry is most of the time
+  // of a long sequence.
+  std::vector<double> length(m_definitions.size(), 0.0);
+  for (uint32_t d = 0; d < m_definitions.size(); ++d)
+    if (m_definitions[d].type->thick) length[d] = field(d, "length");
   double s = 0.0;
   for (auto& entry : m_sequence) {
     entry.s = s;
-    const ElementDefinition& def = m_definitions[entry.definition];
-    if (def.type->thick) s += field(entry.definition, "length");
+    if (m_definitions[entry.definition].type->thick) s += length[entry.definition];
   }
   m_circumference = s;
   const ft_reference ref = m_reference.to_abi(m_circumference);
@@ -311,7 +315,10 @@ std::string Lattice::base_directory() const {
 
 std::vector<const ElementType*> Lattice::types_used() const {
   std::vector<const ElementType*> out;
+  std::vector<bool> seen(m_definitions.size(), false);  // definitions already looked at
   for (const auto& entry : m_sequence) {
+    if (seen[entry.definition]) continue;
+    seen[entry.definition] = true;
     const ElementType* t = m_definitions[entry.definition].type;
     if (std::find(out.begin(), out.end(), t) == out.end()) out.push_back(t);
   }
