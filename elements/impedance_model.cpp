@@ -274,7 +274,7 @@ class SourceReader {
     return x;
   }
 
-  bool boolean(const std::string& key, bool fallback) const {
+  bool flag(const std::string& key, bool fallback) const {
     if (!m_source.contains(key)) return fallback;
     const json& v = m_source.at(key);
     if (!v.is_boolean()) fail(m_prefix + key, std::string("expected true or false, got ") + json_kind(v));
@@ -287,14 +287,14 @@ class SourceReader {
     return v.get<std::string>();
   }
 
-  std::string field(const std::string& key) const { return m_prefix + key; }
+  std::string field_path(const std::string& key) const { return m_prefix + key; }
 
  private:
   const json& m_source;
   std::string m_prefix;
 };
 
-std::string resolve(const std::string& file, const std::string& base_directory) {
+std::string resolve_table_path(const std::string& file, const std::string& base_directory) {
   if (!file.empty() && file[0] == '/') return file;
   return (base_directory.empty() ? std::string(".") : base_directory) + "/" + file;
 }
@@ -385,16 +385,16 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
       const double r_shunt = r.positive("r_shunt", "Ohm");
       const double frequency = r.positive("frequency", "Hz");
       const double q = r.positive("q", "1");
-      auto res = std::make_unique<Resonator>(r_shunt, frequency, q, r.boolean("multi_turn", true));
+      auto res = std::make_unique<Resonator>(r_shunt, frequency, q, r.flag("multi_turn", true));
       if (res->multi_turn()) {
         if (!(t_rev > 0.0))
-          fail(r.field("multi_turn"), "multi-turn wake memory needs a lattice with a positive circumference, got " +
+          fail(r.field_path("multi_turn"), "multi-turn wake memory needs a lattice with a positive circumference, got " +
                                           number(reference.circumference) + " m; set multi_turn to false");
         const std::vector<ft_wake_mode> modes = res->wake_modes();
         // Critical damping (Q = 1/2 exactly) has a t e^{-alpha t} wake, not a sum of modes.
         const double alpha = kPi * frequency / q;
         if (modes.empty() && std::exp(-alpha * t_rev) > kNegligibleTurnDecay)
-          fail(r.field("q"), "q = 0.5 (critical damping) cannot carry multi-turn memory; use another q or "
+          fail(r.field_path("q"), "q = 0.5 (critical damping) cannot carry multi-turn memory; use another q or "
                              "set multi_turn to false");
         for (const ft_wake_mode& m : modes)
           if (std::exp(m.s_re * t_rev) > kNegligibleTurnDecay) impedance_model->modes.push_back(m);
@@ -404,19 +404,19 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
       const SourceReader r(src, prefix, {"type", "z_over_n"});
       const double z_over_n = r.number_value("z_over_n", "Ohm");
       if (!(t_rev > 0.0))
-        fail(r.field("z_over_n"), "Z/n needs the revolution frequency: the lattice's circumference must be "
+        fail(r.field_path("z_over_n"), "Z/n needs the revolution frequency: the lattice's circumference must be "
                                   "positive, got " + number(reference.circumference) + " m");
       const double omega_rev = 2.0 * kPi / t_rev;
       impedance_model->sources.push_back(std::make_unique<InductiveImpedance>(z_over_n / omega_rev));
     } else if (type == "ImpedanceTable") {
       const SourceReader r(src, prefix, {"type", "file"});
-      const auto cols = read_table(resolve(r.text("file"), base_directory), 3, r.field("file"),
+      const auto cols = read_table(resolve_table_path(r.text("file"), base_directory), 3, r.field_path("file"),
                                    "frequency [Hz], Re Z [Ohm], Im Z [Ohm]");
       impedance_model->sources.push_back(
           std::make_unique<ImpedanceTable>(PiecewiseLinear{cols[0], cols[1]}, PiecewiseLinear{cols[0], cols[2]}));
     } else if (type == "WakeTable") {
       const SourceReader r(src, prefix, {"type", "file"});
-      const auto cols = read_table(resolve(r.text("file"), base_directory), 2, r.field("file"), "time [s], W [V/C]");
+      const auto cols = read_table(resolve_table_path(r.text("file"), base_directory), 2, r.field_path("file"), "time [s], W [V/C]");
       impedance_model->sources.push_back(std::make_unique<WakeTable>(PiecewiseLinear{cols[0], cols[1]}));
     } else {
       fail(prefix + "type", "unknown impedance source type '" + type + "'; known types: " + kKnownTypes);
