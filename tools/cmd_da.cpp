@@ -151,13 +151,7 @@ int run_da(DaArgs a) {
   ro.checkpoint_file = (std::filesystem::path(a.output) /
                         (split ? fmt::format("checkpoint.part{}of{}.npz", part.index, part.count) : "checkpoint.npz"))
                            .string();
-  ro.fingerprint = split ? da_fingerprint(a.lattice + fmt::format("#{}/{}", part.index, part.count), c) : fingerprint;
-  if (split) {  // the file's contents and the share both enter the checkpoint's fingerprint
-    std::string text = fingerprint + fmt::format("/{}/{}", part.index, part.count);
-    uint64_t h = 14695981039346656037ull;
-    for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
-    ro.fingerprint = fmt::format("{:016x}", h);
-  }
+  ro.fingerprint = split ? da_share_fingerprint(fingerprint, part.index, part.count) : fingerprint;
   ro.fma = parse_fma(a.common.fma);
   ro.threads = threads_per_rank(a.common);
   ro.stop = &g_stop;

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <mutex>
 
+#include "fusetrack/device/element.h"
 #include "fusetrack/error.h"
 
 namespace ft {
@@ -174,10 +175,7 @@ CollectiveSolver::~CollectiveSolver() {
   if (m_model.destroy) m_model.destroy(m_model.state);
 }
 
-SliceGrid CollectiveSolver::slice_grid() const {
-  return SliceGrid{m_model.grid.n_slices, m_model.grid.linear, m_model.grid.zeta_min, m_model.grid.zeta_max,
-                   static_cast<double>(m_model.grid.n_slices) / (m_model.grid.zeta_max - m_model.grid.zeta_min)};
-}
+SliceGrid CollectiveSolver::slice_grid() const { return element_sdk::make_slice_grid(m_model.grid); }
 
 void CollectiveSolver::line_density(const uint64_t* counts, double* lambda) const {
   const int n = m_model.grid.n_slices;

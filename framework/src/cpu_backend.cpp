@@ -18,6 +18,22 @@ namespace {
 
 constexpr size_t kBlockSize = 64;
 
+/// End-of-turn checks of a block (finite coordinates, the per-turn limits); a loss counts at the
+/// last element of the turn.
+void apply_turn_end(ft_particle_block& b, const GlobalLimits& limits, int64_t turn, size_t n_elements) {
+  for (int64_t i = 0; i < b.count; ++i) {
+    if (b.state[i] <= 0) continue;
+    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
+                   b.state[i]};
+    apply_turn_limits(p, limits);
+    if (p.state <= 0) {
+      b.state[i] = p.state;
+      b.lost_turn[i] = static_cast<int32_t>(turn);
+      b.lost_element[i] = static_cast<int64_t>(n_elements) - 1;
+    }
+  }
+}
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const Lattice& lattice) : m_lattice(lattice) {}
@@ -95,18 +111,7 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
             break;
           }
         }
-        if (full_turn_end) {
-          for (size_t i = 0; i < count; ++i) {
-            if (b.state[i] <= 0) continue;
-            ParticleView p = particles.view(first + i);
-            apply_turn_limits(p, limits);
-            if (p.state <= 0) {
-              b.state[i] = p.state;
-              b.lost_turn[i] = static_cast<int32_t>(turn);
-              b.lost_element[i] = static_cast<int64_t>(n_elements) - 1;
-            }
-          }
-        }
+        if (full_turn_end) apply_turn_end(b, limits, turn, n_elements);
       }
     }
     if (failed) throw Error(failure);
@@ -202,18 +207,7 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
               break;
             }
           }
-          if (turn_end) {
-            for (size_t i = 0; i < count; ++i) {
-              if (b.state[i] <= 0) continue;
-              ParticleView p = particles.view(first + i);
-              apply_turn_limits(p, limits);
-              if (p.state <= 0) {
-                b.state[i] = p.state;
-                b.lost_turn[i] = static_cast<int32_t>(turn);
-                b.lost_element[i] = static_cast<int64_t>(n_elements) - 1;
-              }
-            }
-          }
+          if (turn_end) apply_turn_end(b, limits, turn, n_elements);
           if (deposit) {
             for (size_t i = 0; i < count; ++i) {
               if (b.state[i] <= 0) continue;

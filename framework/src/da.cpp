@@ -200,6 +200,14 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   return completed && scan.turns_done >= scan.config.turns;
 }
 
+namespace {
+std::string fnv1a_hex(const std::string& text) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a
+  for (unsigned char ch : text) h = (h ^ ch) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+}  // namespace
+
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
   json j;
   j["turns"] = c.turns;
@@ -219,12 +227,11 @@ std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
     ss << in.rdbuf();
     text += ss.str();
   }
-  uint64_t h = 14695981039346656037ull;  // FNV-1a
-  for (unsigned char ch : text) {
-    h ^= ch;
-    h *= 1099511628211ull;
-  }
-  return fmt::format("{:016x}", h);
+  return fnv1a_hex(text);
+}
+
+std::string da_share_fingerprint(const std::string& fingerprint, int index, int count) {
+  return fnv1a_hex(fmt::format("{}/{}/{}", fingerprint, index, count));
 }
 
 void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint) {

@@ -86,6 +86,8 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
 void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint);
 void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint);
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& config);
+/// The fingerprint of share `index` of `count` of a scan (per-rank and per-part checkpoints).
+std::string da_share_fingerprint(const std::string& fingerprint, int index, int count);
 
 struct DaAngleResult {
   double delta = 0.0;

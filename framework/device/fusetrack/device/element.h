@@ -91,12 +91,13 @@ inline void write_error(ft_error* error, const char* what) {
   if (error) std::snprintf(error->message, sizeof(error->message), "%s", what);
 }
 
-/// The CPU loop over one block of particles for one element. The framework owns this loop:
-/// element code sees one particle. Losses record the turn and the element index.
-template <class E, void (*Track)(const E&, ParticleView&)>
-int track_block(const void* params, ft_particle_block* b, ft_error* error) {
+/// The CPU loop over one block of particles for one element: each alive particle is loaded into
+/// a ParticleView, given to `f`, checked against the element limits and stored back; losses
+/// record the turn and the element index. The framework owns this loop: element code sees one
+/// particle. Exceptions become the plugin's error message.
+template <class F>
+int for_each_alive(ft_particle_block* b, ft_error* error, F&& f) {
   try {
-    const E& e = *static_cast<const E*>(params);
     GlobalLimits limits{};
     limits.x = b->limit_x;
     limits.y = b->limit_y;
@@ -116,7 +117,7 @@ int track_block(const void* params, ft_particle_block* b, ft_error* error) {
     for (int64_t i = 0; i < count; ++i) {
       if (state[i] <= 0) continue;
       ParticleView p{x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], rpp[i], rvv[i], beta0, state[i]};
-      Track(e, p);
+      f(p);
       apply_element_limits(p, limits);
       x[i] = p.x;
       px[i] = p.px;
@@ -142,6 +143,12 @@ int track_block(const void* params, ft_particle_block* b, ft_error* error) {
   return 1;
 }
 
+template <class E, void (*Track)(const E&, ParticleView&)>
+int track_block(const void* params, ft_particle_block* b, ft_error* error) {
+  const E& e = *static_cast<const E*>(params);
+  return for_each_alive(b, error, [&e](ParticleView& p) { Track(e, p); });
+}
+
 /// The slice grid both backends bin with (inv_dz computed here, once, on the host).
 inline SliceGrid make_slice_grid(const ft_profile_grid& g) {
   return SliceGrid{g.n_slices, g.linear, g.zeta_min, g.zeta_max,
@@ -149,43 +156,12 @@ inline SliceGrid make_slice_grid(const ft_profile_grid& g) {
 }
 
 /// The CPU kick of a collective element over one block: the field at each alive particle's zeta,
-/// then the element's kick, then the element limits (as for every element).
+/// then the element's kick (then the element limits, as for every element).
 template <class E, void (*Kick)(const E&, double, ParticleView&)>
 int kick_block(const void* params, const ft_slice_field* field, ft_particle_block* b, ft_error* error) {
-  try {
-    const E& e = *static_cast<const E*>(params);
-    const SliceGrid grid = make_slice_grid(field->grid);
-    GlobalLimits limits{};
-    limits.x = b->limit_x;
-    limits.y = b->limit_y;
-    for (int64_t i = 0; i < b->count; ++i) {
-      if (b->state[i] <= 0) continue;
-      ParticleView p{b->x[i], b->px[i], b->y[i], b->py[i], b->zeta[i], b->delta[i], b->ptau[i], b->rpp[i],
-                     b->rvv[i], b->beta0, b->state[i]};
-      Kick(e, slice_field_at(field->values, grid, p.zeta), p);
-      apply_element_limits(p, limits);
-      b->x[i] = p.x;
-      b->px[i] = p.px;
-      b->y[i] = p.y;
-      b->py[i] = p.py;
-      b->zeta[i] = p.zeta;
-      b->delta[i] = p.delta;
-      b->ptau[i] = p.ptau;
-      b->rpp[i] = p.rpp;
-      b->rvv[i] = p.rvv;
-      if (p.state <= 0) {
-        b->state[i] = p.state;
-        b->lost_turn[i] = b->turn;
-        b->lost_element[i] = b->element_index;
-      }
-    }
-    return 0;
-  } catch (const std::exception& ex) {
-    write_error(error, ex.what());
-  } catch (...) {
-    write_error(error, "unknown C++ exception");
-  }
-  return 1;
+  const E& e = *static_cast<const E*>(params);
+  const SliceGrid grid = make_slice_grid(field->grid);
+  return for_each_alive(b, error, [&](ParticleView& p) { Kick(e, slice_field_at(field->values, grid, p.zeta), p); });
 }
 
 template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_collective_model&)>
