@@ -2,6 +2,7 @@
 
 #include <omp.h>
 
+#include <cstdlib>
 #include <filesystem>
 
 #include "fusetrack/parallel.h"
@@ -70,6 +71,13 @@ void check_output_path(const std::string& path, const std::string& option) {
   if (!dir.empty() && !fs::is_directory(dir, ec))
     throw InputError(at, fmt::format("cannot write '{}': the directory '{}' does not exist", path, dir.string()));
   if (fs::is_directory(path, ec)) throw InputError(at, fmt::format("cannot write '{}': it is a directory", path));
+}
+
+std::string plotting_python() {
+  for (const char* candidate : {"python3", "/usr/bin/python3"})
+    if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0)
+      return candidate;
+  return "";
 }
 
 int threads_per_rank(const CommonOptions& o) {

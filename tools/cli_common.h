@@ -45,6 +45,9 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
 /// not exist or it is a directory; a long run is not lost at its end.
 void check_output_path(const std::string& path, const std::string& option);
 
+/// The first Python with matplotlib and numpy (a user's venv may lack them), or "".
+std::string plotting_python();
+
 /// CPU threads for this process: --threads, or the node's cores shared among its MPI ranks.
 int threads_per_rank(const CommonOptions& o);
 

@@ -43,12 +43,7 @@ void make_da_plots(const std::string& output) {
   const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
                               "fusetrack" / "plot_da.py").string();
   std::string plot = std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_da.py";
-  std::string python;
-  for (const char* candidate : {"python3", "/usr/bin/python3"})
-    if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0) {
-      python = candidate;
-      break;
-    }
+  const std::string python = plotting_python();
   const std::string cmd = fmt::format("{} '{}' '{}'", python, plot, output);
   if (python.empty())
     fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; results are written, plots are not\n");
