@@ -22,20 +22,30 @@ FT_ELEMENT_STRUCT(DipoleEdge, FT_DIPOLE_EDGE_FIELDS)
 
 #ifndef FT_DEVICE_COMPILE
 #include <cmath>
-inline void DipoleEdge_prepare(DipoleEdge& e, const ft_reference& /*ref*/) {
-  const double corr = 2.0 * e.k * e.hgap * e.fint;
-  e.r21 = e.k * std::tan(e.e1);
-  const double e1_v = e.e1 + e.e1_fd;
+/// The linear edge coefficients (xtrack compute_dipole_edge_linear_coefficients), shared with the
+/// edges of the thick bends (bend.h): host-only, computed once in prepare.
+inline void dipole_edge_linear_coefficients(double k, double e1, double e1_fd, double hgap, double fint,
+                                            double& r21, double& r43) {
+  const double corr = 2.0 * k * hgap * fint;
+  r21 = k * std::tan(e1);
+  const double e1_v = e1 + e1_fd;
   const double sin_e1_v = std::sin(e1_v);
   const double temp = corr / std::cos(e1_v) * (1.0 + sin_e1_v * sin_e1_v);
-  e.r43 = -e.k * std::tan(e1_v - temp);
+  r43 = -k * std::tan(e1_v - temp);
+}
+
+inline void DipoleEdge_prepare(DipoleEdge& e, const ft_reference& /*ref*/) {
+  dipole_edge_linear_coefficients(e.k, e.e1, e.e1_fd, e.hgap, e.fint, e.r21, e.r43);
 }
 #endif
 
-FT_FUNCTION void DipoleEdge_track(const DipoleEdge& e, ft::ParticleView& p) {
-  p.px += e.r21 * p.x;
-  p.py += e.r43 * p.y;
+/// The linear edge kick px += r21 x, py += r43 y (also applied at the faces of bend.h).
+FT_FUNCTION void dipole_edge_linear_kick(double r21, double r43, ft::ParticleView& p) {
+  p.px += r21 * p.x;
+  p.py += r43 * p.y;
 }
+
+FT_FUNCTION void DipoleEdge_track(const DipoleEdge& e, ft::ParticleView& p) { dipole_edge_linear_kick(e.r21, e.r43, p); }
 
 FT_REGISTER_ELEMENT(DipoleEdge, FT_DIPOLE_EDGE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Linear dipole edge px += r21 x, py += r43 y (xtrack DipoleEdge, model 'linear')")

@@ -1,0 +1,315 @@
+// Building blocks of the thick magnets (bend.h, thick_multipole.h): the drifts and kicks of a
+// split Hamiltonian and the integrators that compose them. No element type is declared here.
+//
+// Hamiltonian of a magnet with curvature h of the reference frame, in Xsuite/MAD-X variables
+// (x, px, y, py, zeta, delta), with normal/skew strengths k_n, j_n [m^-(n+1)] (MAD convention,
+// By + i Bx = B rho sum (k_n + i j_n) (x + i y)^n / n!):
+//   exact:    H = -(1 + h x) sqrt((1 + delta)^2 - px^2 - py^2) + k0 (x + h x^2 / 2) + V(x, y) + ...
+//   expanded: H = (px^2 + py^2) / (2 (1 + delta)) - h x (1 + delta) + k0 (x + h x^2 / 2) + V(x, y)
+//   with V = Re sum_{n>=1} (k_n + i j_n) (x + i y)^(n+1) / (n+1)! (+ j0 y for a skew dipole),
+// and dzeta/ds = 1 + (dH/ddelta) / rvv (the drift of drift.h is the h = k = 0 case).
+// The expanded form is the one of AT/trackcpp BndMPoleSymplectic4Pass and StrMPoleSymplectic4Pass
+// (Terebilo, "Accelerator Toolbox for MATLAB", SLAC-PUB-8732, 2001); the exact form and the
+// rot-kick-rot / mat-kick-mat splittings are xtrack's (track_magnet.h, track_magnet_drift.h,
+// track_magnet_kick.h, track_magnet_configure.h).
+//
+// Kick of weight w (a fraction of the magnet), with KL_n, JL_n the strengths integrated over the
+// whole magnet (what the element prepares):
+//   px += w [-Re S + hl (1 + delta) - h k0l x + h k1l (y^2/2 - x^2)],  py += w [Im S + h k1l x y],
+//   zeta -= w hl x / rvv,   S = sum_{n<=5} (KL_n + i JL_n) (x + i y)^n / n!  (Horner),
+// where hl = h L when the drift is straight (the frame rotation is then in the kick), k0l and
+// k1l the dipole and quadrupole integrals that enter the curvature terms of the vector
+// potential (MAD-8 physics manual eq. 5.15; k1l = 0 in the AT form, which has no such term).
+// Every piece is the exact flow of a part of H, so each composition below is symplectic, and
+// the symmetric ones satisfy M(-L) = M(L)^-1.
+#pragma once
+#include "fusetrack/device/element.h"
+
+#define FT_MAGNET_MAX_ORDER 5
+
+/// Integrators (the values of the `integrator` field of the thick magnets).
+#define FT_INTEGRATOR_FOREST_RUTH 0  // 4th order, 3 kicks per step (AT/trackcpp *Symplectic4Pass)
+#define FT_INTEGRATOR_TEAPOT 1       // xtrack 'teapot'
+#define FT_INTEGRATOR_YOSHIDA 2      // xtrack 'yoshida4' (7 kicks per slice, coefficients from MAD-NG)
+#define FT_INTEGRATOR_UNIFORM 3      // xtrack 'uniform' (drift-kick-drift, 2nd order)
+
+/// The derived fields that hold a magnet's kick, declared in each thick magnet's field list:
+/// c_n = (KL_n + i JL_n) / n! (n = 0..5) and the curvature terms.
+#define FT_MAGNET_KICK_FIELDS(DERIVED)                                                \
+  DERIVED(double, kick_re0, "1", "KL_0 / 0! of the kick (integrated over the magnet)") \
+  DERIVED(double, kick_im0, "1", "JL_0 / 0!")                                        \
+  DERIVED(double, kick_re1, "m^-1", "KL_1 / 1!")                                     \
+  DERIVED(double, kick_im1, "m^-1", "JL_1 / 1!")                                     \
+  DERIVED(double, kick_re2, "m^-2", "KL_2 / 2!")                                     \
+  DERIVED(double, kick_im2, "m^-2", "JL_2 / 2!")                                     \
+  DERIVED(double, kick_re3, "m^-3", "KL_3 / 3!")                                     \
+  DERIVED(double, kick_im3, "m^-3", "JL_3 / 3!")                                     \
+  DERIVED(double, kick_re4, "m^-4", "KL_4 / 4!")                                     \
+  DERIVED(double, kick_im4, "m^-4", "JL_4 / 4!")                                     \
+  DERIVED(double, kick_re5, "m^-5", "KL_5 / 5!")                                     \
+  DERIVED(double, kick_im5, "m^-5", "JL_5 / 5!")                                     \
+  DERIVED(double, kick_hl, "rad", "h L of a frame rotation made by the kick")       \
+  DERIVED(double, kick_h_k0l, "m^-1", "h k0 L of the curvature term")               \
+  DERIVED(double, kick_h_k1l, "m^-2", "h k1 L of the curvature terms")
+
+#ifndef FT_DEVICE_COMPILE
+/// Fills the kick fields of a thick magnet from strengths integrated over the magnet.
+template <class E>
+void magnet_set_kick(E& e, const double* knl, const double* ksl, double hl, double h_k0l, double h_k1l) {
+  double* re[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_re0, &e.kick_re1, &e.kick_re2,
+                                         &e.kick_re3, &e.kick_re4, &e.kick_re5};
+  double* im[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_im0, &e.kick_im1, &e.kick_im2,
+                                         &e.kick_im3, &e.kick_im4, &e.kick_im5};
+  double factorial = 1.0;  // exact for n <= 18
+  for (int n = 0; n <= FT_MAGNET_MAX_ORDER; ++n) {
+    if (n > 1) factorial *= n;
+    *re[n] = knl[n] / factorial;
+    *im[n] = ksl[n] / factorial;
+  }
+  e.kick_hl = hl;
+  e.kick_h_k0l = h_k0l;
+  e.kick_h_k1l = h_k1l;
+}
+#endif
+
+/// (re, im) <- (re, im) (x + i y) + (cr, ci): one Horner step.
+FT_FUNCTION void magnet_horner_step(double& re, double& im, double x, double y, double cr, double ci) {
+  const double zre = re * x - im * y;
+  const double zim = re * y + im * x;
+  re = zre + cr;
+  im = zim + ci;
+}
+
+/// The kick of weight w of a magnet E with the FT_MAGNET_KICK_FIELDS (see the header comment).
+template <class E>
+FT_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleView& p) {
+  const double x = p.x;
+  const double y = p.y;
+  double re = e.kick_re5;
+  double im = e.kick_im5;
+  magnet_horner_step(re, im, x, y, e.kick_re4, e.kick_im4);
+  magnet_horner_step(re, im, x, y, e.kick_re3, e.kick_im3);
+  magnet_horner_step(re, im, x, y, e.kick_re2, e.kick_im2);
+  magnet_horner_step(re, im, x, y, e.kick_re1, e.kick_im1);
+  magnet_horner_step(re, im, x, y, e.kick_re0, e.kick_im0);
+  double dpx = -re;
+  double dpy = im;
+  if (e.kick_hl != 0.0) {
+    dpx += e.kick_hl * (1.0 + p.delta);
+    p.zeta += -(w * e.kick_hl) * x * p.rv0v;
+  }
+  dpx += -e.kick_h_k0l * x;
+  if (e.kick_h_k1l != 0.0) {
+    dpx += e.kick_h_k1l * (0.5 * y * y - x * x);
+    dpy += e.kick_h_k1l * x * y;
+  }
+  p.px += w * dpx;
+  p.py += w * dpy;
+}
+
+/// Expanded drift (drift.h).
+FT_FUNCTION void magnet_expanded_drift(double s, ft::ParticleView& p) {
+  const double xp = p.px * p.rpp;
+  const double yp = p.py * p.rpp;
+  p.x += xp * s;
+  p.y += yp * s;
+  p.zeta += s * (1.0 - p.rv0v * (1.0 + (xp * xp + yp * yp) / 2.0));
+}
+
+/// Exact straight drift (drift_exact.h).
+FT_FUNCTION void magnet_exact_drift(double s, ft::ParticleView& p) {
+  const double opd = 1.0 + p.delta;
+  const double one_over_pz = 1.0 / sqrt(opd * opd - p.px * p.px - p.py * p.py);
+  p.x += p.px * one_over_pz * s;
+  p.y += p.py * one_over_pz * s;
+  p.zeta += s * (1.0 - p.rv0v * opd * one_over_pz);
+}
+
+/// Exact drift in a frame of curvature h over arc length s (the frame rotates by h s): the
+// straight line of the particle intersected with the rotated reference plane (PTC Sprotr,
+// MAD-NG curex_drift, xtrack track_polar_drift_single_particle). With rho = 1/h,
+//   px' = px cos(hs) + pz sin(hs),   x' = (x + rho (1 - cos(hs) + sin(hs) px/pz)) / t,
+//   t = cos(hs) - sin(hs) px / pz,   l = (x + rho) sin(hs) / (pz t)   (path / (1 + delta)),
+//   y' = y + py l,   zeta += s - (1 + delta) l / rvv.
+FT_FUNCTION void magnet_polar_drift(double s, double h, ft::ParticleView& p) {
+  if (s == 0.0) return;
+  const double opd = 1.0 + p.delta;
+  const double pz = sqrt(opd * opd - p.px * p.px - p.py * p.py);
+  const double rho = 1.0 / h;
+  const double ca = ft_cos(h * s);
+  const double sa = ft_sin(h * s);
+  const double sa2 = ft_sin(0.5 * h * s);
+  const double pxt = p.px / pz;
+  const double inv_t = 1.0 / (ca - sa * pxt);
+  const double l = (p.x + rho) * sa / pz * inv_t;
+  p.x = (p.x + rho * (2.0 * sa2 * sa2 + sa * pxt)) * inv_t;
+  p.px = ca * p.px + sa * pz;
+  p.y += l * p.py;
+  p.zeta += s - opd * l * p.rv0v;
+}
+
+/// xtrack's rot-kick-rot drift of a curved dipole (drift model 7): polar drifts and the k0 kick
+/// px -= k0 ds composed by the 4th-order Forest-Ruth scheme with xtrack's coefficients.
+FT_FUNCTION void magnet_polar_dipole(double s, double h, double k0, ft::ParticleView& p) {
+  if (s == 0.0) return;
+  magnet_polar_drift(0.6756035959798289 * s, h, p);
+  p.px = p.px - 1.3512071919596578 * k0 * s;
+  magnet_polar_drift(-0.17560359597982889 * s, h, p);
+  p.px = p.px - (-1.7024143839193155) * k0 * s;
+  magnet_polar_drift(-0.17560359597982889 * s, h, p);
+  p.px = p.px - 1.3512071919596578 * k0 * s;
+  magnet_polar_drift(0.6756035959798289 * s, h, p);
+}
+
+/// One plane of the exact linear motion u'' = -K u + a over length s, with u' = up; advances
+/// (u, up) and returns (int_0^s u ds, int_0^s u'^2 ds) through the references.
+FT_FUNCTION void magnet_linear_plane(double K, double a, double s, double& u, double& up, double& int_u,
+                                     double& int_up2) {
+  const double u0 = u;
+  const double up0 = up;
+  if (K == 0.0) {
+    u = u0 + up0 * s + 0.5 * a * s * s;
+    up = up0 + a * s;
+    int_u = u0 * s + 0.5 * up0 * s * s + a * s * s * s / 6.0;
+    int_up2 = up0 * up0 * s + up0 * a * s * s + a * a * s * s * s / 3.0;
+    return;
+  }
+  double C, S;
+  if (K > 0.0) {
+    const double sk = sqrt(K);
+    C = ft_cos(sk * s);
+    S = ft_sin(sk * s) / sk;
+  } else {
+    const double sk = sqrt(-K);
+    C = ft_cosh(sk * s);
+    S = ft_sinh(sk * s) / sk;
+  }
+  // u = u_p + v with the particular solution u_p = a / K and v'' = -K v.
+  const double up_const = a / K;
+  const double v0 = u0 - up_const;
+  u = up_const + C * v0 + S * up0;
+  up = -K * S * v0 + C * up0;
+  int_u = up_const * s + S * v0 + (1.0 - C) / K * up0;
+  int_up2 = 0.5 * (K * v0 * v0 * (s - S * C) + up0 * up0 * (s + S * C)) - K * v0 * up0 * S * S;
+}
+
+/// Exact map of the expanded Hamiltonian with k0, k1 and curvature h (xtrack drift model 3,
+/// "mat", from MAD-X trrun.f90): with k0' = k0 / (1 + delta), k1' = k1 / (1 + delta),
+//   x'' = -(h k0' + k1') x + (h - k0'),  y'' = k1' y,
+// and the path length s + h int x + (int x'^2 + int y'^2) / 2 gives zeta.
+FT_FUNCTION void magnet_combined_map(double s, double k0, double k1, double h, ft::ParticleView& p) {
+  if (s == 0.0) return;
+  const double opd = 1.0 + p.delta;
+  const double k0d = k0 / opd;
+  const double k1d = k1 / opd;
+  double xp = p.px / opd;
+  double yp = p.py / opd;
+  double int_x, int_xp2, int_y, int_yp2;
+  magnet_linear_plane(k0d * h + k1d, h - k0d, s, p.x, xp, int_x, int_xp2);
+  magnet_linear_plane(-k1d, 0.0, s, p.y, yp, int_y, int_yp2);
+  p.px = xp * opd;
+  p.py = yp * opd;
+  const double path = s + h * int_x + 0.5 * (int_xp2 + int_yp2);
+  p.zeta += s - path * p.rv0v;
+}
+
+/// Composes body.drift(ds, p) and body.kick(weight, p) over `length` with an integrator:
+///  FOREST_RUTH: n steps of D(a1) K(b1) D(a2) K(b2) D(a2) K(b1) D(a1), a1 = theta/2,
+///    a2 = (1 - theta)/2, b1 = theta, b2 = 1 - 2 theta, theta = 1/(2 - 2^(1/3)) (E. Forest and
+///    R. Ruth, Physica D 43 (1990) 105; H. Yoshida, Phys. Lett. A 150 (1990) 262): 4th order.
+///  TEAPOT, YOSHIDA, UNIFORM: xtrack's schedules for num_kicks kicks (track_magnet.h).
+template <class Body>
+FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kicks, double length,
+                                  ft::ParticleView& p) {
+  if (integrator == FT_INTEGRATOR_FOREST_RUTH) {
+    const double a1 = 0.6756035959798288, a2 = -0.17560359597982883;
+    const double b1 = 1.3512071919596575, b2 = -1.7024143839193153;
+    const double step = length / num_kicks;
+    const double w = 1.0 / num_kicks;
+    for (int i = 0; i < num_kicks; ++i) {
+      body.drift(a1 * step, p);
+      body.kick(b1 * w, p);
+      body.drift(a2 * step, p);
+      body.kick(b2 * w, p);
+      body.drift(a2 * step, p);
+      body.kick(b1 * w, p);
+      body.drift(a1 * step, p);
+    }
+  } else if (integrator == FT_INTEGRATOR_TEAPOT) {
+    const double w = 1.0 / num_kicks;
+    double edge = 0.5;
+    double inside = 0.0;
+    if (num_kicks > 1) {
+      edge = 1.0 / (2 * (1 + num_kicks));
+      inside = static_cast<double>(num_kicks) / (static_cast<double>(num_kicks * num_kicks) - 1);
+    }
+    body.drift(edge * length, p);
+    for (int i = 0; i < num_kicks - 1; ++i) {
+      body.kick(w, p);
+      body.drift(inside * length, p);
+    }
+    body.kick(w, p);
+    body.drift(edge * length, p);
+  } else if (integrator == FT_INTEGRATOR_YOSHIDA) {
+    const double d[4] = {3.922568052387799819591407413100e-01, 5.100434119184584780271052295575e-01,
+                         -4.710533854097565531482416645304e-01, 6.875316825251809316199569366290e-02};
+    const double k[4] = {7.845136104775599639182814826199e-01, 2.355732133593569921359289764951e-01,
+                         -1.177679984178870098432412305556e+00, 1.315186320683906284756403692882e+00};
+    const int slices = num_kicks / 7 + (num_kicks % 7 != 0);
+    const double slice = length / slices;
+    const double w = 1.0 / slices;
+    for (int i = 0; i < slices; ++i) {
+      body.drift(slice * d[0], p);
+      body.kick(w * k[0], p);
+      body.drift(slice * d[1], p);
+      body.kick(w * k[1], p);
+      body.drift(slice * d[2], p);
+      body.kick(w * k[2], p);
+      body.drift(slice * d[3], p);
+      body.kick(w * k[3], p);
+      body.drift(slice * d[3], p);
+      body.kick(w * k[2], p);
+      body.drift(slice * d[2], p);
+      body.kick(w * k[1], p);
+      body.drift(slice * d[1], p);
+      body.kick(w * k[0], p);
+      body.drift(slice * d[0], p);
+    }
+  } else {  // UNIFORM
+    const double w = 1.0 / num_kicks;
+    for (int i = 0; i < num_kicks; ++i) {
+      body.drift(0.5 * w * length, p);
+      body.kick(w, p);
+      body.drift(0.5 * w * length, p);
+    }
+  }
+}
+
+#ifndef FT_DEVICE_COMPILE
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+/// Checks the integrator and slice fields of a thick magnet; returns the number of kicks
+/// (Forest-Ruth: steps) to use. num_slices = 0 is automatic: 10 Forest-Ruth steps (AT's default
+/// NumIntSteps); for xtrack's integrators xtrack's rule: 1 kick for a straight magnet, else one
+/// per 0.5 mrad of bending (|angle| / (2 * 3.14159 * 0.5e-3), truncated, at least 1).
+inline int magnet_num_kicks(const char* type, int integrator, int num_slices, double length, double h) {
+  char msg[200];
+  if (integrator < FT_INTEGRATOR_FOREST_RUTH || integrator > FT_INTEGRATOR_UNIFORM) {
+    std::snprintf(msg, sizeof(msg),
+                  "%s: integrator = %d is not one of 0 (Forest-Ruth), 1 (teapot), 2 (yoshida4), 3 (uniform)", type,
+                  integrator);
+    throw std::invalid_argument(msg);
+  }
+  if (num_slices < 0 || num_slices > 1000000) {
+    std::snprintf(msg, sizeof(msg), "%s: num_slices = %d must be in [0, 1000000] (0: automatic)", type, num_slices);
+    throw std::invalid_argument(msg);
+  }
+  if (num_slices > 0) return num_slices;
+  if (integrator == FT_INTEGRATOR_FOREST_RUTH) return 10;
+  if (std::fabs(h) < 1e-8) return 1;
+  const double b_circum = 2 * 3.14159 / std::fabs(h);  // as xtrack writes it
+  const long kicks = static_cast<long>(std::fabs(length) / b_circum / 0.5e-3);
+  return kicks < 1 ? 1 : static_cast<int>(kicks);
+}
+#endif
