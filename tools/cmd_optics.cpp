@@ -1,8 +1,13 @@
 // fusetrack optics LATTICE: closed orbit, one-turn matrix and linear optics at the start of the
-// lattice (ft::compute_linear_optics), tunes from tracking, a readable summary and JSON.
+// lattice (ft::compute_linear_optics), tunes from tracking, a readable summary and JSON; with
+// --twiss-table / --plot the optics at every element (ft::compute_twiss_table) as CSV or NPZ and
+// a plot of the beta functions and the dispersion (tools/plot_optics.py).
 #include <fmt/format.h>
+#include <unistd.h>
 
+#include <chrono>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
 
@@ -21,7 +26,64 @@ struct OpticsArgs {
   bool force_4d = false;
   double delta0 = 0.0;
   int64_t tracking_turns = 1024;
+  std::string twiss_table;  // --twiss-table out.csv|out.npz
+  std::string plot;         // --plot out.png|.pdf|.svg
 };
+
+bool has_extension(const std::string& path, std::initializer_list<const char*> extensions) {
+  const std::string ext = std::filesystem::path(path).extension().string();
+  for (const char* e : extensions)
+    if (ext == e) return true;
+  return false;
+}
+
+/// A single-quoted shell word.
+std::string shell_quote(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// Plots a Twiss table file with tools/plot_optics.py, by the first python3 that has matplotlib.
+void plot_twiss_table(const std::string& table_file, const std::string& plot, const std::string& title) {
+  const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
+                              "fusetrack" / "plot_optics.py")
+                                 .string();
+  const std::string tool =
+      std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_optics.py";
+  const std::string python = plotting_python();
+  const std::string cmd = fmt::format("{} {} {} {} --title {}", python, shell_quote(tool), shell_quote(table_file),
+                                      shell_quote(plot), shell_quote(title));
+  if (python.empty())
+    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; the plot {} is not written\n", plot);
+  else if (std::system(cmd.c_str()) != 0)
+    fmt::print(stderr, "warning: plotting failed ({}); the plot {} is not written\n", cmd, plot);
+  else
+    fmt::print("plot         {}\n", plot);
+}
+
+void run_twiss_table(const OpticsArgs& a, const Lattice& lattice, const LinearOptics& o, const OpticsOptions& options) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const TwissTable t = compute_twiss_table(lattice, o, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  fmt::print("along ring   {} rows (start + {} elements) in {:.3f} s; phase advance mu_x {:.10f}, mu_y {:.10f}; "
+             "max coupling {:.3g}\n",
+             t.size(), t.size() - 1, seconds, t.q1, t.q2, t.max_coupling);
+  fmt::print("             checks: orbit closure {:.1e}, matrix vs one-turn map {:.1e}, periodicity {:.1e}\n",
+             t.orbit_closure, t.matrix_mismatch, t.periodicity_error);
+  std::string table_file = a.twiss_table;
+  if (!a.twiss_table.empty()) {
+    write_twiss_table(a.twiss_table, t, "--twiss-table");
+    fmt::print("twiss table  {}\n", a.twiss_table);
+  }
+  if (a.plot.empty()) return;
+  if (table_file.empty()) {
+    table_file = (std::filesystem::temp_directory_path() / fmt::format("fusetrack_twiss_{}.npz", getpid())).string();
+    write_twiss_table(table_file, t);
+  }
+  plot_twiss_table(table_file, a.plot, std::filesystem::path(a.lattice).filename().string());
+  if (a.twiss_table.empty()) std::filesystem::remove(table_file);
+}
 
 std::string num(double v, const char* spec = "{:.10g}") {
   return std::isfinite(v) ? fmt::format(fmt::runtime(spec), v) : std::string("-");
@@ -32,6 +94,16 @@ void run_optics(const OpticsArgs& a) {
     InputLocation at;
     at.field = "--tracking-turns";
     throw InputError(at, fmt::format("needs 0 (no tracking) or at least 16 turns, got {}", a.tracking_turns));
+  }
+  if (!a.twiss_table.empty() && !has_extension(a.twiss_table, {".csv", ".npz"})) {
+    InputLocation at;
+    at.field = "--twiss-table";
+    throw InputError(at, fmt::format("'{}': the file name must end in .csv or .npz", a.twiss_table));
+  }
+  if (!a.plot.empty() && !has_extension(a.plot, {".png", ".pdf", ".svg"})) {
+    InputLocation at;
+    at.field = "--plot";
+    throw InputError(at, fmt::format("'{}': the file name must end in .png, .pdf or .svg", a.plot));
   }
   ElementRegistry registry;
   load_plugins(registry, a.common);
@@ -105,6 +177,7 @@ void run_optics(const OpticsArgs& a) {
     if (std::rename(tmp.c_str(), a.output.c_str()) != 0) throw Error(fmt::format("{}: cannot write file", a.output));
     fmt::print("output       {}\n", a.output);
   }
+  if (!a.twiss_table.empty() || !a.plot.empty()) run_twiss_table(a, lattice, o, options);
 }
 
 }  // namespace
@@ -112,7 +185,9 @@ void run_optics(const OpticsArgs& a) {
 void add_optics_command(CLI::App& app) {
   auto args = std::make_shared<OpticsArgs>();
   CLI::App* cmd = app.add_subcommand(
-      "optics", "closed orbit, one-turn matrix, tunes, Twiss, dispersion, chromaticity and slip factor at the start");
+      "optics",
+      "closed orbit, one-turn matrix, tunes, Twiss, dispersion, chromaticity and slip factor at the start; optics "
+      "at every element (--twiss-table, --plot)");
   cmd->add_option("lattice", args->lattice, "lattice file (fusetrack JSON or Xsuite line JSON)")->required();
   cmd->add_option("-o,--output", args->output, "write everything as JSON");
   cmd->add_flag("--4d", args->force_4d, "4D method (delta fixed) even when the ring has RF");
@@ -120,6 +195,10 @@ void add_optics_command(CLI::App& app) {
   cmd->add_option("--tracking-turns", args->tracking_turns,
                   "turns for the tunes from tracking (0: skip)")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--twiss-table", args->twiss_table,
+                  "optics at every element (start, then each element's exit): beta, alpha, phase advance, "
+                  "dispersion, closed orbit, coupled (Mais-Ripken) betas; .csv or .npz");
+  cmd->add_option("--plot", args->plot, "plot beta functions and dispersion against s (.png, .pdf or .svg)");
   add_common_options(*cmd, args->common, false);
   cmd->callback([args] { run_optics(*args); });
 }

@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cmath>
 #include <complex>
+#include <cstdio>
+#include <fstream>
 #include <functional>
 #include <limits>
 #include <memory>
@@ -17,6 +19,7 @@
 #include <random>
 
 #include "fusetrack/error.h"
+#include "fusetrack/npy.h"
 #include "fusetrack/tracker.h"
 
 namespace ft {
@@ -369,8 +372,10 @@ struct Engine {
     if (!m_full) m_full = std::make_unique<RingTracker>(lattice, false, options.threads);
     return *m_full;
   }
-  OneTurnMap map_4d(double delta, const std::array<double, 4>& guess) {
-    return newton(frozen(), lattice, {guess[0], guess[1], guess[2], guess[3], 0.0, delta}, {0, 1, 2, 3}, options,
+  /// zeta: where the orbit starts longitudinally (0, or the 6D closed orbit's zeta, which matters
+  /// for elements whose transverse kick depends on zeta, such as RF multipoles).
+  OneTurnMap map_4d(double delta, const std::array<double, 4>& guess, double zeta = 0.0) {
+    return newton(frozen(), lattice, {guess[0], guess[1], guess[2], guess[3], zeta, delta}, {0, 1, 2, 3}, options,
                   false);
   }
   OneTurnMap map_6d(const std::array<double, 6>& guess) {
@@ -548,9 +553,12 @@ std::array<double, 2> transverse_tunes(const Matrix6& m) {
   return q;
 }
 
-LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& options) {
-  Engine eng(lattice, options);
-  LinearOptics o;
+namespace {
+
+/// The closed orbit (6D or 4D, Engine::choose) and the 4D map at its delta, into `o`.
+void find_orbit_and_maps(Engine& eng, LinearOptics& o) {
+  const Lattice& lattice = eng.lattice;
+  const OpticsOptions& options = eng.options;
   o.circumference = lattice.circumference();
   o.beta0 = lattice.reference().beta0();
   o.gamma0 = lattice.reference().gamma0();
@@ -562,9 +570,19 @@ LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& 
   o.closed_orbit = o.map.closed_orbit;
   const double delta_co = o.closed_orbit[5];
   // The 4D map at the closed orbit's delta (the same map in 4D mode).
-  o.map_4d = o.six_d ? eng.map_4d(delta_co, {o.closed_orbit[0], o.closed_orbit[1], o.closed_orbit[2],
-                                             o.closed_orbit[3]})
+  o.map_4d = o.six_d ? eng.map_4d(delta_co,
+                                   {o.closed_orbit[0], o.closed_orbit[1], o.closed_orbit[2], o.closed_orbit[3]},
+                                   o.closed_orbit[4])
                      : o.map;
+}
+
+}  // namespace
+
+LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& options) {
+  Engine eng(lattice, options);
+  LinearOptics o;
+  find_orbit_and_maps(eng, o);
+  const double delta_co = o.closed_orbit[5];
   const Matrix6& r = o.map_4d.matrix;
 
   // Tunes and Twiss parameters (Wolski 2014, sec. 2.3; MAD-X: sign of M12).
@@ -627,7 +645,7 @@ LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& 
       const double d = delta_co + j * dd;
       const std::array<double, 4> guess = {o.closed_orbit[0] + o.dx * j * dd, o.closed_orbit[1] + o.dpx * j * dd,
                                            o.closed_orbit[2] + o.dy * j * dd, o.closed_orbit[3] + o.dpy * j * dd};
-      const OneTurnMap m = eng.map_4d(d, guess);
+      const OneTurnMap m = eng.map_4d(d, guess, o.map_4d.closed_orbit[4]);
       const auto qq = transverse_tunes(m.matrix);
       return Sample{qq[0], qq[1], m.dzeta_per_turn};
     };
@@ -884,6 +902,456 @@ nlohmann::ordered_json optics_to_json(const LinearOptics& o) {
   j["chromaticity"] = {{"dqx", o.dqx}, {"dqy", o.dqy}, {"delta_chrom", o.delta_chrom}, {"stencil_points", o.chrom_points}};
   j["longitudinal"] = {{"slip_factor", o.eta}, {"momentum_compaction", o.alpha_c}, {"gamma_tr", number(o.gamma_tr)}};
   return j;
+}
+
+
+// -----------------------------------------------------------------------------------------------
+// Optics along the ring (see optics.h).
+
+namespace {
+
+using Complex = std::complex<double>;
+using CVector4 = std::array<Complex, 4>;
+
+/// One element's linear map around the closed orbit, delta frozen: d(x, px, y, py)_out /
+/// d(x, px, y, py, delta)_in, row-major (4 rows of 5).
+using ElementJacobian = std::array<double, 20>;
+
+/// Takes particles through one sequence entry at a time with the element's CPU function, as the
+/// CPU backend does for a single-particle element (collective elements are skipped, as in
+/// TrackOptions::collective = false). With `freeze_delta`, delta is restored after the element
+/// (the 4D map of RingTracker).
+class ElementStepper {
+ public:
+  ElementStepper(const Lattice& lattice, bool freeze_delta) : m_lattice(lattice), m_freeze(freeze_delta) {
+    const GlobalLimits l = lattice.limits();
+    m_limit_x = l.x;
+    m_limit_y = l.y;
+  }
+
+  void step(Particles& p, size_t e) {
+    const auto& entry = m_lattice.sequence()[e];
+    const ElementDefinition& def = m_lattice.definitions()[entry.definition];
+    if (!def.type->track_block) return;
+    if (m_freeze) m_saved = p.delta;
+    ft_particle_block b = p.block(0, p.size());
+    b.limit_x = m_limit_x;
+    b.limit_y = m_limit_y;
+    b.turn = 0;
+    b.element_index = static_cast<int64_t>(e);
+    ft_error err{};
+    if (def.type->track_block(m_lattice.params(entry.definition), &b, &err) != 0)
+      throw Error(fmt::format("optics along the ring: element #{} '{}' ({}) failed: {}", e, def.name, def.type->name,
+                              err.message));
+    for (size_t i = 0; i < p.size(); ++i) {
+      if (p.state[i] <= 0)
+        throw Error(fmt::format("optics along the ring: a probe particle near the closed orbit was lost at element #{} "
+                                "'{}' ({}, state {})",
+                                e, def.name, def.type->name, p.state[i]));
+      if (m_freeze && p.delta[i] != m_saved[i]) {
+        ParticleView v = p.view(i);
+        v.update_delta(m_saved[i]);
+        p.store(i, v);
+      }
+    }
+  }
+
+ private:
+  const Lattice& m_lattice;
+  bool m_freeze;
+  double m_limit_x = 0.0, m_limit_y = 0.0;
+  std::vector<double> m_saved;
+};
+
+/// 2 cos mu of the two eigenmodes of a 4x4 symplectic (x, px, y, py) block (Edwards-Teng; see
+/// transverse_tunes), mode 1 the one closer to the x block. Throws on a coupling resonance.
+std::array<double, 2> edwards_teng_two_cos(const std::array<std::array<double, 4>, 4>& m) {
+  const double tra = m[0][0] + m[1][1], trd = m[2][2] + m[3][3];
+  const double b00 = m[0][2] + m[3][1], b01 = m[0][3] - m[2][1];
+  const double b10 = m[1][2] - m[3][0], b11 = m[1][3] + m[2][0];
+  const double half_diff = 0.5 * (tra - trd);
+  const double disc = half_diff * half_diff + (b00 * b11 - b01 * b10);
+  if (!(disc >= 0.0))
+    throw Error(fmt::format("optics along the ring: the transverse motion is unstable (coupling resonance: "
+                            "Edwards-Teng discriminant {:.3g} < 0)",
+                            disc));
+  const double root = std::copysign(std::sqrt(disc), half_diff == 0.0 ? 1.0 : half_diff);
+  return {0.5 * (tra + trd) + root, 0.5 * (tra + trd) - root};
+}
+
+/// A non-zero solution of a v = 0 for a singular 4x4 complex matrix (rank 3): Gaussian
+/// elimination with full pivoting, the last unknown (in pivot order) set to 1.
+CVector4 null_vector(std::array<CVector4, 4> a) {
+  std::array<int, 4> col = {0, 1, 2, 3};
+  for (int k = 0; k < 3; ++k) {
+    int pr = k, pc = k;
+    for (int r = k; r < 4; ++r)
+      for (int c = k; c < 4; ++c)
+        if (std::abs(a[static_cast<size_t>(r)][static_cast<size_t>(c)]) >
+            std::abs(a[static_cast<size_t>(pr)][static_cast<size_t>(pc)])) {
+          pr = r;
+          pc = c;
+        }
+    std::swap(a[static_cast<size_t>(k)], a[static_cast<size_t>(pr)]);
+    for (auto& row : a) std::swap(row[static_cast<size_t>(k)], row[static_cast<size_t>(pc)]);
+    std::swap(col[static_cast<size_t>(k)], col[static_cast<size_t>(pc)]);
+    const Complex pivot = a[static_cast<size_t>(k)][static_cast<size_t>(k)];
+    if (pivot == 0.0) throw Error("optics along the ring: the one-turn matrix has a degenerate eigenvalue");
+    for (int r = k + 1; r < 4; ++r) {
+      const Complex f = a[static_cast<size_t>(r)][static_cast<size_t>(k)] / pivot;
+      for (int c = k; c < 4; ++c)
+        a[static_cast<size_t>(r)][static_cast<size_t>(c)] -= f * a[static_cast<size_t>(k)][static_cast<size_t>(c)];
+    }
+  }
+  CVector4 y{};
+  y[3] = 1.0;
+  for (int k = 2; k >= 0; --k) {
+    Complex sum = 0.0;
+    for (int c = k + 1; c < 4; ++c) sum += a[static_cast<size_t>(k)][static_cast<size_t>(c)] * y[static_cast<size_t>(c)];
+    y[static_cast<size_t>(k)] = -sum / a[static_cast<size_t>(k)][static_cast<size_t>(k)];
+  }
+  CVector4 v{};
+  for (int k = 0; k < 4; ++k) v[static_cast<size_t>(col[static_cast<size_t>(k)])] = y[static_cast<size_t>(k)];
+  return v;
+}
+
+/// u^H S w with S = diag(J2, J2), J2 = [[0, 1], [-1, 0]].
+Complex symplectic_product(const CVector4& u, const CVector4& w) {
+  return std::conj(u[0]) * w[1] - std::conj(u[1]) * w[0] + std::conj(u[2]) * w[3] - std::conj(u[3]) * w[2];
+}
+
+/// The x plane's part of v^H S v = i (v^H S v = 2i Im(conj(v_x) v_px) + 2i Im(conj(v_y) v_py)).
+double x_share(const CVector4& v) { return 2.0 * (std::conj(v[0]) * v[1]).imag(); }
+
+/// The normalized eigenvectors (v^H S v = i) of the two modes of a stable 4x4 symplectic matrix;
+/// mode 1 is the one with the larger x share.
+std::array<CVector4, 2> transverse_eigenvectors(const std::array<std::array<double, 4>, 4>& m) {
+  double coupling = 0.0;
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < 4; ++k)
+      if ((i < 2) != (k < 2)) coupling = std::max(coupling, std::fabs(m[i][k]));
+  std::array<CVector4, 2> modes{};
+  if (coupling == 0.0) {
+    // Uncoupled (also with equal tunes): the classic Twiss parameters of each 2x2 block.
+    for (int p = 0; p < 2; ++p) {
+      const size_t o = static_cast<size_t>(2 * p);
+      const PlaneTwiss t = twiss_from_block(m[o][o], m[o][o + 1], m[o + 1][o], m[o + 1][o + 1]);
+      if (!t.stable)
+        throw Error(fmt::format("optics along the ring: the {} motion is unstable", p == 0 ? "horizontal" : "vertical"));
+      const double sb = std::sqrt(t.beta);
+      CVector4 v{};
+      v[o] = sb / std::sqrt(2.0);
+      v[o + 1] = Complex(-t.alpha, 1.0) / (sb * std::sqrt(2.0));
+      modes[static_cast<size_t>(p)] = v;
+    }
+    return modes;
+  }
+  const std::array<double, 2> u = edwards_teng_two_cos(m);
+  for (int p = 0; p < 2; ++p) {
+    const double c = 0.5 * u[static_cast<size_t>(p)];
+    if (!(std::fabs(c) < 1.0))
+      throw Error(fmt::format("optics along the ring: eigenmode {} is unstable (cos mu = {:.12g})", p + 1, c));
+    const Complex lambda(c, std::sqrt(1.0 - c * c));
+    std::array<CVector4, 4> a{};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 4; ++k) a[i][k] = m[i][k] - (i == k ? lambda : Complex(0.0));
+    CVector4 v = null_vector(a);
+    double w = symplectic_product(v, v).imag();
+    if (w < 0.0) {
+      for (auto& z : v) z = std::conj(z);
+      w = -w;
+    }
+    if (!(w > 0.0) || !std::isfinite(w))
+      throw Error("optics along the ring: an eigenvector of the one-turn matrix has no symplectic norm");
+    for (auto& z : v) z /= std::sqrt(w);
+    modes[static_cast<size_t>(p)] = v;
+  }
+  if (x_share(modes[1]) > x_share(modes[0])) std::swap(modes[0], modes[1]);
+  // Eigenvectors of distinct eigenvalues are symplectically orthogonal (v1^H S v2 = v1^T S v2 = 0);
+  // on a coupling resonance (equal mode tunes) the modes are not separable.
+  CVector4 conj1 = modes[0];
+  for (auto& z : conj1) z = std::conj(z);
+  if (!(std::abs(symplectic_product(modes[0], modes[1])) < 1e-6) || !(std::abs(symplectic_product(conj1, modes[1])) < 1e-6))
+    throw Error("optics along the ring: the two transverse eigenmodes are not separable (the ring is on a coupling "
+                "resonance, equal mode tunes)");
+  return modes;
+}
+
+CVector4 propagate(const ElementJacobian& j, const CVector4& v) {
+  CVector4 r{};
+  for (size_t i = 0; i < 4; ++i)
+    r[i] = j[5 * i] * v[0] + j[5 * i + 1] * v[1] + j[5 * i + 2] * v[2] + j[5 * i + 3] * v[3];
+  return r;
+}
+
+double wrap_phase(double d) {
+  // into (-pi, pi]
+  d = std::remainder(d, 2.0 * kPi);
+  if (d <= -kPi) d += 2.0 * kPi;
+  return d;
+}
+
+}  // namespace
+
+std::vector<std::pair<std::string, const std::vector<double>*>> TwissTable::numeric_columns() const {
+  return {{"s", &s},           {"x", &x},           {"px", &px},         {"y", &y},
+          {"py", &py},         {"zeta", &zeta},     {"delta", &delta},   {"beta_x", &beta_x},
+          {"alpha_x", &alpha_x}, {"mu_x", &mu_x},   {"beta_y", &beta_y}, {"alpha_y", &alpha_y},
+          {"mu_y", &mu_y},     {"dx", &dx},         {"dpx", &dpx},       {"dy", &dy},
+          {"dpy", &dpy},       {"beta_1x", &beta_1x}, {"alpha_1x", &alpha_1x}, {"beta_1y", &beta_1y},
+          {"alpha_1y", &alpha_1y}, {"beta_2x", &beta_2x}, {"alpha_2x", &alpha_2x}, {"beta_2y", &beta_2y},
+          {"alpha_2y", &alpha_2y}};
+}
+
+TwissTable compute_twiss_table(const Lattice& lattice, const OpticsOptions& options) {
+  Engine eng(lattice, options);
+  LinearOptics o;
+  find_orbit_and_maps(eng, o);
+  return compute_twiss_table(lattice, o, options);
+}
+
+TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options) {
+  check_options(options);
+  check_lattice(lattice);
+  const size_t n = lattice.sequence().size();
+  const double beta0 = lattice.reference().beta0();
+  TwissTable t;
+  t.circumference = lattice.circumference();
+  t.six_d = optics.six_d;
+  t.mode_reason = optics.mode_reason;
+  const size_t rows = n + 1;
+  t.name.resize(rows);
+  t.type.resize(rows);
+  for (auto* c : {&t.s, &t.x, &t.px, &t.y, &t.py, &t.zeta, &t.delta, &t.beta_x, &t.alpha_x, &t.mu_x, &t.beta_y,
+                  &t.alpha_y, &t.mu_y, &t.dx, &t.dpx, &t.dy, &t.dpy, &t.beta_1x, &t.alpha_1x, &t.beta_1y,
+                  &t.alpha_1y, &t.beta_2x, &t.alpha_2x, &t.beta_2y, &t.alpha_2y})
+    c->resize(rows);
+
+  // Pass 1: the closed orbit through every element and each element's Jacobian around it.
+  // Particle 0 follows the orbit; 1 + 2k and 2 + 2k start each element at the orbit +- the step in
+  // coordinate kIndex[k] (x, px, y, py, delta).
+  constexpr size_t kIndex[5] = {0, 1, 2, 3, 5};
+  const std::array<double, 6> start = optics.map_4d.closed_orbit;
+  Particles p(11, beta0);
+  p.set(0, start[0], start[1], start[2], start[3], start[4], start[5]);
+  ElementStepper stepper(lattice, true);
+  std::vector<ElementJacobian> jac(n);
+  // Product of the element Jacobians: 4 x 5 (delta column), with the implicit row (0, 0, 0, 0, 1).
+  std::array<std::array<double, 5>, 4> product{};
+  for (size_t i = 0; i < 4; ++i) product[i][i] = 1.0;
+  auto record_orbit = [&](size_t row) {
+    t.x[row] = p.x[0];
+    t.px[row] = p.px[0];
+    t.y[row] = p.y[0];
+    t.py[row] = p.py[0];
+    t.zeta[row] = p.zeta[0];
+    t.delta[row] = p.delta[0];
+  };
+  t.name[0] = "_start";
+  t.type[0] = "";
+  t.s[0] = 0.0;
+  record_orbit(0);
+  for (size_t e = 0; e < n; ++e) {
+    double z[6];
+    p.coordinates(0, z);
+    double step_in[5];
+    for (size_t k = 0; k < 5; ++k) {
+      double zp[6], zm[6];
+      std::copy(z, z + 6, zp);
+      std::copy(z, z + 6, zm);
+      zp[kIndex[k]] += options.steps[kIndex[k]];
+      zm[kIndex[k]] -= options.steps[kIndex[k]];
+      step_in[k] = zp[kIndex[k]] - zm[kIndex[k]];
+      p.set(1 + 2 * k, zp[0], zp[1], zp[2], zp[3], zp[4], zp[5]);
+      p.set(2 + 2 * k, zm[0], zm[1], zm[2], zm[3], zm[4], zm[5]);
+    }
+    stepper.step(p, e);
+    ElementJacobian& j = jac[e];
+    const std::vector<double>* out[4] = {&p.x, &p.px, &p.y, &p.py};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 5; ++k) j[5 * i + k] = ((*out[i])[1 + 2 * k] - (*out[i])[2 + 2 * k]) / step_in[k];
+    std::array<std::array<double, 5>, 4> next{};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 5; ++k) {
+        double sum = k == 4 ? j[5 * i + 4] : 0.0;
+        for (size_t m = 0; m < 4; ++m) sum += j[5 * i + m] * product[m][k];
+        next[i][k] = sum;
+      }
+    product = next;
+    const ElementDefinition& def = lattice.element(e);
+    t.name[e + 1] = def.name;
+    t.type[e + 1] = def.type->name;
+    t.s[e + 1] = e + 1 < n ? lattice.sequence()[e + 1].s : t.circumference;
+    record_orbit(e + 1);
+  }
+
+  // Checks against the one-turn tracking: the orbit closes and the product is the 4D matrix.
+  t.orbit_closure = std::max({std::fabs(t.x[n] - start[0]), std::fabs(t.px[n] - start[1]),
+                              std::fabs(t.y[n] - start[2]), std::fabs(t.py[n] - start[3])});
+  {
+    const Matrix6& r = optics.map_4d.matrix;
+    const double per_delta = dpzeta_ddelta(start[5], beta0);  // the matrix's delta column is per pzeta
+    double diff = 0.0, scale = 1.0;
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 5; ++k) {
+        const double ref = k < 4 ? r[i][k] : r[i][5] * per_delta;
+        diff = std::max(diff, std::fabs(product[i][k] - ref));
+        scale = std::max(scale, std::fabs(ref));
+      }
+    t.matrix_mismatch = diff / scale;
+  }
+  if (!(t.orbit_closure <= 1e-8) || !(t.matrix_mismatch <= 1e-6))
+    throw Error(fmt::format(
+        "optics along the ring: tracking element by element disagrees with tracking whole turns (orbit closure "
+        "{:.3g}, relative matrix difference {:.3g}); the optics would not be those of the ring",
+        t.orbit_closure, t.matrix_mismatch));
+
+  // Normal form at the start.
+  std::array<std::array<double, 4>, 4> m4{};
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < 4; ++k) m4[i][k] = product[i][k];
+  std::array<CVector4, 2> v = transverse_eigenvectors(m4);
+  const std::array<CVector4, 2> v_start = v;
+  std::array<double, 4> d{};
+  {
+    std::vector<std::vector<double>> a(4, std::vector<double>(4));
+    std::vector<double> b(4);
+    for (size_t i = 0; i < 4; ++i) {
+      for (size_t k = 0; k < 4; ++k) a[i][k] = (i == k ? 1.0 : 0.0) - product[i][k];
+      b[i] = product[i][4];
+    }
+    if (!solve(a, b))
+      throw Error("optics along the ring: I - R (4x4) is singular: cannot compute the dispersion (integer tune?)");
+    for (size_t i = 0; i < 4; ++i) d[i] = b[i];
+  }
+
+  // Pass 2: eigenvectors and dispersion element by element.
+  double phase[2] = {0.0, 0.0};
+  double last_arg[2] = {std::arg(v[0][0]), std::arg(v[1][2])};
+  auto record_optics = [&](size_t row) {
+    const double b1x = 2.0 * std::norm(v[0][0]), b1y = 2.0 * std::norm(v[0][2]);
+    const double b2x = 2.0 * std::norm(v[1][0]), b2y = 2.0 * std::norm(v[1][2]);
+    t.beta_1x[row] = b1x;
+    t.beta_1y[row] = b1y;
+    t.beta_2x[row] = b2x;
+    t.beta_2y[row] = b2y;
+    t.alpha_1x[row] = -2.0 * (v[0][0] * std::conj(v[0][1])).real();
+    t.alpha_1y[row] = -2.0 * (v[0][2] * std::conj(v[0][3])).real();
+    t.alpha_2x[row] = -2.0 * (v[1][0] * std::conj(v[1][1])).real();
+    t.alpha_2y[row] = -2.0 * (v[1][2] * std::conj(v[1][3])).real();
+    t.beta_x[row] = b1x;
+    t.alpha_x[row] = t.alpha_1x[row];
+    t.beta_y[row] = b2y;
+    t.alpha_y[row] = t.alpha_2y[row];
+    t.mu_x[row] = phase[0] / (2.0 * kPi);
+    t.mu_y[row] = phase[1] / (2.0 * kPi);
+    t.dx[row] = d[0];
+    t.dpx[row] = d[1];
+    t.dy[row] = d[2];
+    t.dpy[row] = d[3];
+    if (b1x > 0.0) t.max_coupling = std::max(t.max_coupling, b1y / b1x);
+    if (b2y > 0.0) t.max_coupling = std::max(t.max_coupling, b2x / b2y);
+  };
+  record_optics(0);
+  for (size_t e = 0; e < n; ++e) {
+    const ElementJacobian& j = jac[e];
+    v[0] = propagate(j, v[0]);
+    v[1] = propagate(j, v[1]);
+    std::array<double, 4> dn{};
+    for (size_t i = 0; i < 4; ++i)
+      dn[i] = j[5 * i] * d[0] + j[5 * i + 1] * d[1] + j[5 * i + 2] * d[2] + j[5 * i + 3] * d[3] + j[5 * i + 4];
+    d = dn;
+    const double args[2] = {std::arg(v[0][0]), std::arg(v[1][2])};
+    for (int k = 0; k < 2; ++k) {
+      phase[k] += wrap_phase(args[k] - last_arg[k]);
+      last_arg[k] = args[k];
+    }
+    record_optics(e + 1);
+  }
+  t.q1 = t.mu_x[n];
+  t.q2 = t.mu_y[n];
+  // Periodicity: v(end) = e^{i mu} v(start).
+  for (int k = 0; k < 2; ++k) {
+    const Complex turn = std::polar(1.0, phase[k]);
+    double diff = 0.0, norm = 0.0;
+    for (size_t i = 0; i < 4; ++i) {
+      diff += std::norm(v[static_cast<size_t>(k)][i] - turn * v_start[static_cast<size_t>(k)][i]);
+      norm += std::norm(v_start[static_cast<size_t>(k)][i]);
+    }
+    t.periodicity_error = std::max(t.periodicity_error, std::sqrt(diff / norm));
+  }
+  return t;
+}
+
+namespace {
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
+  std::string q = "\"";
+  for (char c : s) {
+    if (c == '"') q += '"';
+    q += c;
+  }
+  return q + "\"";
+}
+
+/// A NumPy fixed-width unicode array ('<U<width>', UCS-4 little endian) of UTF-8 strings (bytes
+/// above 0x7f are kept as code points; names are ASCII in practice).
+NpyArray unicode_array(const std::vector<std::string>& v) {
+  size_t width = 1;
+  for (const auto& s : v) width = std::max(width, s.size());
+  NpyArray a;
+  a.dtype = fmt::format("<U{}", width);
+  a.shape = {v.size()};
+  a.data.assign(v.size() * width * 4, 0);
+  for (size_t i = 0; i < v.size(); ++i)
+    for (size_t c = 0; c < v[i].size(); ++c) a.data[(i * width + c) * 4] = static_cast<unsigned char>(v[i][c]);
+  return a;
+}
+
+}  // namespace
+
+void write_twiss_table(const std::string& path, const TwissTable& table, const std::string& field) {
+  const auto ends_with = [&](const char* ext) {
+    const std::string e(ext);
+    return path.size() > e.size() && path.compare(path.size() - e.size(), e.size(), e) == 0;
+  };
+  const auto columns = table.numeric_columns();
+  if (ends_with(".npz")) {
+    std::vector<std::pair<std::string, NpyArray>> members;
+    members.emplace_back("name", unicode_array(table.name));
+    members.emplace_back("type", unicode_array(table.type));
+    for (const auto& c : columns) members.emplace_back(c.first, NpyArray::from(*c.second));
+    write_npz(path, members);
+    return;
+  }
+  if (!ends_with(".csv")) {
+    InputLocation at;
+    at.field = field;
+    throw InputError(at, fmt::format("'{}': the file name must end in .csv or .npz", path));
+  }
+  const std::string tmp = path + ".tmp";
+  {
+    std::ofstream out(tmp);
+    if (!out) throw Error(fmt::format("{}: cannot write file", path));
+    out << "name,type";
+    for (const auto& c : columns) out << ',' << c.first;
+    out << '\n';
+    std::string line;
+    for (size_t r = 0; r < table.size(); ++r) {
+      line = csv_field(table.name[r]);
+      line += ',';
+      line += csv_field(table.type[r]);
+      for (const auto& c : columns) {
+        line += ',';
+        line += fmt::format("{:.17g}", (*c.second)[r]);
+      }
+      line += '\n';
+      out << line;
+    }
+    if (!out) throw Error(fmt::format("{}: write failed", path));
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) throw Error(fmt::format("{}: cannot write file", path));
 }
 
 }  // namespace ft

@@ -206,4 +206,70 @@ TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optic
 /// alpha_c, gamma_t; NaN as null).
 nlohmann::ordered_json optics_to_json(const LinearOptics& optics);
 
+// ---------------------------------------------------------------------------------------------
+// Optics along the ring.
+//
+// One pass of the closed orbit through the sequence gives each element's 6x6 Jacobian around the
+// orbit (central differences with OpticsOptions::steps, delta frozen as in the 4D map: one
+// Jacobian per element, no per-element one-turn maps). Their product is the 4D one-turn matrix
+// at the start; its eigenvectors are propagated element by element.
+//
+// Coupled linear normal form (Mais-Ripken; F. Willeke and G. Ripken, "Methods of beam optics",
+// AIP Conf. Proc. 184 (1989) 758; A. Wolski, "Beam Dynamics ..." (2014), sec. 7.3): for the
+// eigenvector v_k (k = 1, 2) of the 4x4 transverse one-turn matrix with v_k^H S v_k = i
+// (S = diag(J2, J2), J2 = [[0, 1], [-1, 0]]; this fixes Q vs 1 - Q and the scale), at each
+// position
+//   beta_kx = 2 |v_k,x|^2,  alpha_kx = -2 Re(v_k,x conj(v_k,px)),  and the same for y;
+// mode 1 is the one whose x part carries more of the normalisation (Im(conj(v_x) v_px) > 1/2).
+// Phase advances: mu_1 from arg v_1,x and mu_2 from arg v_2,y, each element's step taken in
+// (-pi, pi] and summed, so mu / 2 pi at the end is the full tune (integer part included). For an
+// uncoupled ring v_1 = (sqrt(beta_x), (i - alpha_x) / sqrt(beta_x), 0, 0) / sqrt(2): beta_1x =
+// beta_x, beta_1y = 0, and mu_x the usual integral of ds / beta_x.
+// Dispersion: the derivative of the closed orbit with respect to delta, (I - R4) D = dR/ddelta at
+// the start (as LinearOptics::dx) and D_{e+1} = R4_e D_e + dR_e/ddelta along the ring.
+
+/// The table: one row per position, row 0 at the start of the sequence (s = 0, before the first
+/// element, name "_start", type ""), row i (1..N) at the exit of sequence entry i - 1.
+struct TwissTable {
+  // Ring
+  double circumference = 0.0;  // [m]
+  bool six_d = false;          // the closed orbit from the 6D map (RF) or the 4D one
+  std::string mode_reason;
+  double q1 = 0.0, q2 = 0.0;   // full tunes of modes 1 and 2 (mu_x, mu_y at the end) [1]
+  /// Largest coupling along the ring, max over rows of beta_1y / beta_1x and beta_2x / beta_2y
+  /// (0 for an uncoupled ring).
+  double max_coupling = 0.0;
+  /// Checks of the element-by-element pass: max |orbit at the end - orbit at the start| over x,
+  /// px, y, py [m, 1]; max |product of the element Jacobians - 4D one-turn matrix| (transverse
+  /// rows, columns x..py and delta) over max(1, max |entry|); max over the two modes of
+  /// |v(end) - e^{i mu} v(start)|^2 relative to |v(start)|^2 (periodicity of the eigenvectors).
+  double orbit_closure = 0.0, matrix_mismatch = 0.0, periodicity_error = 0.0;
+
+  // Columns (size N + 1)
+  std::vector<std::string> name, type;
+  std::vector<double> s;                                  // [m]
+  std::vector<double> x, px, y, py, zeta, delta;          // closed orbit [m, 1]
+  std::vector<double> beta_x, alpha_x, mu_x;              // mode 1, x plane; mu / 2 pi [m, 1, 1]
+  std::vector<double> beta_y, alpha_y, mu_y;              // mode 2, y plane
+  std::vector<double> dx, dpx, dy, dpy;                   // dispersion [m, 1]
+  std::vector<double> beta_1x, alpha_1x, beta_1y, alpha_1y;  // Mais-Ripken, mode 1
+  std::vector<double> beta_2x, alpha_2x, beta_2y, alpha_2y;  // Mais-Ripken, mode 2
+
+  size_t size() const { return s.size(); }
+  /// The numeric columns by name, in file order (s, x, ..., alpha_2y).
+  std::vector<std::pair<std::string, const std::vector<double>*>> numeric_columns() const;
+};
+
+/// Optics at every element around the closed orbit of `optics` (from compute_linear_optics with
+/// the same options). Throws ft::Error when a probe is lost, or when the element-by-element pass
+/// disagrees with the one-turn tracking (orbit_closure > 1e-8, matrix_mismatch > 1e-6).
+TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options = {});
+/// The same, computing the closed orbit first.
+TwissTable compute_twiss_table(const Lattice& lattice, const OpticsOptions& options = {});
+
+/// Writes the table as CSV (a header line of column names; name and type first) or as NPZ (one
+/// float64 array per numeric column, name and type as unicode arrays), chosen by the extension
+/// (.csv or .npz; another extension is an InputError naming `field`, e.g. "--twiss-table").
+void write_twiss_table(const std::string& path, const TwissTable& table, const std::string& field = "twiss table");
+
 }  // namespace ft
