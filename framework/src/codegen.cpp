@@ -10,6 +10,7 @@
 
 #include "fusetrack/collective.h"
 #include "fusetrack/error.h"
+#include "fusetrack/transform.h"
 
 extern "C" const ft_source_file ft_core_device_headers[];
 extern "C" const uint32_t ft_core_device_headers_count;
@@ -106,6 +107,44 @@ done:
 
 namespace {
 
+/// The types used with a transformation (their own switch cases, after the plain ones).
+void add_transformed_types(const Lattice& lattice, KernelSource& src) {
+  if (!lattice.has_transforms()) return;
+  std::vector<bool> seen(lattice.definitions().size(), false);
+  for (const auto& entry : lattice.sequence()) {
+    if (seen[entry.definition]) continue;
+    seen[entry.definition] = true;
+    const ElementDefinition& def = lattice.definitions()[entry.definition];
+    const std::vector<uint64_t>* block = lattice.transform_block(entry.definition);
+    if (!block || def.type->is_collective()) continue;
+    const uint32_t words = static_cast<uint32_t>(block->size()) + (def.type->param_size + 7) / 8;
+    auto it = std::find(src.transformed_types.begin(), src.transformed_types.end(), def.type);
+    if (it == src.transformed_types.end()) {
+      src.transformed_types.push_back(def.type);
+      src.transformed_words.push_back(words);
+    } else {
+      uint32_t& w = src.transformed_words[static_cast<size_t>(it - src.transformed_types.begin())];
+      w = std::max(w, words);
+    }
+  }
+  if (src.types.size() + src.transformed_types.size() > 255)
+    throw Error("a fused kernel supports at most 255 element types per lattice (transformed types count twice)");
+}
+
+/// The track call of one element in a baked kernel: with a transformation, its block as constants
+/// and the call between transform_entry and transform_exit (as the switch cases do).
+std::string baked_track_call(const Lattice& lattice, uint32_t definition) {
+  const ElementDefinition& def = lattice.definitions()[definition];
+  const std::vector<uint64_t>* block = lattice.transform_block(definition);
+  if (!block) return fmt::format("{}(el, p);", def.type->track_function);
+  std::string words;
+  for (uint64_t w : *block) words += fmt::format("{}0x{:x}ull", words.empty() ? "" : ", ", w);
+  return fmt::format(
+      "const unsigned long long tr[] = {{{}}}; ft::transform_entry(reinterpret_cast<const unsigned char*>(tr), p); "
+      "{}(el, p); ft::transform_exit(reinterpret_cast<const unsigned char*>(tr), p);",
+      words, def.type->track_function);
+}
+
 /// The parts every generated source shares: headers, includes and layout checks.
 std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode fma) {
   src.fma = fma;
@@ -133,6 +172,8 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   if (fma == FmaMode::On) s += "#define FT_DEVICE_FAST_MATH 1\n";
   s += "#include \"fusetrack/device/element.h\"\n";
   for (const ElementType* t : src.types) s += fmt::format("#include \"{}\"\n", t->header);
+  add_transformed_types(lattice, src);
+  if (!src.transformed_types.empty()) s += "#include \"fusetrack/device/transform.h\"\n";
   s += "\n// The device structs must have the layout the host plugins gave the packed parameters.\n";
   for (const ElementType* t : src.types)
     s += fmt::format("static_assert(sizeof({0}) == {1} && alignof({0}) == {2}, \"{0}: device layout differs from the host plugin's ({1} bytes)\");\n",
@@ -147,6 +188,14 @@ std::string switch_cases(const KernelSource& src, const char* indent) {
     if (src.types[k]->is_collective()) continue;
     s += fmt::format("{}case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", indent, k,
                      src.types[k]->track_function, src.types[k]->name);
+  }
+  // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
+  for (size_t j = 0; j < src.transformed_types.size(); ++j) {
+    const ElementType* t = src.transformed_types[j];
+    s += fmt::format(
+        "{}case {}: {{ const unsigned char* own = ft::transform_entry(prm, p); {}(*reinterpret_cast<const {}*>(own), p); "
+        "ft::transform_exit(prm, p); }} break;\n",
+        indent, src.types.size() + j, t->track_function, t->name);
   }
   return s;
 }
@@ -168,6 +217,10 @@ std::string staged_kernel(const KernelSource& src) {
     slot_words = std::max(slot_words, w);
     words += fmt::format("{}{}", k ? ", " : "", w);
   }
+  for (uint32_t w : src.transformed_words) {
+    slot_words = std::max(slot_words, w);
+    words += fmt::format("{}{}", words.size() > 1 ? ", " : "", w);
+  }
   words += "}";
   std::string s = R"(
 struct FtParticleArrays {
@@ -177,7 +230,8 @@ struct FtParticleArrays {
 };
 )";
   s += fmt::format("constexpr int kChunk = {};\nconstexpr int kSlotWords = {};\n", kStagedChunk, slot_words);
-  s += fmt::format("__device__ __constant__ unsigned char kParamWords[{}] = {};\n", std::max<size_t>(src.types.size(), 1),
+  s += fmt::format("__device__ __constant__ unsigned char kParamWords[{}] = {};\n",
+                   std::max<size_t>(src.types.size() + src.transformed_types.size(), 1),
                    src.types.empty() ? std::string("{0}") : words);
   s += R"(
 extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
@@ -282,9 +336,9 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
         s += fmt::format("    // #{} {} ({}): collective, skipped\n", e, def.name, def.type->name);
         continue;
       }
-      s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
+      s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
                        def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
-                       def.type->track_function, e, e, def.name);
+                       baked_track_call(lattice, entry.definition), e, e, def.name);
     }
   }
   s += kKernelEpilogue;
@@ -474,9 +528,9 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
       } else {
         for (size_t e = seg.begin; e < seg.end; ++e) {
           const ElementDefinition& def = lattice.element(e);
-          s += fmt::format("    {{ const {} el{}; {}(el, p); ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+          s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
                            def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
-                           def.type->track_function, e, e, def.name);
+                           baked_track_call(lattice, lattice.sequence()[e].definition), e, e, def.name);
         }
       }
     }
@@ -530,21 +584,30 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source) {
   for (const auto& entry : lattice.sequence()) {
     const ElementDefinition& def = lattice.definitions()[entry.definition];
     uint32_t& offset = offset_of_definition[entry.definition];
+    const std::vector<uint64_t>* transform = lattice.transform_block(entry.definition);
     if (offset == UINT32_MAX) {
       const auto* bytes = reinterpret_cast<const char*>(lattice.params(entry.definition));
-      auto key = std::make_pair(def.type, std::string(bytes, def.type->param_size));
+      // A transformed element's block: the transformation's words, then the element's parameters.
+      const std::string block = transform ? std::string(reinterpret_cast<const char*>(transform->data()), 8 * transform->size()) +
+                                                std::string(bytes, def.type->param_size)
+                                          : std::string(bytes, def.type->param_size);
+      auto key = std::make_pair(def.type, block);
       auto it = stored.find(key);
       if (it == stored.end()) {
         const uint32_t at = static_cast<uint32_t>(t.params.size() * sizeof(uint64_t));
-        t.params.resize(t.params.size() + (def.type->param_size + 7) / 8, 0);
-        std::memcpy(reinterpret_cast<char*>(t.params.data()) + at, bytes, def.type->param_size);
+        t.params.resize(t.params.size() + (key.second.size() + 7) / 8, 0);
+        std::memcpy(reinterpret_cast<char*>(t.params.data()) + at, key.second.data(), key.second.size());
         it = stored.emplace(std::move(key), at).first;
       }
       offset = it->second;
       if (offset >= (1u << 27)) throw Error("switch kernel: more than 128 MiB of distinct element parameters");
     }
-    auto type_it = std::find(source.types.begin(), source.types.end(), def.type);
-    t.steps.push_back(KernelStep::make(static_cast<uint32_t>(type_it - source.types.begin()), offset));
+    const uint32_t type_id =
+        transform ? static_cast<uint32_t>(source.types.size() +
+                                          (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
+                                           source.transformed_types.begin()))
+                  : static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
+    t.steps.push_back(KernelStep::make(type_id, offset));
   }
   if (t.params.empty()) t.params.push_back(0);
   return t;

@@ -6,9 +6,11 @@
 
 #include <algorithm>
 #include <atomic>
+#include <limits>
 #include <string>
 
 #include "fusetrack/collective.h"
+#include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/tracker.h"
 
@@ -32,6 +34,59 @@ void apply_turn_end(ft_particle_block& b, const GlobalLimits& limits, int64_t tu
       b.lost_element[i] = static_cast<int64_t>(n_elements) - 1;
     }
   }
+}
+
+/// One element whose definition has a transformation (fusetrack/device/transform.h): every alive
+/// particle into the element's frame, the plugin's loop (its global limit lifted: that limit
+/// applies in the line's frame), back out for every particle that went in (lost in the element or
+/// not, as xtrack's serial CPU and CUDA loops do), then the global limit. The fused GPU kernels do
+/// the same per particle: transform_entry, NAME_track, transform_exit, apply_element_limits.
+int track_transformed(ft_track_block_fn fn, const void* params, const unsigned char* transform,
+                      ft_particle_block& b, ft_error* err) {
+  bool entered[kBlockSize];
+  for (int64_t i = 0; i < b.count; ++i) {
+    entered[i] = b.state[i] > 0;
+    if (!entered[i]) continue;
+    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
+                   b.state[i]};
+    transform_entry(transform, p);
+    b.x[i] = p.x;
+    b.px[i] = p.px;
+    b.y[i] = p.y;
+    b.py[i] = p.py;
+    b.zeta[i] = p.zeta;
+  }
+  const GlobalLimits limits{b.limit_x, b.limit_y, {0, 0, 0, 0, 0, 0}};
+  b.limit_x = b.limit_y = std::numeric_limits<double>::infinity();
+  const int rc = fn(params, &b, err);
+  b.limit_x = limits.x;
+  b.limit_y = limits.y;
+  if (rc != 0) return rc;
+  for (int64_t i = 0; i < b.count; ++i) {
+    if (!entered[i]) continue;
+    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
+                   b.state[i]};
+    transform_exit(transform, p);
+    const bool alive = p.state > 0;
+    apply_element_limits(p, limits);
+    b.x[i] = p.x;
+    b.px[i] = p.px;
+    b.y[i] = p.y;
+    b.py[i] = p.py;
+    b.zeta[i] = p.zeta;
+    if (alive && p.state <= 0) {
+      b.state[i] = p.state;
+      b.lost_turn[i] = b.turn;
+      b.lost_element[i] = b.element_index;
+    }
+  }
+  return 0;
+}
+
+/// The transformation block of a sequence entry's definition, or nullptr.
+const unsigned char* transform_of(const Lattice& lattice, uint32_t definition) {
+  const std::vector<uint64_t>* block = lattice.transform_block(definition);
+  return block ? reinterpret_cast<const unsigned char*>(block->data()) : nullptr;
 }
 
 class CpuBackend : public Backend {
@@ -71,12 +126,14 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   struct Step {
     ft_track_block_fn fn;
     const void* params;
+    const unsigned char* transform;  // nullptr: none
   };
   std::vector<Step> steps(n_elements);
   for (size_t e = 0; e < n_elements; ++e) {
     const auto& entry = m_lattice.sequence()[e];
     // Collective elements are skipped here (options.collective is false): fn stays null.
-    steps[e] = {m_lattice.definitions()[entry.definition].type->track_block, m_lattice.params(entry.definition)};
+    steps[e] = {m_lattice.definitions()[entry.definition].type->track_block, m_lattice.params(entry.definition),
+                transform_of(m_lattice, entry.definition)};
   }
 
   const int64_t chunk = options.callback_every > 0 ? options.callback_every : options.turns;
@@ -102,7 +159,8 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
           if (!steps[e].fn) continue;
           b.element_index = static_cast<int64_t>(e);
           ft_error err{};
-          if (steps[e].fn(steps[e].params, &b, &err) != 0) {
+          if ((steps[e].transform ? track_transformed(steps[e].fn, steps[e].params, steps[e].transform, b, &err)
+                                  : steps[e].fn(steps[e].params, &b, &err)) != 0) {
             const auto& def = m_lattice.element(e);
 #pragma omp critical(ft_cpu_failure)
             if (!failed.exchange(true))
@@ -201,8 +259,10 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
             const auto& entry = m_lattice.sequence()[e];
             b.element_index = static_cast<int64_t>(e);
             ft_error err{};
-            if (m_lattice.definitions()[entry.definition].type->track_block(m_lattice.params(entry.definition), &b,
-                                                                             &err) != 0) {
+            const ft_track_block_fn fn = m_lattice.definitions()[entry.definition].type->track_block;
+            const unsigned char* transform = transform_of(m_lattice, entry.definition);
+            if ((transform ? track_transformed(fn, m_lattice.params(entry.definition), transform, b, &err)
+                           : fn(m_lattice.params(entry.definition), &b, &err)) != 0) {
               fail(e, err.message);
               break;
             }

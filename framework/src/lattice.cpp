@@ -102,17 +102,29 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   std::vector<unsigned char> bytes = type.default_params();
   // Fields given, by index into type.fields (a type has few fields).
   std::vector<bool> given(type.fields.size(), false);
+  ElementTransformInput transform;  // the generic transformation fields (shift_x, ..., rot_s_rad)
   for (const auto& [key, value] : fields.items()) {
     if (key == "type") continue;
     const FieldInfo* f = type.find_field(key);
-    if (!f)
-      throw InputError(where(key),
-                       fmt::format("unknown field for {}; its fields are: {}", type.name, list_fields(type)));
+    if (!f) {
+      const int t = transform_field_index(key);
+      if (t < 0)
+        throw InputError(where(key), fmt::format("unknown field for {}; its fields are: {} (and the transformation "
+                                                 "fields shift_x, shift_y, shift_s, rot_x_rad, rot_y_rad, rot_s_rad, "
+                                                 "rot_s_rad_no_frame, rot_shift_anchor)",
+                                                 type.name, list_fields(type)));
+      if (!value.is_number())
+        throw InputError(where(key), fmt::format("expected a number, got {}", json_type_name(value)));
+      const double x = value.get<double>();
+      if (!std::isfinite(x)) throw InputError(where(key), fmt::format("value {} is not a finite number", value.dump()));
+      transform_field(transform, t) = x;
+      continue;
+    }
     if (f->derived) throw InputError(where(key), "this field is computed by the element and cannot be given");
     if (f->host_only()) {
       // Read by the collective element's create() from the definition's JSON text.
     } else if (f->count == 1) {
-      read_scalar(value, *f, [&] { return where(key); }, bytes.data() + f->offset);
+      read_scalar(value, *f, [&, &field_key = key] { return where(field_key); }, bytes.data() + f->offset);
     } else {
       if (!value.is_array())
         throw InputError(where(key), fmt::format("expected an array of up to {} numbers, got {}", f->count,
@@ -121,7 +133,7 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
         throw InputError(where(key),
                          fmt::format("array has {} entries, at most {} are supported", value.size(), f->count));
       for (size_t k = 0; k < value.size(); ++k)
-        read_scalar(value[k], *f, [&] { return where(fmt::format("{}[{}]", key, k)); },
+        read_scalar(value[k], *f, [&, &field_key = key] { return where(fmt::format("{}[{}]", field_key, k)); },
                     bytes.data() + f->offset + k * f->element_size());
     }
     given[static_cast<size_t>(f - type.fields.data())] = true;
@@ -144,7 +156,49 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   m_definitions.push_back(std::move(def));
   const uint32_t index = static_cast<uint32_t>(m_definitions.size() - 1);
   index_name(index);
+  if (transform.active()) {
+    if (type.is_collective())
+      throw InputError(where(), "element transformations (shifts, rotations) are not supported on collective elements");
+    set_transform(index, transform);
+  }
   return index;
+}
+
+void Lattice::set_transform(uint32_t definition, const ElementTransformInput& t) {
+  ElementDefinition& def = m_definitions.at(definition);
+  if (!t.active()) {
+    if (def.transform >= 0) {  // keep the indices of the others: leave an inactive entry behind
+      m_transforms[static_cast<size_t>(def.transform)] = ElementTransformInput{};
+      def.transform = -1;
+    }
+    return;
+  }
+  if (def.type->is_collective())
+    throw Error(fmt::format("element '{}': transformations are not supported on collective elements", def.name));
+  if (def.transform < 0) {
+    def.transform = static_cast<int32_t>(m_transforms.size());
+    m_transforms.push_back(t);
+  } else {
+    m_transforms[static_cast<size_t>(def.transform)] = t;
+  }
+}
+
+const ElementTransformInput* Lattice::transform(uint32_t definition) const {
+  const int32_t t = m_definitions.at(definition).transform;
+  return t < 0 ? nullptr : &m_transforms[static_cast<size_t>(t)];
+}
+
+const std::vector<uint64_t>* Lattice::transform_block(uint32_t definition) const {
+  const int32_t t = m_definitions[definition].transform;
+  if (t < 0 || static_cast<size_t>(t) >= m_transform_blocks.size()) return nullptr;
+  return &m_transform_blocks[static_cast<size_t>(t)];
+}
+
+bool Lattice::has_transforms() const {
+  if (m_transforms.empty()) return false;
+  for (const auto& entry : m_sequence)
+    if (m_definitions[entry.definition].transform >= 0) return true;
+  return false;
 }
 
 namespace {
@@ -279,6 +333,31 @@ void Lattice::prepare() {
       where.element_name = m_definitions[d].name;
       where.element_type = type.name;
       throw InputError(where, err.message);
+    }
+  }
+  // Transformations: the entry and exit operations, from the element's length (thick types) and
+  // bending angle (a scalar field named `angle` [rad], if the type has one).
+  m_transform_blocks.assign(m_transforms.size(), {});
+  for (uint32_t d = 0; d < m_definitions.size(); ++d) {
+    const int32_t t = m_definitions[d].transform;
+    if (t < 0) continue;
+    const ElementType& type = *m_definitions[d].type;
+    const double len = type.thick ? length[d] : 0.0;
+    const FieldInfo* angle_field = type.find_field("angle");
+    const double angle = angle_field && angle_field->count == 1 && angle_field->type == FT_FIELD_DOUBLE &&
+                                 !angle_field->derived
+                             ? field(d, "angle")
+                             : 0.0;
+    try {
+      m_transform_blocks[static_cast<size_t>(t)] = ft::transform_block(m_transforms[static_cast<size_t>(t)], len, angle);
+    } catch (const std::exception& ex) {
+      InputLocation where;
+      where.file = m_source_file;
+      where.element_name = m_definitions[d].name;
+      where.element_type = type.name;
+      for (int k = 0; k < 8 && where.field.empty(); ++k)
+        if (transform_field(m_transforms[static_cast<size_t>(t)], k) != 0.0) where.field = kTransformFieldNames[k];
+      throw InputError(where, ex.what());
     }
   }
   // Collective elements: build each host model once, so that bad input (tables, sources, cuts)
@@ -883,13 +962,20 @@ json lattice_to_json(const Lattice& lattice) {
       if (f.host_only()) {
         if (given.contains(f.name)) e[f.name] = given.at(f.name);
       } else if (f.count == 1) {
-        e[f.name] = lattice.field(d, f.name);
+        const double v = lattice.field(d, f.name);  // integers written as integers, so that they read back
+        e[f.name] = f.type == FT_FIELD_INT32 ? json(static_cast<int32_t>(v)) : json(v);
       } else {
         json a = json::array();
-        for (unsigned k = 0; k < f.count; ++k) a.push_back(lattice.field(d, f.name, k));
+        for (unsigned k = 0; k < f.count; ++k) {
+          const double v = lattice.field(d, f.name, k);
+          a.push_back(f.type == FT_FIELD_INT32 ? json(static_cast<int32_t>(v)) : json(v));
+        }
         e[f.name] = a;
       }
     }
+    if (const ElementTransformInput* t = lattice.transform(d))
+      for (int k = 0; k < 8; ++k)
+        if (transform_field(*t, k) != 0.0) e[kTransformFieldNames[k]] = transform_field(*t, k);
     elements[def.name] = e;
     if (def.type->plugin->name() != "builtin") plugin_files.insert(def.type->plugin->file());
   }

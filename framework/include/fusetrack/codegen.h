@@ -37,6 +37,11 @@ struct KernelSource {
   bool report_resources = false;
   /// Element types in the order of their switch case ids.
   std::vector<const ElementType*> types;
+  /// Types used with a transformation (misalignment), in the order of their case ids, which
+  /// follow those of `types`; and for each, the most 8-byte words of a transformed parameter
+  /// block (the transformation's block, then the element's parameters).
+  std::vector<const ElementType*> transformed_types;
+  std::vector<uint32_t> transformed_words;
 };
 
 /// The kernel entry point every generated source defines.

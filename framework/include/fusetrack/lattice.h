@@ -7,6 +7,7 @@
 
 #include "fusetrack/device/particle.h"
 #include "fusetrack/registry.h"
+#include "fusetrack/transform.h"
 
 namespace ft {
 
@@ -36,6 +37,7 @@ struct ElementDefinition {
   const ElementType* type = nullptr;
   uint32_t param_offset = 0;  // bytes into Lattice::param_bytes()
   std::string json;           // collective elements: the definition as given (host-only fields too)
+  int32_t transform = -1;     // index of its transformation (shift_x, ..., rot_s_rad), -1: none
 };
 
 /// One entry of the sequence.
@@ -62,6 +64,15 @@ class Lattice {
   /// Sets one field of a definition (programmatic knobs and tests; no range checks beyond type).
   void set_field(uint32_t definition, const std::string& field, double value, unsigned index = 0);
   double field(uint32_t definition, const std::string& field, unsigned index = 0) const;
+  /// Sets the transformation (misalignment) of a definition; all zero removes it.
+  void set_transform(uint32_t definition, const ElementTransformInput& transform);
+  /// The transformation of a definition, or nullptr when it has none.
+  const ElementTransformInput* transform(uint32_t definition) const;
+  /// The transformation's parameter block (fusetrack/device/transform.h), computed by prepare(),
+  /// or nullptr when the definition has none.
+  const std::vector<uint64_t>* transform_block(uint32_t definition) const;
+  /// True when any definition used by the sequence has a transformation.
+  bool has_transforms() const;
 
   /// Computes s positions and circumference and runs every definition's prepare(). Call after
   /// the sequence is complete and after changing fields. Throws InputError naming the element.
@@ -108,6 +119,8 @@ class Lattice {
   bool index_name(uint32_t definition);  // false if the name is taken
   std::vector<SequenceEntry> m_sequence;
   std::vector<uint64_t> m_params;  // 8-byte aligned storage for every definition's struct
+  std::vector<ElementTransformInput> m_transforms;       // by ElementDefinition::transform
+  std::vector<std::vector<uint64_t>> m_transform_blocks;  // prepared by prepare(), same index
   GlobalLimits m_limits{1.0, 1.0, {0, 0, 0, 0, 0, 0}};
   double m_circumference = 0.0;
   std::string m_source_file;
