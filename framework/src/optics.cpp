@@ -1200,7 +1200,7 @@ TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optic
       }
     t.matrix_mismatch = diff / scale;
   }
-  if (!(t.orbit_closure <= 1e-8) || !(t.matrix_mismatch <= 1e-6))
+  if (!(t.orbit_closure <= 1e-8) || !(t.matrix_mismatch <= 1e-5))
     throw Error(fmt::format(
         "optics along the ring: tracking element by element disagrees with tracking whole turns (orbit closure "
         "{:.3g}, relative matrix difference {:.3g}); the optics would not be those of the ring",

@@ -222,7 +222,9 @@ nlohmann::ordered_json optics_to_json(const LinearOptics& optics);
 //   beta_kx = 2 |v_k,x|^2,  alpha_kx = -2 Re(v_k,x conj(v_k,px)),  and the same for y;
 // mode 1 is the one whose x part carries more of the normalisation (Im(conj(v_x) v_px) > 1/2).
 // Phase advances: mu_1 from arg v_1,x and mu_2 from arg v_2,y, each element's step taken in
-// (-pi, pi] and summed, so mu / 2 pi at the end is the full tune (integer part included). For an
+// (-pi, pi] and summed, so mu / 2 pi at the end is the full tune (integer part included); mu never
+// decreases in an uncoupled ring, while in a coupled one the phase of a mode's own-plane component
+// may step back at an element that rotates the frame (SRotation, a tilt). For an
 // uncoupled ring v_1 = (sqrt(beta_x), (i - alpha_x) / sqrt(beta_x), 0, 0) / sqrt(2): beta_1x =
 // beta_x, beta_1y = 0, and mu_x the usual integral of ds / beta_x.
 // Dispersion: the derivative of the closed orbit with respect to delta, (I - R4) D = dR/ddelta at
@@ -242,13 +244,16 @@ struct TwissTable {
   /// Checks of the element-by-element pass: max |orbit at the end - orbit at the start| over x,
   /// px, y, py [m, 1]; max |product of the element Jacobians - 4D one-turn matrix| (transverse
   /// rows, columns x..py and delta) over max(1, max |entry|); max over the two modes of
-  /// |v(end) - e^{i mu} v(start)|^2 relative to |v(start)|^2 (periodicity of the eigenvectors).
+  /// |v(end) - e^{i mu} v(start)| / |v(start)| (periodicity of the eigenvectors).
   double orbit_closure = 0.0, matrix_mismatch = 0.0, periodicity_error = 0.0;
 
   // Columns (size N + 1)
   std::vector<std::string> name, type;
   std::vector<double> s;                                  // [m]
-  std::vector<double> x, px, y, py, zeta, delta;          // closed orbit [m, 1]
+  /// Closed orbit [m, 1] of the map the optics are taken around: delta frozen at the closed
+  /// orbit's delta (as LinearOptics::map_4d), starting at its zeta; x..py are periodic, zeta
+  /// changes over the turn by the path-length difference (OneTurnMap::dzeta_per_turn).
+  std::vector<double> x, px, y, py, zeta, delta;
   std::vector<double> beta_x, alpha_x, mu_x;              // mode 1, x plane; mu / 2 pi [m, 1, 1]
   std::vector<double> beta_y, alpha_y, mu_y;              // mode 2, y plane
   std::vector<double> dx, dpx, dy, dpy;                   // dispersion [m, 1]
@@ -262,7 +267,8 @@ struct TwissTable {
 
 /// Optics at every element around the closed orbit of `optics` (from compute_linear_optics with
 /// the same options). Throws ft::Error when a probe is lost, or when the element-by-element pass
-/// disagrees with the one-turn tracking (orbit_closure > 1e-8, matrix_mismatch > 1e-6).
+/// disagrees with the one-turn tracking (orbit_closure > 1e-8, matrix_mismatch > 1e-5: the one-turn
+/// matrix's own finite-difference error is ~1e-8; a missed element effect is far larger).
 TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options = {});
 /// The same, computing the closed orbit first.
 TwissTable compute_twiss_table(const Lattice& lattice, const OpticsOptions& options = {});
