@@ -316,7 +316,9 @@ const std::map<std::string, long long> kMagnetModels = {{"adaptive", 0},
                                                         {"rot-kick-rot-low-order", 7},
                                                         {"rot-kick-rot-high-order", 8}};
 const std::map<std::string, long long> kIntegrators = {{"adaptive", 0}, {"teapot", 1}, {"yoshida4", 2}, {"uniform", 3}};
-const std::map<std::string, long long> kEdgeModels = {{"linear", 0}, {"full", 1}, {"suppressed", -1}};
+const std::map<std::string, long long> kEdgeModels = {
+    {"linear", 0}, {"full", 1}, {"dipole-only", 2}, {"suppressed", -1}};
+const std::map<std::string, long long> kRBendModels = {{"adaptive", 0}, {"curved-body", 1}, {"straight-body", 2}};
 const std::map<std::string, long long> kEdgeSides = {{"entry", 0}, {"exit", 1}};
 
 void require_no_radiation(XElement& e, const Converter& cv) {
@@ -596,6 +598,156 @@ Converted convert_sextupole(XElement& e, Converter& cv) {
   return out;
 }
 
+/// The extra integrated multipoles (knl, ksl) of a thick magnet, at most fusetrack's order 5.
+void thick_magnet_multipoles(XElement& e, std::vector<double>& knl, std::vector<double>& ksl) {
+  knl = e.array("knl");
+  ksl = e.array("ksl");
+  for (auto* v : {&knl, &ksl}) {
+    while (!v->empty() && v->back() == 0.0) v->pop_back();  // trailing zeros do not change the kick
+    if (v->size() > static_cast<size_t>(kMaxMultipoleOrder + 1))
+      throw InputError(e.at(e.key(v == &knl ? "knl" : "ksl")),
+                       fmt::format("{} non-zero terms up to order {} exceed fusetrack's maximum order {} of a thick "
+                                   "magnet",
+                                   v == &knl ? "knl" : "ksl", v->size() - 1, kMaxMultipoleOrder));
+    v->resize(static_cast<size_t>(kMaxMultipoleOrder + 1), 0.0);
+  }
+  for (const char* f : {"knl_rel", "ksl_rel"}) e.require_zero(f, "relative multipole strengths are not supported");
+  e.ignore("order");
+  e.ignore("inv_factorial_order");
+  e.ignore("main_order");
+  e.ignore("main_is_skew");
+}
+
+/// xtrack's integrator of a thick magnet as fusetrack's (the same indices 1..3; 'adaptive' is
+/// the class default) and its number of kicks (0: xtrack's automatic count, also fusetrack's).
+void thick_magnet_integrator(XElement& e, long long class_default, json& def) {
+  long long integrator = e.choice("integrator", kIntegrators);
+  if (integrator < 0 || integrator > 3)
+    throw InputError(e.at(e.key("integrator")), fmt::format("unknown integrator {}", integrator));
+  if (integrator == 0) integrator = class_default;
+  const long long kicks = e.integer("num_multipole_kicks");
+  if (kicks < 0 || kicks > 1000000)
+    throw InputError(e.at(e.key("num_multipole_kicks")), fmt::format("invalid number of kicks {}", kicks));
+  def["integrator"] = static_cast<int>(integrator);
+  def["num_slices"] = static_cast<int>(kicks);
+}
+
+/// xtrack Bend and RBend (curved body) as fusetrack's Bend with xtrack's models.
+Converted convert_bend(XElement& e, Converter& cv, bool rbend) {
+  Converted out;
+  double angle = e.num("angle");
+  double length = 0.0;
+  double entry_extra = 0.0, exit_extra = 0.0;  // RBend: the edge angles of the curved body
+  if (rbend) {
+    // xtrack RBend._update_rbend_h_length_k0: the arc length from the straight length.
+    const double length_straight = e.num("length_straight");
+    const double angle_diff = e.num("rbend_angle_diff");
+    const double theta_in = 0.5 * angle - angle_diff / 2, theta_out = 0.5 * angle + angle_diff / 2;
+    e.ignore("length");  // derived from length_straight (xtrack RBend.from_dict drops it)
+    if (std::fabs(angle) < 1e-10) {
+      length = length_straight;
+    } else if (std::fabs(length_straight) < 1e-10) {
+      length = 0.0;
+    } else {
+      length = angle / ((std::sin(theta_in) + std::sin(theta_out)) / length_straight);
+    }
+    const long long rbend_model = e.choice("rbend_model", kRBendModels);
+    if (rbend_model == 2)
+      e.unsupported("rbend_model", "only the curved-body RBend model is supported ('straight-body' is not)");
+    else if (rbend_model < 0 || rbend_model > 2)
+      throw InputError(e.at(e.key("rbend_model")), fmt::format("unknown rbend_model {}", rbend_model));
+    e.ignore("rbend_shift");  // straight body only
+    e.ignore("rbend_compensate_sagitta");
+    entry_extra = theta_in;
+    exit_extra = theta_out;
+  } else {
+    length = e.num("length");
+    if (!e.get("angle") && e.get("h")) angle = e.num("h") * length;  // older dicts: h instead of angle
+  }
+  e.ignore("h");  // derived: angle / length
+  if (length == 0.0)
+    throw InputError(e.at(e.key(rbend ? "length_straight" : "length")),
+                     "a thick bend of zero length cannot be converted (fusetrack's Bend needs a length)");
+  // k0: a number, or "from_h" (also the default), or the older k0_from_h flag.
+  bool from_h = true;
+  double k0 = 0.0;
+  const json* k0_flag = e.get("k0_from_h");
+  const json* k0_value = e.get("k0");
+  if (k0_flag && !k0_flag->is_null() && !is_zero_like(*k0_flag)) {
+    from_h = true;
+  } else if (k0_value && k0_value->is_string()) {
+    if (k0_value->get<std::string>() != "from_h")
+      throw InputError(e.at(e.key("k0")), fmt::format("expected a number or \"from_h\", got {}", k0_value->dump()));
+  } else if (k0_value && !k0_value->is_null()) {
+    from_h = false;
+    k0 = e.num("k0");
+  } else if (k0_flag && !k0_flag->is_null()) {
+    from_h = false;  // k0_from_h = false with no k0: xtrack sets k0 = 0
+  }
+  std::vector<double> knl, ksl;
+  thick_magnet_multipoles(e, knl, ksl);
+  json def = {{"type", "Bend"}, {"length", length}, {"angle", angle}, {"k0_from_h", from_h ? 1 : 0}};
+  if (!from_h) def["k0"] = k0;
+  def["k1"] = e.num("k1");
+  def["k2"] = e.num("k2");
+  def["knl"] = knl;
+  def["ksl"] = ksl;
+  // xtrack's body models: rot-kick-rot (the default; 'full' is its old name), mat-kick-mat.
+  const long long model = e.choice("model", kMagnetModels);
+  if (model == 0 || model == 1 || model == 3)
+    def["model"] = 1;
+  else if (model == 4)
+    def["model"] = 2;
+  else
+    e.unsupported("model", "only xtrack's bend models 'rot-kick-rot' (the default) and 'mat-kick-mat' are supported");
+  thick_magnet_integrator(e, 2, def);  // BEND_DEFAULT_INTEGRATOR: yoshida4
+  for (const char* side : {"entry", "exit"}) {
+    const std::string pre = fmt::format("edge_{}_", side);
+    const bool entry = side[1] == 'n';
+    long long active = e.integer(pre + "active", 1);
+    const long long edge_model = e.choice(pre + "model", kEdgeModels);
+    if (edge_model == -1) active = 0;  // 'suppressed'
+    else if (edge_model != 0 && active)
+      e.unsupported(pre + "model", "only the linear edge model is supported");
+    def[pre + "active"] = active ? 1 : 0;
+    def[pre + "angle"] = e.num(pre + "angle") + (entry ? entry_extra : exit_extra);
+    def[pre + "angle_fdown"] = e.num(pre + "angle_fdown");
+    def[pre + "hgap"] = e.num(pre + "hgap");
+    def[pre + "fint"] = e.num(pre + "fint");
+  }
+  require_no_radiation(e, cv);
+  e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
+/// xtrack Octupole as fusetrack's ThickMultipole with xtrack's integrators (drift-kick-drift-expanded).
+Converted convert_octupole(XElement& e, Converter& cv) {
+  Converted out;
+  const double length = e.num("length");
+  std::vector<double> knl, ksl;
+  thick_magnet_multipoles(e, knl, ksl);
+  std::vector<double> kn(kMaxMultipoleOrder + 1, 0.0), ks(kMaxMultipoleOrder + 1, 0.0);
+  for (int n = 0; n <= kMaxMultipoleOrder; ++n) {
+    if ((knl[n] != 0.0 || ksl[n] != 0.0) && length == 0.0)
+      e.unsupported("knl", "integrated multipoles of an Octupole of zero length are not supported");
+    kn[n] = length != 0.0 ? knl[n] / length : 0.0;
+    ks[n] = length != 0.0 ? ksl[n] / length : 0.0;
+  }
+  kn[3] += e.num("k3");
+  ks[3] += e.num("k3s");
+  const long long model = e.choice("model", kMagnetModels);
+  if (model != 0 && model != 6)
+    e.unsupported("model", "only xtrack's default Octupole model 'drift-kick-drift-expanded' is supported");
+  for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
+  json def = {{"type", "ThickMultipole"}, {"length", length}, {"kn", kn}, {"ks", ks}};
+  thick_magnet_integrator(e, 3, def);  // OCTUPOLE_DEFAULT_INTEGRATOR: uniform
+  require_no_radiation(e, cv);
+  e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
 /// Converts a known class; returns false for an unknown one.
 bool convert_element(XElement& e, Converter& cv, Converted& out) {
   const std::string& c = e.cls();
@@ -625,6 +777,10 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     out = convert_quadrupole(e, cv);
   } else if (c == "Sextupole") {
     out = convert_sextupole(e, cv);
+  } else if (c == "Bend" || c == "RBend") {
+    out = convert_bend(e, cv, c == "RBend");
+  } else if (c == "Octupole") {
+    out = convert_octupole(e, cv);
   } else {
     return false;
   }
