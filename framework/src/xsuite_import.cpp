@@ -28,6 +28,7 @@
 
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
+#include "fusetrack/transform.h"
 
 namespace ft {
 
@@ -254,21 +255,41 @@ class XElement {
 
   void ignore(const std::string& f) { (void)get(f); }
 
-  /// Xsuite's element alignment (BeamElement shift_x, ..., rot_s_rad, and the legacy
-  /// _sin_rot_s/_cos_rot_s pair, where _sin_rot_s < -2 means "not set").
-  void require_no_alignment() {
-    static const char* const kReason = "element misalignments (shifts, tilts) are not modelled by fusetrack";
-    for (const char* f : {"shift_x", "shift_y", "shift_s", "rot_s_rad", "rot_x_rad", "rot_y_rad", "rot_s_rad_no_frame"})
-      require_zero(f, kReason);
-    ignore("rot_shift_anchor");  // only matters together with a shift or rotation
+  /// Xsuite's element alignment (BeamElement shift_x, shift_y, shift_s, rot_x_rad, rot_y_rad,
+  /// rot_s_rad, rot_s_rad_no_frame, rot_shift_anchor; and the legacy _sin_rot_s/_cos_rot_s pair,
+  /// rot_s_rad = atan2(sin, cos), where _sin_rot_s < -2 means "not set"), kept as fusetrack's
+  /// generic transformation fields (fusetrack/transform.h) that convert_element adds to the
+  /// definition. Xsuite applies them to any element class that allows them; fusetrack does the
+  /// same with the same conventions.
+  void read_alignment() {
+    for (const char* f : kTransformFieldNames) {
+      if (!get(f)) continue;
+      const double v = num(f);
+      if (v != 0.0) m_alignment[f] = v;
+    }
     const json* s = get("sin_rot_s");
     const json* c = get("cos_rot_s");
     if (s || c) {
       const double sin_r = s ? num("sin_rot_s") : 0.0;
       const double cos_r = c ? num("cos_rot_s") : 0.0;
-      if (!(sin_r < -2.0) && std::atan2(sin_r, cos_r) != 0.0) unsupported(s ? "sin_rot_s" : "cos_rot_s", kReason);
+      if (!(sin_r < -2.0)) {
+        const double rot = std::atan2(sin_r, cos_r);
+        if (get("rot_s_rad")) {  // xtrack BeamElement.xoinitialize: both given must agree
+          const double given = num("rot_s_rad");
+          if (!(std::fabs(given - rot) <= 1e-14 + 1e-14 * std::fabs(rot)))
+            throw InputError(at(key("rot_s_rad")),
+                             fmt::format("rot_s_rad = {:.17g} disagrees with atan2(_sin_rot_s, _cos_rot_s) = {:.17g}",
+                                         given, rot));
+        } else if (rot != 0.0) {
+          m_alignment["rot_s_rad"] = rot;
+        }
+      }
     }
   }
+  /// The same as read_alignment (the name the converters use).
+  void require_no_alignment() { read_alignment(); }
+  /// The non-zero transformation fields read by read_alignment.
+  const json& alignment() const { return m_alignment; }
 
   /// Every field not read so far must be zero-like; metadata keys are ignored.
   void check_rest() {
@@ -290,6 +311,7 @@ class XElement {
   long m_uses;
   std::set<std::string> m_used;
   std::map<std::string, std::string> m_key;  // field -> the key found in the object
+  json m_alignment = json::object();
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -552,6 +574,86 @@ Converted convert_srotation(XElement& e) {
   return out;
 }
 
+Converted convert_rf_multipole(XElement& e) {
+  // xtrack RFMultipole (rf_multipole.py, rfmultipole.h): knl, ksl, pn, ps, phase_n, phase_s up
+  // to `order` (the largest of order and the arrays' lengths - 1), voltage, frequency, lag, phase.
+  Converted out;
+  const char* const arrays[] = {"knl", "ksl", "pn", "ps", "phase_n", "phase_s"};
+  std::vector<std::vector<double>> values;
+  long long order = std::max<long long>(e.integer("order"), 0);
+  for (const char* a : arrays) {
+    values.push_back(e.array(a));
+    order = std::max<long long>(order, static_cast<long long>(values.back().size()) - 1);
+  }
+  if (order > kMaxMultipoleOrder) {
+    for (size_t k = 0; k < values.size(); ++k)
+      for (size_t n = kMaxMultipoleOrder + 1; n < values[k].size(); ++n)
+        if (values[k][n] != 0.0)
+          throw InputError(e.at(fmt::format("{}[{}]", e.key(arrays[k]), n)),
+                           fmt::format("RF multipole order {} exceeds fusetrack's maximum order {}", n,
+                                       kMaxMultipoleOrder));
+    order = kMaxMultipoleOrder;  // only zeros above: they add nothing to the kick
+  }
+  e.ignore("inv_factorial_order");
+  e.require_zero("absolute_time", "RF phase from absolute time (absolute_time = 1) is not modelled");
+  e.read_alignment();
+  out.def = {{"type", "RFMultipole"},       {"voltage", e.num("voltage")}, {"frequency", e.num("frequency")},
+             {"lag", e.num("lag")},         {"phase", e.num("phase")},     {"order", static_cast<int>(order)}};
+  for (size_t k = 0; k < values.size(); ++k) {
+    values[k].resize(static_cast<size_t>(order + 1), 0.0);
+    out.def[arrays[k]] = values[k];
+  }
+  return out;
+}
+
+Converted convert_limit_rect_ellipse(XElement& e) {
+  // xtrack LimitRectEllipse: max_x, max_y (default UNLIMITED) and the ellipse as a_squ, b_squ
+  // (or a, b; UNLIMITED when neither is given).
+  auto axis = [&](const char* name, const char* squ) {
+    if (e.get(name)) return e.num(name);
+    if (e.get(squ)) {
+      const double s = e.num(squ);
+      if (!(s > 0.0)) throw InputError(e.at(e.key(squ)), fmt::format("{} must be positive, got {}", squ, s));
+      return std::sqrt(s);
+    }
+    return kUnlimited;
+  };
+  Converted out;
+  const double a = axis("a", "a_squ");
+  const double b = axis("b", "b_squ");
+  e.ignore("a_b_squ");  // derived
+  out.def = {{"type", "LimitRectEllipse"},
+             {"max_x", e.num("max_x", kUnlimited)},
+             {"max_y", e.num("max_y", kUnlimited)},
+             {"a", a},
+             {"b", b}};
+  e.read_alignment();
+  return out;
+}
+
+Converted convert_limit_polygon(XElement& e) {
+  // xtrack LimitPolygon: x_vertices, y_vertices (closed automatically); x_normal, y_normal and
+  // resc_fac only serve xtrack's loss location refinement, not the tracking.
+  constexpr size_t kMaxVertices = 64;  // FT_LIMIT_POLYGON_MAX_VERTICES (elements/limit_polygon.h)
+  Converted out;
+  const std::vector<double> xs = e.array("x_vertices");
+  const std::vector<double> ys = e.array("y_vertices");
+  if (xs.size() != ys.size())
+    throw InputError(e.at(e.key("y_vertices")), fmt::format("{} y_vertices for {} x_vertices", ys.size(), xs.size()));
+  if (xs.size() < 3)
+    throw InputError(e.at(e.key("x_vertices")), fmt::format("a polygon needs at least 3 vertices, got {}", xs.size()));
+  if (xs.size() > kMaxVertices)
+    throw InputError(e.at(e.key("x_vertices")), fmt::format("{} vertices; fusetrack's LimitPolygon takes at most {}",
+                                                            xs.size(), kMaxVertices));
+  for (const char* f : {"x_normal", "y_normal", "resc_fac"}) e.ignore(f);
+  e.read_alignment();
+  out.def = {{"type", "LimitPolygon"},
+             {"n_vertices", static_cast<int>(xs.size())},
+             {"x_vertices", xs},
+             {"y_vertices", ys}};
+  return out;
+}
+
 Converted convert_xyshift(XElement& e) {
   Converted out;
   out.def = {{"type", "XYShift"}, {"dx", e.num("dx")}, {"dy", e.num("dy")}};
@@ -773,6 +875,12 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     out = convert_srotation(e);
   } else if (c == "XYShift") {
     out = convert_xyshift(e);
+  } else if (c == "RFMultipole") {
+    out = convert_rf_multipole(e);
+  } else if (c == "LimitRectEllipse") {
+    out = convert_limit_rect_ellipse(e);
+  } else if (c == "LimitPolygon") {
+    out = convert_limit_polygon(e);
   } else if (c == "Quadrupole") {
     out = convert_quadrupole(e, cv);
   } else if (c == "Sextupole") {
@@ -785,6 +893,14 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     return false;
   }
   e.check_rest();
+  // Alignment: generic fields of the definition, applied around it by the framework.
+  if (!e.alignment().empty()) {
+    if (out.half_drift != 0.0)
+      e.unsupported(e.alignment().begin().key(),
+                    "a misaligned thick Cavity is not modelled (its drift-kick-drift would have to move as one)");
+    else
+      for (const auto& [k, v] : e.alignment().items()) out.def[k] = v;
+  }
   return true;
 }
 

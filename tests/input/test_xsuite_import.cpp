@@ -258,8 +258,8 @@ TEST_CASE("unknown classes are listed with their counts; with the option they be
 
 TEST_CASE("fields that change the physics are reported together, with counts; markers do not hide them") {
   const std::string text = line_of(
-      R"({"m1": {"__class__": "Multipole", "knl": [0.0, 0.1], "shift_x": 0.001},
-          "m2": {"__class__": "Multipole", "knl": [0.0, 0.1], "rot_s_rad": 0.01},
+      R"({"m1": {"__class__": "Multipole", "knl": [0.0, 0.1], "hyl": 0.001},
+          "m2": {"__class__": "Multipole", "knl": [0.0, 0.1], "isthick": true},
           "e": {"__class__": "DipoleEdge", "k": 0.1, "e1": 0.1, "model": "full"},
           "c": {"__class__": "Cavity", "voltage": 1e5, "frequency": 1e6, "absolute_time": 1},
           "d": {"__class__": "Drift", "length": 1.0, "mystery": 3},
@@ -271,9 +271,9 @@ TEST_CASE("fields that change the physics are reported together, with counts; ma
     options.replace_unknown_with_markers = replace;
     const std::string msg = convert_error(text, options);
     CHECK(contains(msg, "line.json: element #0 'd' (Drift), field 'mystery'"));
-    CHECK(contains(msg, "Multipole.shift_x = 0.001"));
+    CHECK(contains(msg, "Multipole.hyl = 0.001"));
     CHECK(contains(msg, "2 elements, first #1 'm1'"));
-    CHECK(contains(msg, "Multipole.rot_s_rad = 0.01"));
+    CHECK(contains(msg, "Multipole.isthick = true"));
     CHECK(contains(msg, "DipoleEdge.model = \"full\""));
     CHECK(contains(msg, "only the linear DipoleEdge model"));
     CHECK(contains(msg, "Cavity.absolute_time = 1"));
