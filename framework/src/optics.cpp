@@ -18,6 +18,7 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
+#include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/npy.h"
 #include "fusetrack/tracker.h"
@@ -939,10 +940,32 @@ class ElementStepper {
     b.limit_y = m_limit_y;
     b.turn = 0;
     b.element_index = static_cast<int64_t>(e);
+    // An element with a transformation (misalignment, tilt; fusetrack/device/transform.h), as the
+    // CPU backend runs it: into the element's frame, the element with the global limit lifted,
+    // back out, then the global limit (the probes are all alive here).
+    const std::vector<uint64_t>* transform = m_lattice.transform_block(entry.definition);
+    const unsigned char* block = transform ? reinterpret_cast<const unsigned char*>(transform->data()) : nullptr;
+    if (block) {
+      b.limit_x = b.limit_y = std::numeric_limits<double>::infinity();
+      for (size_t i = 0; i < p.size(); ++i) {
+        ParticleView v = p.view(i);
+        transform_entry(block, v);
+        p.store(i, v);
+      }
+    }
     ft_error err{};
     if (def.type->track_block(m_lattice.params(entry.definition), &b, &err) != 0)
       throw Error(fmt::format("optics along the ring: element #{} '{}' ({}) failed: {}", e, def.name, def.type->name,
                               err.message));
+    if (block) {
+      const GlobalLimits limits{m_limit_x, m_limit_y, {0, 0, 0, 0, 0, 0}};
+      for (size_t i = 0; i < p.size(); ++i) {
+        ParticleView v = p.view(i);
+        transform_exit(block, v);
+        apply_element_limits(v, limits);
+        p.store(i, v);
+      }
+    }
     for (size_t i = 0; i < p.size(); ++i) {
       if (p.state[i] <= 0)
         throw Error(fmt::format("optics along the ring: a probe particle near the closed orbit was lost at element #{} "

@@ -407,8 +407,8 @@ void check_against_one_turn_matrices(const TwissTable& t, const RingBuilder& b, 
 }
 
 /// Thin FODO ring with different horizontal and vertical tunes, thin bends at the quadrupoles,
-/// one skew quadrupole and one quadrupole tilted by SRotations.
-RingBuilder coupled_ring(double k1sl, double tilt_deg) {
+/// one skew quadrupole and one quadrupole tilted by SRotations (or by its rot_s_rad field).
+RingBuilder coupled_ring(double k1sl, double tilt_deg, bool tilt_as_field = false) {
   const double theta = 2.0 * kPi / 24.0;  // 12 cells, bends at QF (two halves) and QD
   RingBuilder b;
   const double k1f = 0.20, k1d = 0.16;
@@ -419,6 +419,7 @@ RingBuilder coupled_ring(double k1sl, double tilt_deg) {
   b.define("rot_in", {{"type", "SRotation"}, {"angle", tilt_deg}});
   b.define("rot_out", {{"type", "SRotation"}, {"angle", -tilt_deg}});
   b.define("qt", {{"type", "Multipole"}, {"knl", {0.0, 0.03}}});
+  b.define("qt_tilted", {{"type", "Multipole"}, {"knl", {0.0, 0.03}}, {"rot_s_rad", tilt_deg / 180.0 * kPi}});
   for (int c = 0; c < 12; ++c) {
     b.add("qf_half", thin(k1f / 2, 0.0, theta / 4));
     b.add("d", drift(kL / 2));
@@ -426,7 +427,10 @@ RingBuilder coupled_ring(double k1sl, double tilt_deg) {
     b.add("d", drift(kL / 2));
     b.add("qd", thin(-k1d, 0.0, theta / 2));
     b.add("d", drift(kL / 2));
-    if (c == 8) {
+    if (c == 8 && tilt_as_field) {
+      // rot_s_rad = psi: SRotation(psi), the element, SRotation(-psi) (xtrack's frame change).
+      b.add("qt_tilted", mul(rotation(-tilt_deg), mul(thin(0.03), rotation(tilt_deg))));
+    } else if (c == 8) {
       b.add("rot_in", rotation(tilt_deg));
       b.add("qt", thin(0.03));
       b.add("rot_out", rotation(-tilt_deg));
@@ -440,13 +444,6 @@ RingBuilder coupled_ring(double k1sl, double tilt_deg) {
 /// The same ring entered at sequence entry `k`, in fusetrack's format.
 Lattice rotated(const Lattice& lattice, size_t k) {
   json doc = lattice_to_json(lattice);
-  // lattice_to_json writes integer fields as doubles (0.0), which the loader refuses.
-  for (auto& [name, def] : doc["elements"].items()) {
-    const ElementType& type = test::builtin_registry().get(def.at("type").get<std::string>(), InputLocation("test"));
-    for (const auto& f : type.fields)
-      if (f.type == FT_FIELD_INT32 && def.contains(f.name) && def[f.name].is_number())
-        def[f.name] = static_cast<int>(def[f.name].get<double>());
-  }
   auto& seq = doc["sequence"];
   std::vector<json> items(seq.begin(), seq.end());
   std::rotate(items.begin(), items.begin() + static_cast<long>(k), items.end());
@@ -550,6 +547,43 @@ TEST_CASE("Twiss along a thick-quadrupole FODO ring (sliced): exact thick matric
   check_periodic(t, 1e-9);
 }
 
+TEST_CASE("Weak-focusing ring of thick combined-function sector bends: constant beta, dispersion, phase advance") {
+  // A ring of identical sector bends (radius R, field index n: k1 = -n / R^2) focuses as
+  // Kx = (1 - n) / R^2, Ky = n / R^2: beta_x = 1 / sqrt(Kx), beta_y = 1 / sqrt(Ky), alpha = 0,
+  // D_x = h / Kx = R / (1 - n), mu = s sqrt(K) / 2 pi, Qx = sqrt(1 - n), Qy = sqrt(n) (the
+  // classical weak-focusing betatron; Wolski 2014, sec. 3.1). Model 2 integrates the linear part
+  // exactly; model 0 (AT's BndMPoleSymplectic4Pass) to 4th order in its 10 steps.
+  const double radius = 10.0, n_index = 0.4;
+  const int bends = 16;
+  const double angle = 2.0 * kPi / bends, length = radius * angle;
+  const double kx = (1.0 - n_index) / (radius * radius), ky = n_index / (radius * radius);
+  for (int model : {2, 0}) {
+    CAPTURE(model);
+    const double tol = model == 2 ? 1e-9 : 1e-5;
+    RingBuilder b;
+    b.define("b", {{"type", "Bend"}, {"length", length}, {"angle", angle}, {"k1", -n_index / (radius * radius)},
+                   {"model", model}});
+    for (int i = 0; i < bends; ++i) b.doc["sequence"].push_back("b");
+    const TwissTable t = compute_twiss_table(b.lattice("weak_focusing"), linear_options());
+    REQUIRE(t.size() == static_cast<size_t>(bends + 1));
+    for (size_t r = 0; r < t.size(); ++r) {
+      CAPTURE(r);
+      CHECK(t.beta_x[r] == doctest::Approx(1.0 / std::sqrt(kx)).epsilon(tol));
+      CHECK(t.beta_y[r] == doctest::Approx(1.0 / std::sqrt(ky)).epsilon(tol));
+      CHECK(std::fabs(t.alpha_x[r]) < tol);
+      CHECK(std::fabs(t.alpha_y[r]) < tol);
+      CHECK(t.dx[r] == doctest::Approx(radius / (1.0 - n_index)).epsilon(tol));
+      CHECK(std::fabs(t.dpx[r]) < tol);
+      CHECK(t.mu_x[r] == doctest::Approx(t.s[r] * std::sqrt(kx) / (2.0 * kPi)).epsilon(tol));
+      CHECK(t.mu_y[r] == doctest::Approx(t.s[r] * std::sqrt(ky) / (2.0 * kPi)).epsilon(tol));
+      CHECK(t.type[r] == (r == 0 ? "" : "Bend"));
+    }
+    CHECK(t.q1 == doctest::Approx(std::sqrt(1.0 - n_index)).epsilon(tol));
+    CHECK(t.q2 == doctest::Approx(std::sqrt(n_index)).epsilon(tol));
+    check_periodic(t, tol);
+  }
+}
+
 TEST_CASE("Dispersion along a ring of thin bends: periodic thin-lens values at QF and QD, and at every element") {
   const double theta = 2.0 * kPi / (2 * kCells);
   const RingBuilder b = thin_fodo(kCells, kK1l, kK1l, theta);
@@ -599,6 +633,53 @@ TEST_CASE("Coupled ring (skew quadrupole, tilted quadrupole): Mais-Ripken betas 
   const LinearOptics o = compute_linear_optics(lattice, linear_options());
   CHECK(std::fabs(t.q1 - std::floor(t.q1) - o.qx) < 1e-9);
   CHECK(std::fabs(t.q2 - std::floor(t.q2) - o.qy) < 1e-9);
+}
+
+TEST_CASE("Element transformations: a tilted quadrupole (rot_s_rad) and a shifted one (shift_x, shift_y)") {
+  // Tilt given as the element's rot_s_rad: the same optics as with SRotation elements around it.
+  const RingBuilder field = coupled_ring(0.0, 20.0, true);
+  const TwissTable tf = compute_twiss_table(field.lattice("tilt_field"), linear_options());
+  CHECK(tf.max_coupling > 0.01);
+  check_against_one_turn_matrices(tf, field, 1e-8);
+  check_periodic(tf, 1e-8);
+  const TwissTable te = compute_twiss_table(coupled_ring(0.0, 20.0, false).lattice("tilt_elements"), linear_options());
+  CHECK(tf.q1 == doctest::Approx(te.q1).epsilon(1e-12));
+  CHECK(tf.q2 == doctest::Approx(te.q2).epsilon(1e-12));
+
+  // A thin quadrupole k1l displaced by (dx, dy) kicks as px += k1l dx, py -= k1l dy on top of its
+  // focusing: the closed orbit equals that of the aligned ring with those dipole kicks
+  // (Multipole knl[0] = -k1l dx, ksl[0] = -k1l dy right after the quadrupole).
+  const double dx = 2e-4, dy = -1e-4, k1l = 0.03;
+  auto ring = [&](bool shifted) {
+    RingBuilder b = coupled_ring(0.0, 0.0);
+    if (shifted) {
+      b.define("qs", {{"type", "Multipole"}, {"knl", {0.0, k1l}}, {"shift_x", dx}, {"shift_y", dy}});
+      b.add("qs", thin(k1l));
+    } else {
+      b.define("q", {{"type", "Multipole"}, {"knl", {0.0, k1l}}});
+      b.define("kick", {{"type", "Multipole"}, {"knl", {-k1l * dx}}, {"ksl", {-k1l * dy}}});
+      b.add("q", thin(k1l));
+      b.add("kick", identity());
+    }
+    return b.lattice(shifted ? "shifted" : "kicked");
+  };
+  const TwissTable ts = compute_twiss_table(ring(true), linear_options());
+  const TwissTable tk = compute_twiss_table(ring(false), linear_options());
+  REQUIRE(ts.size() + 1 == tk.size());
+  double orbit = 0.0;
+  for (size_t r = 0; r < ts.size(); ++r) {
+    CAPTURE(r);
+    const size_t k = r + 1 == ts.size() ? r + 1 : r;  // the shifted quadrupole's exit: after the kick
+    CHECK(std::fabs(ts.x[r] - tk.x[k]) < 1e-15);
+    CHECK(std::fabs(ts.y[r] - tk.y[k]) < 1e-15);
+    CHECK(std::fabs(ts.px[r] - tk.px[k]) < 1e-15);
+    CHECK(std::fabs(ts.py[r] - tk.py[k]) < 1e-15);
+    CHECK(ts.beta_x[r] == doctest::Approx(tk.beta_x[k]).epsilon(1e-9));
+    CHECK(ts.beta_y[r] == doctest::Approx(tk.beta_y[k]).epsilon(1e-9));
+    orbit = std::max(orbit, std::fabs(ts.x[r]) + std::fabs(ts.y[r]));
+  }
+  CHECK(orbit > 1e-5);  // the displacement really moves the orbit
+  check_periodic(ts, 1e-9);
 }
 
 TEST_CASE("The uncoupled case is the limit of the coupled normal form") {
