@@ -11,6 +11,7 @@
 
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/error.h"
+#include "fusetrack/session.h"
 
 namespace ft::cli {
 
@@ -42,24 +43,15 @@ void load_plugins(ElementRegistry& registry, const CommonOptions& o) {
 FmaMode parse_fma(const std::string& s) { return s == "on" ? FmaMode::On : FmaMode::Off; }
 
 std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOptions& o) {
-  if (o.device == "cpu") return make_cpu_backend(lattice);
-  const std::string why = gpu_unavailable_reason();
-  if (!why.empty()) {
-    if (o.device == "gpu") throw DeviceError("--device gpu: " + why);
-    fmt::print(stderr, "note: no usable GPU ({}); tracking on the CPU\n", why);
-    return make_cpu_backend(lattice);
-  }
-  CudaBackendOptions co;
-  co.cache_dir = o.cache_dir;
-  co.dispatch = o.dispatch == "baked" ? Dispatch::Baked : o.dispatch == "switch" ? Dispatch::Switch
-                : o.dispatch == "staged" ? Dispatch::Staged : Dispatch::Auto;
-  // Several ranks on a node: one GPU each, by node-local rank.
-  Communicator& comm = world();
-  const int gpus = static_cast<int>(list_gpus().size());
-  if (comm.size() > 1 && gpus > 0) co.device = comm.local_rank() % gpus;
-  if (comm.size() > 1 && comm.local_size() > gpus)
-    fmt::print(stderr, "note: {} ranks on this node share {} GPU(s)\n", comm.local_size(), gpus);
-  return std::make_unique<CudaBackend>(lattice, co);
+  BackendChoice choice;
+  choice.device = o.device;
+  choice.cache_dir = o.cache_dir;
+  choice.dispatch = o.dispatch == "baked" ? Dispatch::Baked : o.dispatch == "switch" ? Dispatch::Switch
+                    : o.dispatch == "staged" ? Dispatch::Staged : Dispatch::Auto;
+  std::vector<std::string> notices;
+  auto backend = ft::make_backend(lattice, choice, &notices);
+  for (const auto& n : notices) fmt::print(stderr, "note: {}\n", n);
+  return backend;
 }
 
 void check_output_path(const std::string& path, const std::string& option) {

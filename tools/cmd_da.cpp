@@ -13,6 +13,7 @@
 #include "fusetrack/da.h"
 #include "fusetrack/error.h"
 #include "fusetrack/parallel.h"
+#include "fusetrack/session.h"
 
 namespace ft::cli {
 
@@ -117,88 +118,59 @@ int run_da(DaArgs a) {
   ElementRegistry registry;
   load_plugins(registry, a.common);
   Lattice lattice = load_lattice(a.lattice, registry);
-  GlobalLimits limits = lattice.limits();
-  std::copy(c.turn_limits, c.turn_limits + 6, limits.turn_limit);
-  lattice.set_limits(limits);
-
-  // The share of the scan this process tracks: an MPI rank's, a job-array part's, or all of it.
-  Communicator& comm = world();
-  PartSpec part{comm.rank(), comm.size()};
-  const bool job_part = !a.part.empty();
-  if (job_part) {
-    InputLocation at;
-    at.field = "--part";
-    if (comm.size() > 1) throw InputError(at, "job-array parts and MPI ranks do not mix: use one or the other");
-    if (c.refine_resolution > 0) throw InputError(at, "--refine needs whole rays: refine after merging the parts");
-    part = parse_part(a.part, "--part");
-  }
-  const bool split = part.count > 1, root = part.index == 0 || job_part;
-  DaScan full_scan = make_da_scan(lattice, c);
-  const std::string fingerprint = da_fingerprint(a.lattice, c);
-  const Share share = share_of(full_scan.particles.size(), part.index, part.count);
-  const size_t total = full_scan.particles.size();
-  DaScan scan = split ? slice_da_scan(full_scan, share.begin, share.end) : std::move(full_scan);
-  auto backend = make_backend(lattice, a.common);
-  std::filesystem::create_directories(a.output);
-  DaRunOptions ro;
-  ro.checkpoint_every = a.checkpoint_every;
-  // One checkpoint per share: a resumed run must use the same split.
-  ro.checkpoint_file = (std::filesystem::path(a.output) /
-                        (split ? fmt::format("checkpoint.part{}of{}.npz", part.index, part.count) : "checkpoint.npz"))
-                           .string();
-  ro.fingerprint = split ? da_share_fingerprint(fingerprint, part.index, part.count) : fingerprint;
-  ro.fma = parse_fma(a.common.fma);
-  ro.threads = threads_per_rank(a.common);
-  ro.stop = &g_stop;
+  DaJobOptions jo;
+  jo.lattice_file = a.lattice;
+  jo.output = a.output;
+  jo.checkpoint_every = a.checkpoint_every;
+  jo.part = a.part;
+  jo.part_label = "--part";
+  jo.stop_after = a.stop_after;
+  jo.fma = parse_fma(a.common.fma);
+  jo.threads = threads_per_rank(a.common);
+  jo.stop = &g_stop;
   ProgressReporter reporter;
-  ro.on_progress = [&](const DaProgress& p) {
-    if (root) reporter(p);
-    if (a.stop_after > 0 && p.turns_done >= a.stop_after) g_stop = true;  // a planned stop at a checkpoint
-  };
+  jo.on_progress = [&](const DaProgress& p) { reporter(p); };
+  DaJob job(lattice, c, jo);
+  const bool split = job.split(), job_part = job.job_part(), root = job.root();
+  const PartSpec part = job.part();
+  const Share share = job.share();
+  auto backend = make_backend(lattice, a.common);
   if (a.resume) {
-    read_da_checkpoint(scan, ro.checkpoint_file, ro.fingerprint);
-    fmt::print(stderr, "resuming from {} at turn {}\n", ro.checkpoint_file, scan.turns_done);
+    job.resume();
+    fmt::print(stderr, "resuming from {} at turn {}\n", job.checkpoint_file(), job.scan().turns_done);
   }
   if (root)
     fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}{}\n", a.lattice,
-               split ? share.size() : scan.particles.size(), c.deltas.size(), c.turns, backend->name(),
+               split ? share.size() : job.scan().particles.size(), c.deltas.size(), c.turns, backend->name(),
                !split ? std::string()
                : job_part ? fmt::format(" (part {} of {}: particles {} to {})", part.index, part.count, share.begin,
                                         share.end - 1)
                           : fmt::format(" (rank 0 of {} MPI ranks; {} particles in all)", part.count,
-                                        total));
+                                        job.total()));
   g_stop = false;
   auto previous = std::signal(SIGINT, on_sigint);
-  DaProgress progress;
-  const bool done = run_da_scan(scan, *backend, ro, &progress);
+  const DaJobStatus status = job.run(*backend);
   std::signal(SIGINT, previous);
-  if (!done && a.stop_after > 0 && scan.turns_done >= a.stop_after) {
+  if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",
-                 scan.turns_done, ro.checkpoint_file);
+                 job.scan().turns_done, job.checkpoint_file());
     return kOk;
   }
-  if (!done) {
-    fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n", scan.turns_done,
-               ro.checkpoint_file);
+  if (status == DaJobStatus::Interrupted) {
+    fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n",
+               job.scan().turns_done, job.checkpoint_file());
     return 130;
   }
-  if (job_part) {
-    write_da_part(scan, part.index, part.count, total, a.output, a.lattice,
-                  fingerprint);
+  if (status == DaJobStatus::PartWritten) {
     fmt::print("part {} of {} written: {}/part_{}_of_{}.json and .npz; merge all parts with `fusetrack da-merge`\n",
                part.index, part.count, a.output, part.index, part.count);
     return kOk;
   }
-  if (split) {  // MPI: rank 0 gathers the shares in rank order, which is the scan's order
-    full_scan.particles = comm.gather(scan.particles);
-    full_scan.turns_done = scan.turns_done;
-    if (!root) return kOk;
-    scan = std::move(full_scan);
-  }
-  DaSummary summary = summarize_da(scan);
-  if (c.refine_resolution > 0) refine_da(lattice, scan, summary, *backend, ro);
-  write_da_results(scan, summary, a.output, a.lattice);
+  if (status == DaJobStatus::NotRoot) return kOk;
+  const DaScan& scan = job.scan();
+  const DaSummary& summary = job.summary();
+  const DaProgress& progress = job.progress();
 
   const char* unit = c.units == DaUnits::Sigma ? "sigma" : "m";
   fmt::print("survivors: {} of {} after {} turns; {:.3g} surviving-particle-turns/s over the scan ({:.2f} s)\n",

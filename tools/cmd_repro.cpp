@@ -5,10 +5,9 @@
 #include <cmath>
 
 #include "cli_common.h"
-#include "fusetrack/collective.h"
 #include "fusetrack/compare.h"
-#include "fusetrack/cuda_backend.h"
 #include "fusetrack/error.h"
+#include "fusetrack/session.h"
 
 namespace ft::cli {
 
@@ -28,78 +27,37 @@ int run_repro(const ReproArgs& a) {
   ElementRegistry registry;
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
-  Particles initial;
-  if (!a.particles_file.empty()) {
-    initial = read_particles(a.particles_file, lattice.reference().beta0());
-  } else {
-    const size_t side = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(a.particles))));
-    initial = make_grid(lattice.reference().beta0(), -a.amplitude, a.amplitude, side, -a.amplitude, a.amplitude, side,
-                        a.delta);
-    initial.resize(a.particles);
-    if (lattice.has_collective()) {
-      // A bunch for the collective elements: zeta spread over the middle of the first one's cuts
-      // (a deterministic, low-discrepancy fill), delta alternating around the grid's offset.
-      const TurnProgram program = TurnProgram::build(lattice);
-      const ft_profile_grid g = CollectiveSolver(lattice, program.collective.front(), FmaMode::Off, 1).grid();
-      const double centre = 0.5 * (g.zeta_min + g.zeta_max), half = 0.2 * (g.zeta_max - g.zeta_min);
-      for (size_t i = 0; i < initial.size(); ++i) {
-        const double u = std::fmod(0.5 + 0.6180339887498949 * static_cast<double>(i), 1.0);
-        initial.set(i, initial.x[i], initial.px[i], initial.y[i], initial.py[i], centre + half * (2.0 * u - 1.0),
-                    (i % 2 ? 1.0 : -1.0) * a.delta);
-      }
-    }
-  }
-  const FmaMode fma = parse_fma(a.common.fma);
-  auto cpu = make_cpu_backend(lattice);
-  CudaBackendOptions co;
-  co.cache_dir = a.common.cache_dir;
-  CudaBackend gpu(lattice, co);  // throws with the reason when there is no GPU
-
-  TrackOptions o;
+  const Particles initial = !a.particles_file.empty()
+                                ? read_particles(a.particles_file, lattice.reference().beta0())
+                                : make_repro_particles(lattice, a.particles, a.amplitude, a.delta);
+  ReproOptions o;
   o.turns = a.turns;
-  o.fma = fma;
+  o.fma = parse_fma(a.common.fma);
   o.threads = a.common.threads;
-  Particles on_cpu = initial, on_gpu = initial;
-  auto t0 = std::chrono::steady_clock::now();
-  cpu->track(on_cpu, o);
-  const double cpu_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  gpu.track(on_gpu, o);
-  const ParticleComparison c = compare_particles(on_cpu, on_gpu);
-  // Collective lattices: the integer profiles and the solved fields of the last turn too.
-  bool collective_identical = true;
-  const auto cpu_snaps = cpu->collective_snapshots(), gpu_snaps = gpu.collective_snapshots();
+  o.cache_dir = a.common.cache_dir;
+  const ReproResult r = run_repro(lattice, initial, o);
+  const ParticleComparison& c = r.comparison;
 
   fmt::print("repro {}: {} particles, {} turns, fma {}, GPU {}\n", a.lattice, initial.size(), a.turns, a.common.fma,
-             gpu.name());
-  fmt::print("  lost: cpu {}, gpu {}\n", on_cpu.size() - on_cpu.alive_count(), on_gpu.size() - on_gpu.alive_count());
+             r.gpu_name);
+  fmt::print("  lost: cpu {}, gpu {}\n", r.cpu.size() - r.cpu.alive_count(), r.gpu.size() - r.gpu.alive_count());
   fmt::print("  bitwise-equal coordinates: {} of {} ({:.4f}%)\n", c.bitwise_equal, c.coordinates,
              100.0 * static_cast<double>(c.bitwise_equal) / static_cast<double>(c.coordinates));
   fmt::print("  particles whose state/loss turn/loss element differ: {}\n", c.state_mismatches);
   fmt::print("  max ULP difference {}, max relative difference {:.3g} (particles alive on both)\n", c.max_ulp,
              c.max_relative);
-  fmt::print("  time: cpu {:.3f} s, gpu kernel {:.3f} s (compile {:.2f} s{})\n", cpu_s, gpu.last_stats().kernel_seconds,
-             gpu.last_stats().compile_seconds, gpu.last_stats().kernel_from_cache ? ", from cache" : "");
-  for (size_t k = 0; k < cpu_snaps.size() && k < gpu_snaps.size(); ++k) {
-    const bool counts = cpu_snaps[k].counts == gpu_snaps[k].counts;
-    double peak = 0, diff = 0;
-    size_t equal = 0;
-    for (size_t i = 0; i < cpu_snaps[k].field.size(); ++i) {
-      peak = std::max(peak, std::fabs(cpu_snaps[k].field[i]));
-      diff = std::max(diff, std::fabs(cpu_snaps[k].field[i] - gpu_snaps[k].field[i]));
-      equal += ulp_distance(cpu_snaps[k].field[i], gpu_snaps[k].field[i]) == 0 ? 1 : 0;
-    }
-    collective_identical &= counts && equal == cpu_snaps[k].field.size();
+  fmt::print("  time: cpu {:.3f} s, gpu kernel {:.3f} s (compile {:.2f} s{})\n", r.cpu_seconds,
+             r.gpu_stats.kernel_seconds, r.gpu_stats.compile_seconds, r.gpu_stats.kernel_from_cache ? ", from cache" : "");
+  for (const CollectiveComparison& k : r.collective)
     fmt::print("  collective '{}': profiles {}, field bitwise-equal {} of {} slices, max difference {:.3g} V of {:.3g} V\n",
-               cpu_snaps[k].element_name, counts ? "identical" : "DIFFERENT", equal, cpu_snaps[k].field.size(), diff,
-               peak);
-  }
-  if (c.identical() && collective_identical) {
+               k.element_name, k.counts_identical ? "identical" : "DIFFERENT", k.field_equal, k.field_size,
+               k.max_difference, k.peak);
+  if (r.identical) {
     fmt::print("  result: IDENTICAL\n");
     return kOk;
   }
-  const size_t i = static_cast<size_t>(c.first_differing);
-  const Divergence d = find_divergence(lattice, *cpu, gpu, initial, i, a.turns, fma);
-  fmt::print("  first differing particle: #{}\n", i);
+  const Divergence& d = r.divergence;
+  if (c.first_differing >= 0) fmt::print("  first differing particle: #{}\n", c.first_differing);
   if (d.found && d.element >= 0) {
     fmt::print("  diverges at turn {}, element #{} '{}' ({})\n", d.turn, d.element, d.element_name, d.element_type);
     const char* names[6] = {"x", "px", "y", "py", "zeta", "delta"};
@@ -112,7 +70,7 @@ int run_repro(const ReproArgs& a) {
     fmt::print("  the replay of this particle alone agrees\n");
   }
   fmt::print("  result: DIFFERENT\n");
-  return fma == FmaMode::Off ? kMismatch : kOk;
+  return o.fma == FmaMode::Off ? kMismatch : kOk;
 }
 
 }  // namespace

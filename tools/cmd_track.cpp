@@ -12,6 +12,7 @@
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/session.h"
 
 namespace ft::cli {
 
@@ -75,15 +76,16 @@ Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
   if (!a.particles_file.empty()) return read_particles(a.particles_file, beta0);
   if (a.matched > 0) return matched_particles(a, lattice);
   if (a.gaussian > 0) {
-    InputLocation at;
-    at.field = "--emittance-nx/--emittance-ny";
-    if (!(a.emittance_nx > 0) || !(a.emittance_ny > 0))
-      throw InputError(at, "a Gaussian distribution needs positive normalised emittances");
-    at.field = "--sigma-zeta/--sigma-delta";
-    if (a.sigma_zeta < 0 || a.sigma_delta < 0) throw InputError(at, "must not be negative");
-    const LinearOptics optics = compute_linear_optics(lattice);
-    return make_gaussian(lattice, optics, a.gaussian, a.emittance_nx, a.emittance_ny, a.sigma_zeta, a.sigma_delta,
-                         a.seed);
+    GaussianBunchSpec spec;
+    spec.count = a.gaussian;
+    spec.emittance_nx = a.emittance_nx;
+    spec.emittance_ny = a.emittance_ny;
+    spec.sigma_zeta = a.sigma_zeta;
+    spec.sigma_delta = a.sigma_delta;
+    spec.seed = a.seed;
+    spec.emittance_label = "--emittance-nx/--emittance-ny";
+    spec.sigma_label = "--sigma-zeta/--sigma-delta";
+    return make_matched_gaussian(lattice, spec);
   }
   std::vector<double> g = a.grid;
   if (g.empty()) g = {1e-4, 1e-3, 10, 1e-4, 1e-3, 10};
@@ -97,69 +99,35 @@ Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
 }
 
 void run_track(const TrackArgs& a) {
-  // Several MPI ranks: each tracks a contiguous share of the particles; collective profiles are
-  // summed over the ranks every turn; rank 0 gathers the particles and writes every output.
-  Communicator& comm = world();
-  const bool root = comm.is_root(), parallel = comm.size() > 1;
+  // Several MPI ranks share the particles (ft::run_tracking); rank 0 writes every output.
+  const bool root = world().is_root();
   if (!a.output.empty() && root) check_output_path(a.output, "--output");
   if (!a.monitor.empty() && root) check_output_path(a.monitor, "--monitor");
   ElementRegistry registry;
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
-  const Particles all_initial = initial_particles(a, lattice);
-  const Share share = share_of(all_initial.size(), comm.rank(), comm.size());
-  Particles particles = parallel ? slice_particles(all_initial, share.begin, share.end) : all_initial;
+  Particles particles = initial_particles(a, lattice);
   auto backend = make_backend(lattice, a.common);
-  TrackOptions options;
-  options.turns = a.turns;
-  options.threads = threads_per_rank(a.common);
-  options.fma = parse_fma(a.common.fma);
-  options.macroparticles = all_initial.size();
-  double reduce_seconds = 0.0;
-  int64_t reductions = 0;
-  if (parallel)
-    options.reduce_profile = [&comm, &reduce_seconds, &reductions](uint64_t* counts, size_t n) {
-      const auto t = std::chrono::steady_clock::now();
-      comm.allreduce_sum(counts, n);
-      reduce_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - t).count();
-      ++reductions;
-    };
   InputLocation at;
   at.field = "--profile-every";
   if (a.profile_every < 0 || (a.profile_every > 0 && a.profile_every % a.monitor_every != 0))
     throw InputError(at, fmt::format("must be a multiple of --monitor-every ({})", a.monitor_every));
   at.field = "--plots";
   if (!a.plots.empty() && a.monitor.empty()) throw InputError(at, "needs --monitor FILE.npz");
-  // Monitors (and the progress bar, which also runs without them).
-  MonitorOptions mo;
-  mo.every = a.monitor_every;
-  mo.profile_every = a.profile_every;
-  mo.progress = a.progress ? "on" : "auto";
-  mo.total_turns = a.turns;
-  if (a.monitor.empty()) mo.every = std::max<int64_t>(1, a.turns / 200);  // progress only
-  BunchMonitor monitor(lattice, mo);
-  // Under MPI the progress bar alone is not worth a gather: it comes with --monitor only.
-  if (!a.monitor.empty() || (!parallel && ProgressBar::wanted(mo.progress))) {
-    monitor.attach(options, *backend);
-    if (root) monitor.record(0, all_initial, nullptr);
-    if (parallel) {  // the monitor sees the whole bunch, on rank 0
-      auto inner = options.callback;
-      options.callback = [inner, &comm](int64_t done, const Particles& local) {
-        const Particles all = comm.gather(local);
-        return comm.all(comm.is_root() ? inner(done, all) : true);
-      };
-    }
-  }
-  comm.barrier();
-  const auto t0 = std::chrono::steady_clock::now();
-  backend->track(particles, options);
-  comm.barrier();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-  monitor.finish();
-  if (parallel) particles = comm.gather(particles);
-  if (!root) return;
+  TrackRunOptions options;
+  options.turns = a.turns;
+  options.threads = threads_per_rank(a.common);
+  options.fma = parse_fma(a.common.fma);
+  options.monitor = !a.monitor.empty();
+  options.monitor_every = a.monitor_every;
+  options.profile_every = a.profile_every;
+  options.progress = a.progress ? "on" : "auto";
+  const TrackRun run = run_tracking(lattice, *backend, particles, options);
+  if (!run.root) return;
+  const bool parallel = run.ranks > 1;
+  const double seconds = run.seconds;
   if (!a.output.empty()) write_particles(a.output, particles);
-  if (!a.monitor.empty()) monitor.write(a.monitor);
+  if (run.monitor) run.monitor->write(a.monitor);
 
   const double passes = static_cast<double>(particles.size()) * static_cast<double>(a.turns) *
                         static_cast<double>(lattice.sequence().size());
@@ -167,17 +135,17 @@ void run_track(const TrackArgs& a) {
              lattice.sequence().size(), lattice.definitions().size(), lattice.circumference());
   fmt::print("reference   mass0 {:.9g} eV, q0 {:g}, p0c {:.9g} eV, beta0 {:.9f}\n", lattice.reference().mass0,
              lattice.reference().q0, lattice.reference().p0c, lattice.reference().beta0());
-  fmt::print("backend     {}{}\n", backend->name(),
-             parallel ? fmt::format(" on each of {} MPI ranks", comm.size()) : std::string());
-  if (parallel && reductions > 0)
-    fmt::print("mpi         {} profile all-reduces on rank 0: {:.3g} s, {:.3g} us each\n", reductions, reduce_seconds,
-               1e6 * reduce_seconds / static_cast<double>(reductions));
+  fmt::print("backend     {}{}\n", run.backend,
+             parallel ? fmt::format(" on each of {} MPI ranks", run.ranks) : std::string());
+  if (parallel && run.reductions > 0)
+    fmt::print("mpi         {} profile all-reduces on rank 0: {:.3g} s, {:.3g} us each\n", run.reductions,
+               run.reduce_seconds, 1e6 * run.reduce_seconds / static_cast<double>(run.reductions));
   fmt::print("particles   {} tracked for {} turns: {} survived, {} lost\n", particles.size(), a.turns,
              particles.alive_count(), particles.size() - particles.alive_count());
   fmt::print("time        {:.3f} s  ({:.3g} element-passes/s upper bound, {:.3g} particle-turns/s)\n", seconds,
              passes / seconds, static_cast<double>(particles.size()) * static_cast<double>(a.turns) / seconds);
   if (lattice.has_collective()) {
-    for (const CollectiveSnapshot& snap : backend->collective_snapshots()) {
+    for (const CollectiveSnapshot& snap : run.collective) {
       uint64_t total = 0;
       for (uint64_t c : snap.counts) total += c;
       double vmax = 0.0;
@@ -187,7 +155,8 @@ void run_track(const TrackArgs& a) {
                  snap.grid.n_slices, vmax);
     }
   }
-  if (!a.monitor.empty() && !monitor.moments().empty()) {
+  if (run.monitor && !run.monitor->moments().empty()) {
+    const BunchMonitor& monitor = *run.monitor;
     const BunchMoments& first = monitor.moments().front();
     const BunchMoments& last = monitor.moments().back();
     fmt::print("bunch       rms zeta {:.6g} -> {:.6g} m, rms delta {:.4e} -> {:.4e}, emittance {:.4e} -> {:.4e} eV s\n",

@@ -95,6 +95,8 @@ class CpuBackend : public Backend {
   std::string name() const override { return "cpu"; }
   void track(Particles& particles, const TrackOptions& options) override;
   std::vector<CollectiveSnapshot> collective_snapshots() const override { return m_snapshots; }
+  // Element functions read the lattice's parameters at every call; collective solvers copy theirs.
+  void parameters_changed() override { m_solvers.clear(); }
 
  private:
   /// Turn by turn, split at the collective elements (TurnProgram): each segment in parallel

@@ -177,6 +177,36 @@ void CudaBackend::track(Particles& particles, const TrackOptions& options) {
   run(particles, options, false);
 }
 
+void CudaBackend::parameters_changed() {
+  Impl& impl = *m_impl;
+  const cuda::Driver& d = *impl.d;
+  check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+  // The switch kernels read the parameter table: it is uploaded again (same layout), no recompile.
+  if (impl.switch_params) {
+    const KernelSource* source = impl.collective_ready && impl.collective_kernels.source.dispatch == Dispatch::Switch
+                                     ? &impl.collective_kernels.source
+                                     : nullptr;
+    for (const auto& [key, k] : impl.kernels)
+      if (!source && static_cast<Dispatch>(key.second) != Dispatch::Baked) source = &k.source;
+    if (source) {
+      const KernelTables tables = kernel_tables(m_lattice, *source);
+      check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
+            "cuMemcpyHtoD(parameters)");
+    }
+  }
+  // Baked kernels carry the parameters as constants: regenerated on their next use.
+  for (auto it = impl.kernels.begin(); it != impl.kernels.end();) {
+    if (static_cast<Dispatch>(it->first.second) == Dispatch::Baked) {
+      if (it->second.module) d.module_unload(it->second.module);
+      it = impl.kernels.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  // Collective solvers copy their element's parameters: rebuilt on the next track().
+  if (impl.collective_ready) impl.free_collective();
+}
+
 void CudaBackend::track_per_element(Particles& particles, const TrackOptions& options) {
   run(particles, options, true);
 }

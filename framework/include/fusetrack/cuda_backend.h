@@ -56,6 +56,7 @@ class CudaBackend : public Backend {
   /// write), the best of five: the bound for memory-bound kernels on this GPU.
   double copy_bandwidth(size_t bytes = size_t(1) << 30);
   std::vector<CollectiveSnapshot> collective_snapshots() const override;
+  void parameters_changed() override;
   const GpuInfo& gpu() const { return m_gpu; }
 
  struct Impl;

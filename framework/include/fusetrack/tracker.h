@@ -63,6 +63,11 @@ class Backend {
   /// Profiles and fields of the collective elements after the last turn tracked (empty for a
   /// single-particle lattice).
   virtual std::vector<CollectiveSnapshot> collective_snapshots() const { return {}; }
+  /// Tells the backend that field values of the lattice changed (Lattice::set_field, then
+  /// Lattice::prepare) so that the next track() uses them: kernels with baked-in parameters are
+  /// regenerated, parameter tables uploaded again (the switch kernel is not recompiled), and the
+  /// state of collective elements (multi-turn wake memory) starts afresh.
+  virtual void parameters_changed() {}
 };
 
 std::unique_ptr<Backend> make_cpu_backend(const Lattice& lattice);

@@ -1,0 +1,294 @@
+// The shared workflows of the command line and the Python module (session.h).
+#include "fusetrack/session.h"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+
+#include "fusetrack/collective.h"
+#include "fusetrack/cuda_device.h"
+#include "fusetrack/error.h"
+#include "fusetrack/optics.h"
+
+namespace ft {
+
+namespace {
+
+InputError option_error(const std::string& option, const std::string& problem) {
+  InputLocation at;
+  at.field = option;
+  return InputError(at, problem);
+}
+
+double elapsed_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------
+// Backends
+
+FmaMode parse_fma_mode(const std::string& text, const std::string& option) {
+  if (text == "off") return FmaMode::Off;
+  if (text == "on") return FmaMode::On;
+  throw option_error(option, fmt::format("'{}' is not a numerics mode: expected off or on", text));
+}
+
+void check_device_name(const std::string& text, const std::string& option) {
+  if (text != "auto" && text != "cpu" && text != "gpu")
+    throw option_error(option, fmt::format("'{}' is not a device: expected auto, cpu or gpu", text));
+}
+
+std::unique_ptr<Backend> make_backend(const Lattice& lattice, const BackendChoice& choice,
+                                      std::vector<std::string>* notices) {
+  check_device_name(choice.device, "device");
+  if (choice.device == "cpu") return make_cpu_backend(lattice);
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    if (choice.device == "gpu") throw DeviceError("--device gpu: " + why);
+    if (notices) notices->push_back(fmt::format("no usable GPU ({}); tracking on the CPU", why));
+    return make_cpu_backend(lattice);
+  }
+  CudaBackendOptions co;
+  co.cache_dir = choice.cache_dir;
+  co.dispatch = choice.dispatch;
+  // Several ranks on a node: one GPU each, by node-local rank.
+  Communicator& comm = world();
+  const int gpus = static_cast<int>(list_gpus().size());
+  if (comm.size() > 1 && gpus > 0) co.device = comm.local_rank() % gpus;
+  if (comm.size() > 1 && comm.local_size() > gpus && notices)
+    notices->push_back(fmt::format("{} ranks on this node share {} GPU(s)", comm.local_size(), gpus));
+  return std::make_unique<CudaBackend>(lattice, co);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Initial particles
+
+Particles make_matched_gaussian(const Lattice& lattice, const GaussianBunchSpec& spec) {
+  if (!(spec.emittance_nx > 0) || !(spec.emittance_ny > 0))
+    throw option_error(spec.emittance_label, "a Gaussian distribution needs positive normalised emittances");
+  if (spec.sigma_zeta < 0 || spec.sigma_delta < 0) throw option_error(spec.sigma_label, "must not be negative");
+  const LinearOptics optics = compute_linear_optics(lattice);
+  return make_gaussian(lattice, optics, spec.count, spec.emittance_nx, spec.emittance_ny, spec.sigma_zeta,
+                       spec.sigma_delta, spec.seed);
+}
+
+Particles make_repro_particles(const Lattice& lattice, size_t count, double amplitude, double delta) {
+  const size_t side = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
+  Particles initial =
+      make_grid(lattice.reference().beta0(), -amplitude, amplitude, side, -amplitude, amplitude, side, delta);
+  initial.resize(count);
+  if (lattice.has_collective()) {
+    // A bunch for the collective elements: zeta spread over the middle of the first one's cuts
+    // (a deterministic, low-discrepancy fill), delta alternating around the grid's offset.
+    const TurnProgram program = TurnProgram::build(lattice);
+    const ft_profile_grid g = CollectiveSolver(lattice, program.collective.front(), FmaMode::Off, 1).grid();
+    const double centre = 0.5 * (g.zeta_min + g.zeta_max), half = 0.2 * (g.zeta_max - g.zeta_min);
+    for (size_t i = 0; i < initial.size(); ++i) {
+      const double u = std::fmod(0.5 + 0.6180339887498949 * static_cast<double>(i), 1.0);
+      initial.set(i, initial.x[i], initial.px[i], initial.y[i], initial.py[i], centre + half * (2.0 * u - 1.0),
+                  (i % 2 ? 1.0 : -1.0) * delta);
+    }
+  }
+  return initial;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tracking a bunch
+
+TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o) {
+  // Several MPI ranks: each tracks a contiguous share of the particles; collective profiles are
+  // summed over the ranks every turn; rank 0 gathers the particles and holds the monitor.
+  Communicator& comm = world();
+  TrackRun run;
+  run.root = comm.is_root();
+  run.ranks = comm.size();
+  run.backend = backend.name();
+  const bool parallel = comm.size() > 1;
+  const size_t macroparticles = particles.size();
+  Particles share_particles;
+  if (parallel) {
+    const Share share = share_of(particles.size(), comm.rank(), comm.size());
+    share_particles = slice_particles(particles, share.begin, share.end);
+  }
+  Particles& tracked = parallel ? share_particles : particles;
+
+  TrackOptions options;
+  options.turns = o.turns;
+  options.threads = o.threads;
+  options.fma = o.fma;
+  options.macroparticles = macroparticles;
+  if (parallel)
+    options.reduce_profile = [&comm, &run](uint64_t* counts, size_t n) {
+      const auto t = std::chrono::steady_clock::now();
+      comm.allreduce_sum(counts, n);
+      run.reduce_seconds += elapsed_since(t);
+      ++run.reductions;
+    };
+  // Monitors (and the progress bar, which also runs without them).
+  MonitorOptions mo;
+  mo.every = o.monitor_every;
+  mo.profile_every = o.profile_every;
+  mo.progress = o.progress;
+  mo.total_turns = o.turns;
+  if (!o.monitor) mo.every = std::max<int64_t>(1, o.turns / 200);  // progress only
+  auto monitor = std::make_unique<BunchMonitor>(lattice, mo);
+  // Under MPI the progress bar alone is not worth a gather: it comes with the monitor only.
+  if (o.monitor || (!parallel && ProgressBar::wanted(mo.progress))) {
+    monitor->attach(options, backend);
+    if (run.root) monitor->record(0, particles, nullptr);
+    if (parallel) {  // the monitor sees the whole bunch, on rank 0
+      auto inner = options.callback;
+      options.callback = [inner, &comm](int64_t done, const Particles& local) {
+        const Particles all = comm.gather(local);
+        return comm.all(comm.is_root() ? inner(done, all) : true);
+      };
+    }
+  }
+  comm.barrier();
+  const auto t0 = std::chrono::steady_clock::now();
+  backend.track(tracked, options);
+  comm.barrier();
+  run.seconds = elapsed_since(t0);
+  monitor->finish();
+  if (parallel) particles = comm.gather(share_particles);
+  run.collective = backend.collective_snapshots();
+  if (o.monitor && run.root) run.monitor = std::move(monitor);
+  return run;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Dynamic-aperture scan jobs
+
+DaJob::DaJob(Lattice& lattice, const DaConfig& config, const DaJobOptions& options)
+    : m_lattice(lattice), m_options(options) {
+  validate_da_config(config);
+  GlobalLimits limits = lattice.limits();
+  std::copy(config.turn_limits, config.turn_limits + 6, limits.turn_limit);
+  lattice.set_limits(limits);
+
+  // The share of the scan this process tracks: an MPI rank's, a job-array part's, or all of it.
+  Communicator& comm = world();
+  m_part = PartSpec{comm.rank(), comm.size()};
+  m_job_part = !options.part.empty();
+  if (m_job_part) {
+    if (comm.size() > 1)
+      throw option_error(options.part_label, "job-array parts and MPI ranks do not mix: use one or the other");
+    if (config.refine_resolution > 0)
+      throw option_error(options.part_label, "--refine needs whole rays: refine after merging the parts");
+    m_part = parse_part(options.part, options.part_label);
+  }
+  m_full = make_da_scan(lattice, config);
+  m_fingerprint = da_fingerprint(options.lattice_file, config);
+  m_total = m_full.particles.size();
+  m_share = share_of(m_total, m_part.index, m_part.count);
+  if (split()) {
+    m_scan = slice_da_scan(m_full, m_share.begin, m_share.end);
+  } else {
+    m_scan = std::move(m_full);
+    m_full = DaScan{};
+  }
+  if (!options.output.empty()) std::filesystem::create_directories(options.output);
+  m_run.checkpoint_every = options.checkpoint_every;
+  // One checkpoint per share: a resumed run must use the same split.
+  if (!options.output.empty())
+    m_run.checkpoint_file =
+        (std::filesystem::path(options.output) /
+         (split() ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
+            .string();
+  m_run.fingerprint = split() ? da_share_fingerprint(m_fingerprint, m_part.index, m_part.count) : m_fingerprint;
+  m_run.fma = options.fma;
+  m_run.threads = options.threads;
+  m_run.stop = options.stop;
+}
+
+void DaJob::resume() {
+  if (m_run.checkpoint_file.empty()) throw option_error("resume", "needs an output directory holding the checkpoint");
+  read_da_checkpoint(m_scan, m_run.checkpoint_file, m_run.fingerprint);
+}
+
+DaJobStatus DaJob::run(Backend& backend) {
+  const bool root = this->root();
+  DaRunOptions ro = m_run;
+  // A planned stop (stop_after) sets a flag of its own; the caller's (SIGINT) is passed on to it
+  // after every chunk, where the scan looks at it.
+  const std::atomic<bool>* outer = m_options.stop;
+  std::atomic<bool> stop{outer && outer->load()};
+  ro.stop = &stop;
+  ro.on_progress = [&](const DaProgress& p) {
+    if (root && m_options.on_progress) m_options.on_progress(p);
+    if (m_options.stop_after > 0 && p.turns_done >= m_options.stop_after) stop = true;
+    if (outer && outer->load()) stop = true;
+  };
+  const bool done = run_da_scan(m_scan, backend, ro, &m_progress);
+  if (!done && m_options.stop_after > 0 && m_scan.turns_done >= m_options.stop_after)
+    return DaJobStatus::StoppedAsAsked;
+  if (!done) return DaJobStatus::Interrupted;
+  if (m_job_part) {
+    write_da_part(m_scan, m_part.index, m_part.count, m_total, m_options.output, m_options.lattice_file,
+                  m_fingerprint);
+    return DaJobStatus::PartWritten;
+  }
+  if (split()) {  // MPI: rank 0 gathers the shares in rank order, which is the scan's order
+    m_full.particles = world().gather(m_scan.particles);
+    m_full.turns_done = m_scan.turns_done;
+    if (!root) return DaJobStatus::NotRoot;
+    m_scan = std::move(m_full);
+    m_full = DaScan{};
+  }
+  m_summary = summarize_da(m_scan);
+  if (m_scan.config.refine_resolution > 0) refine_da(m_lattice, m_scan, m_summary, backend, ro);
+  if (!m_options.output.empty()) write_da_results(m_scan, m_summary, m_options.output, m_options.lattice_file);
+  return DaJobStatus::Finished;
+}
+
+// ---------------------------------------------------------------------------------------------
+// CPU-GPU reproduction
+
+ReproResult run_repro(const Lattice& lattice, const Particles& initial, const ReproOptions& options) {
+  ReproResult r;
+  auto cpu = make_cpu_backend(lattice);
+  CudaBackendOptions co;
+  co.cache_dir = options.cache_dir;
+  CudaBackend gpu(lattice, co);  // throws with the reason when there is no GPU
+  r.gpu_name = gpu.name();
+
+  TrackOptions o;
+  o.turns = options.turns;
+  o.fma = options.fma;
+  o.threads = options.threads;
+  r.cpu = initial;
+  r.gpu = initial;
+  const auto t0 = std::chrono::steady_clock::now();
+  cpu->track(r.cpu, o);
+  r.cpu_seconds = elapsed_since(t0);
+  gpu.track(r.gpu, o);
+  r.gpu_stats = gpu.last_stats();
+  r.comparison = compare_particles(r.cpu, r.gpu);
+  // Collective lattices: the integer profiles and the solved fields of the last turn too.
+  bool collective_identical = true;
+  const auto cpu_snaps = cpu->collective_snapshots(), gpu_snaps = gpu.collective_snapshots();
+  for (size_t k = 0; k < cpu_snaps.size() && k < gpu_snaps.size(); ++k) {
+    CollectiveComparison c;
+    c.element_name = cpu_snaps[k].element_name;
+    c.counts_identical = cpu_snaps[k].counts == gpu_snaps[k].counts;
+    c.field_size = cpu_snaps[k].field.size();
+    for (size_t i = 0; i < cpu_snaps[k].field.size(); ++i) {
+      c.peak = std::max(c.peak, std::fabs(cpu_snaps[k].field[i]));
+      c.max_difference = std::max(c.max_difference, std::fabs(cpu_snaps[k].field[i] - gpu_snaps[k].field[i]));
+      c.field_equal += ulp_distance(cpu_snaps[k].field[i], gpu_snaps[k].field[i]) == 0 ? 1 : 0;
+    }
+    collective_identical &= c.counts_identical && c.field_equal == c.field_size;
+    r.collective.push_back(c);
+  }
+  r.identical = r.comparison.identical() && collective_identical;
+  if (!r.identical && r.comparison.first_differing >= 0)
+    r.divergence = find_divergence(lattice, *cpu, gpu, initial, static_cast<size_t>(r.comparison.first_differing),
+                                   options.turns, options.fma);
+  return r;
+}
+
+}  // namespace ft
