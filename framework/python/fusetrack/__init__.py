@@ -1,0 +1,401 @@
+"""fusetrack: particle tracking through circular accelerators, on the CPU or a GPU.
+
+The module is a thin layer over fusetrack's C++ library, the same calls that the ``fusetrack``
+command line makes, so that both give the same numbers bit for bit.
+
+Units are SI, energies in eV; coordinates (x, px, y, py, zeta, delta) as in MAD-X/Xsuite.
+
+    import fusetrack as ft
+    ring = ft.Lattice.from_file("lattices/sextupole_rf_ring.json")
+    p = ft.Particles.grid(ring, 1e-4, 1e-3, 10, 1e-4, 1e-3, 10)
+    ft.Tracker(ring, device="auto").track(p, turns=1000)      # in place
+    print(p.x[:3], p.alive_count)
+
+    ring["sf"]["knl"] = [0, 0, 1.2]      # a knob: the next track() uses it (no rebuild)
+    o = ft.optics(ring)                   # closed orbit, matrix, tunes, Twiss as NumPy arrays
+    da = ft.da_scan(ring, turns=1000, angles=10, amplitudes=20, amplitude_range=(1e-3, 0.04))
+
+Errors of the C++ library arrive as :class:`fusetrack.Error` (``InputError`` for bad input,
+naming the file, the element and the field; ``PluginError``; ``DeviceError``) with the messages
+of the command line.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Iterable, Optional, Sequence
+
+import numpy as np
+
+from . import _fusetrack as _ft
+from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
+
+__all__ = [
+    "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro",
+    "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus",
+    "Error", "InputError", "PluginError", "DeviceError",
+]
+
+__version__ = "0.1.0"
+
+
+# ---------------------------------------------------------------------------------------------
+# Plugins and element types
+
+def load_plugin(path: str) -> str:
+    """Loads an element plugin (``fusetrack_plugin_NAME.so``) and registers its types for every
+    lattice loaded afterwards. Returns the file loaded. Raises :class:`PluginError` naming the
+    file and the reason (e.g. an ABI version mismatch). The default plugins (the built-in types,
+    ``$FUSETRACK_PLUGIN_PATH``) are loaded first, on first use of the module."""
+    return _ft.load_plugin(os.fspath(path))
+
+
+def plugins() -> list:
+    """The loaded plugins: a list of dicts with ``name``, ``file`` and ``abi_version``."""
+    return _ft.plugins()
+
+
+def element_types() -> dict:
+    """The registered element types by name, as ``fusetrack info`` lists them: each a dict with
+    ``doc``, ``kind`` (thin, thick or collective), ``plugin`` and ``fields``, a list of dicts with
+    ``name``, ``unit``, ``type`` (double, int32, JSON), ``count``, ``required``, ``derived``,
+    ``default`` (None for required, derived and JSON fields) and ``doc``."""
+    return {t["name"]: t for t in _ft.element_types()}
+
+
+def gpu_unavailable_reason() -> str:
+    """Why no GPU can be used ("" when one can)."""
+    return _ft.gpu_unavailable_reason()
+
+
+def gpus() -> list:
+    """The GPUs the CUDA driver reports (empty without a driver)."""
+    return _ft.gpus()
+
+
+# ---------------------------------------------------------------------------------------------
+# Lattices
+
+_LATTICE_DOC = """A ring: the reference particle, named element definitions and the sequence of one turn.
+
+    Load one with :meth:`from_file` (fusetrack JSON or an Xsuite line JSON) or :meth:`from_dict`;
+    :meth:`to_dict` gives it back with the current field values. Elements are read and written by
+    definition name (several sequence entries may share one definition)::
+
+        ring["qf"]["knl"]            # NumPy array (array fields) or float
+        ring["qf"]["knl"] = [0, 0.1] # validated as a lattice file's field is; s, lengths recomputed
+        ring["qf"].fields()          # every numeric field
+
+    A :class:`Tracker` built on the lattice uses new values at its next ``track()``: the CPU reads
+    them directly; on a GPU the switch kernel gets its parameter table uploaded again (no NVRTC
+    compile), while a baked kernel (``dispatch="baked"``, or ``"auto"`` on lattices of up to 2000
+    elements) is regenerated and compiled (or found in the kernel cache). Use
+    ``dispatch="switch"`` for knob scans on a GPU.
+
+    Attributes: ``reference`` (dict: mass0 [eV], q0 [e], p0c [eV], beta0, gamma0, energy0),
+    ``circumference`` [m], ``element_names``, ``sequence`` (names, one per entry), ``s`` [m],
+    ``has_collective``, ``source_file``; ``len(ring)`` is the number of sequence entries.
+    """
+
+
+def _lattice_from_file(path):
+    """Loads a lattice file (fusetrack JSON or Xsuite line JSON). Errors (:class:`InputError`)
+    name the file, the element and the field, as ``fusetrack track`` reports them; plugins listed
+    in the file are loaded."""
+    return _ft.Lattice._from_file(os.fspath(path))
+
+
+def _lattice_from_dict(doc, file="<dict>"):
+    """Builds a lattice from a dict in fusetrack's JSON format (see the README); ``file`` names
+    it in error messages and resolves relative plugin paths."""
+    return _ft.Lattice._from_json(doc, file)
+
+
+def _lattice_to_dict(self):
+    """The lattice in fusetrack's JSON format, with the current field values."""
+    return self._to_json()
+
+
+def _lattice_repr(self):
+    return (f"<fusetrack.Lattice {self.source_file or '(dict)'}: {len(self)} elements, "
+            f"circumference {self.circumference:.6g} m>")
+
+
+Lattice = _ft.Lattice
+Lattice.__doc__ = _LATTICE_DOC
+Lattice.from_file = staticmethod(_lattice_from_file)
+Lattice.from_dict = staticmethod(_lattice_from_dict)
+Lattice.to_dict = _lattice_to_dict
+Lattice.__repr__ = _lattice_repr
+
+
+# ---------------------------------------------------------------------------------------------
+# Particles
+
+_ARRAYS = ("x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv", "state", "lost_turn", "lost_element", "id")
+_ASSIGNABLE = ("x", "px", "y", "py", "zeta", "delta")
+
+
+def _particles_property(name):
+    def get(self):
+        return self._view(name)
+
+    def set(self, values):
+        self._assign(name, values)
+
+    doc = (f"``{name}`` as a NumPy array that views the particles' own memory (zero-copy): tracking "
+           f"updates it in place.")
+    if name in ("x", "px", "y", "py", "zeta"):
+        doc += " Writable; assigning an array copies it in."
+    elif name == "delta":
+        doc += " Read-only view; assigning an array sets delta and updates ptau, rpp and rvv."
+    else:
+        doc += " Read-only."
+    return property(get, set if name in _ASSIGNABLE else None, doc=doc)
+
+
+class _ParticlesDoc:
+    """Particles as a structure of arrays, in C++ memory that NumPy views without copying.
+
+    Arrays (``p.x`` ...): ``x px y py zeta delta ptau rpp rvv state lost_turn lost_element id``,
+    each a NumPy view of the C++ vector (``np.shares_memory(p.x, p.x)``; the view keeps the
+    particles alive). ``x, px, y, py, zeta`` are writable in place; ``delta`` is read-only because
+    ``ptau, rpp, rvv`` must follow it: assign ``p.delta = values`` instead. A particle is alive
+    while ``state > 0``; ``lost_turn`` and ``lost_element`` record where it was lost.
+
+    Zero-copy holds on the host: the CPU backend tracks these very arrays; a GPU copies them to
+    the device and back into the same memory. Constructors (:meth:`from_arrays`) copy their
+    inputs once, since the C++ vectors own their storage.
+
+    Constructors: :meth:`from_arrays`, :meth:`grid`, :meth:`matched_gaussian`,
+    :meth:`matched_bunch`, :meth:`from_file`; :meth:`write` saves .npz/.csv as the CLI does.
+    """
+
+
+Particles = _ft.Particles
+Particles.__doc__ = _ParticlesDoc.__doc__
+for _name in _ARRAYS:
+    setattr(Particles, _name, _particles_property(_name))
+
+
+def _from_arrays(lattice_or_beta0, x=None, px=None, y=None, py=None, zeta=None, delta=None) -> Particles:
+    """Particles from coordinate arrays (missing ones zero), all alive. The first argument is a
+    :class:`Lattice` (its reference beta0) or beta0 itself. The arrays are copied once."""
+    beta0 = (lattice_or_beta0.reference["beta0"] if isinstance(lattice_or_beta0, _ft.Lattice)
+             else float(lattice_or_beta0))
+    return Particles._from_arrays(beta0, dict(x=x, px=px, y=y, py=py, zeta=zeta, delta=delta))
+
+
+def _grid(lattice, x_min, x_max, nx, y_min, y_max, ny, delta=0.0) -> Particles:
+    """A regular x-y grid of nx x ny particles in [x_min, x_max] x [y_min, y_max] [m], as
+    ``fusetrack track --grid``; the other coordinates zero but ``delta``."""
+    return Particles._grid(lattice, x_min, x_max, int(nx), y_min, y_max, int(ny), delta)
+
+
+def _matched_gaussian(lattice, n, emittance_nx, emittance_ny, sigma_zeta=0.0, sigma_delta=0.0, seed=1) -> Particles:
+    """``n`` particles of a Gaussian bunch matched to the optics at the start (closed orbit,
+    Twiss, dispersion), normalised emittances [m], rms zeta [m] and delta: ``fusetrack track
+    --gaussian``. Deterministic for a seed."""
+    return Particles._matched_gaussian(lattice, int(n), emittance_nx, emittance_ny, sigma_zeta, sigma_delta, seed)
+
+
+def _matched_bunch(lattice, n, sigma_zeta, distribution="gaussian", mu=1.5, potential_well=False, seed=1,
+                   fma="off", threads=0):
+    """``n`` particles of a longitudinal bunch matched to the lattice's RF bucket
+    (``fusetrack track --matched``): distribution ``gaussian``, ``parabolic`` or ``binomial``
+    (exponent ``mu``), rms length ``sigma_zeta`` [m], optionally with the potential-well distortion
+    of the collective elements. Returns ``(particles, report)``, the report a dict (bucket, eta,
+    Qs, sigma_zeta, sigma_delta, convergence, line density)."""
+    return Particles._matched_bunch(lattice, int(n), sigma_zeta, distribution, mu, potential_well, seed, fma, threads)
+
+
+def _from_file(path, lattice_or_beta0) -> Particles:
+    """Reads .npz or .csv particles (as ``fusetrack track -p``); the reference beta0 from a
+    :class:`Lattice` or given."""
+    beta0 = (lattice_or_beta0.reference["beta0"] if isinstance(lattice_or_beta0, _ft.Lattice)
+             else float(lattice_or_beta0))
+    return Particles._read(os.fspath(path), beta0)
+
+
+def _particles_write(self, path) -> None:
+    """Writes .npz (every array) or .csv (coordinates, state, loss records), as ``fusetrack track -o``."""
+    self._write(os.fspath(path))
+
+
+def _particles_repr(self):
+    return f"<fusetrack.Particles: {len(self)} particles, {self.alive_count} alive>"
+
+
+Particles.from_arrays = staticmethod(_from_arrays)
+Particles.grid = staticmethod(_grid)
+Particles.matched_gaussian = staticmethod(_matched_gaussian)
+Particles.matched_bunch = staticmethod(_matched_bunch)
+Particles.from_file = staticmethod(_from_file)
+Particles.write = _particles_write
+Particles.__repr__ = _particles_repr
+
+
+# ---------------------------------------------------------------------------------------------
+# Tracking
+
+class Monitor(_ft._Monitor):
+    """Turn-by-turn bunch monitor for :meth:`Tracker.track` (``fusetrack track --monitor``).
+
+    ``every``: record the longitudinal moments every that many turns; ``profile_every``: also
+    the profiles and fields of the collective elements (a multiple of ``every``; 0: none).
+    After tracking, :meth:`arrays` gives ``turn alive mean_zeta rms_zeta mean_delta rms_delta
+    cov_zeta_delta emittance emittance_evs`` (and ``profile_*``) as NumPy arrays; :meth:`write`
+    saves the same .npz file as the CLI.
+    """
+
+    def __init__(self, every: int = 1, profile_every: int = 0):
+        super().__init__(every, profile_every)
+
+    def arrays(self) -> dict:
+        """The recorded arrays by name (a copy)."""
+        return self._arrays()
+
+    def write(self, path) -> None:
+        """Writes the monitor .npz (the CLI's format)."""
+        self._write(os.fspath(path))
+
+
+class Tracker:
+    """Tracks particles through a lattice, on the CPU or a GPU.
+
+    ``Tracker(lattice, device="auto", fma="off", threads=0, dispatch="auto", kernel_cache="")``
+
+    - ``device``: ``"auto"`` (the GPU when one is usable, else the CPU; :attr:`notices` says why),
+      ``"cpu"`` or ``"gpu"`` (raises :class:`DeviceError` without one).
+    - ``fma``: ``"off"`` reproduces the CPU bit for bit on the GPU; ``"on"`` is faster (CUDA math,
+      contraction), results then differ by rounding.
+    - ``threads``: CPU threads (0: OpenMP's default).
+    - ``dispatch``: GPU kernel form, ``"auto"``, ``"baked"`` (parameters compiled in), ``"switch"``
+      (parameter table: knob scans without recompiling) or ``"staged"``.
+    - ``kernel_cache``: directory of compiled kernels ("" the default, ``"off"`` none).
+
+    The tracker keeps its backend (compiled kernels, collective state) across :meth:`track`
+    calls; changed lattice fields are picked up at the next call. Lattices with collective
+    elements (``LongitudinalImpedance``) are tracked with their bunch profiles every turn.
+    """
+
+    def __init__(self, lattice: Lattice, device: str = "auto", fma: str = "off", threads: int = 0,
+                 dispatch: str = "auto", kernel_cache: str = ""):
+        self._tracker = _ft._Tracker(lattice, device, fma, int(threads), dispatch, os.fspath(kernel_cache))
+
+    @property
+    def backend(self) -> str:
+        """The backend's name, e.g. ``cpu`` or ``gpu (NVIDIA H100, sm_90)``."""
+        return self._tracker.backend
+
+    @property
+    def notices(self) -> list:
+        """Notes from choosing the backend (why the CPU was used with ``device="auto"``)."""
+        return list(self._tracker.notices)
+
+    @property
+    def lattice(self) -> Lattice:
+        return self._tracker.lattice
+
+    def track(self, particles: Particles, turns: int, monitor: Optional[Monitor] = None,
+              progress: str = "off") -> dict:
+        """Tracks ``particles`` in place for ``turns`` turns (the same call as ``fusetrack track``).
+
+        ``monitor``: a :class:`Monitor` to fill; ``progress``: a progress bar on stderr
+        (``"on"``, ``"off"``, ``"auto"``: when stderr is a terminal). Returns a dict with
+        ``seconds`` (tracking time), ``backend`` and ``collective`` (per collective element its
+        last-turn ``counts`` and ``field`` [V] on the slice grid). The Python interpreter lock is
+        released while tracking."""
+        return self._tracker.track(particles, int(turns), monitor, progress)
+
+    def __repr__(self):
+        return f"<fusetrack.Tracker on {self.backend}>"
+
+
+# ---------------------------------------------------------------------------------------------
+# Optics, DA scans, reproduction
+
+def optics(lattice: Lattice, force_4d: bool = False, delta0: float = 0.0, tracking_turns: int = 0,
+           threads: int = 0) -> dict:
+    """Linear optics at the start of the lattice (``fusetrack optics``): a dict with
+    ``closed_orbit`` (6,), ``matrix`` (6, 6; canonical x, px, y, py, zeta, pzeta), ``matrix_4d``,
+    ``tunes`` (qx, qy, qs), Twiss ``beta_x alpha_x gamma_x beta_y ...``, dispersion ``dx dpx dy
+    dpy``, chromaticities ``dqx dqy``, slip factor ``eta``, ``alpha_c``, ``gamma_tr``, ``six_d``
+    and ``method``; with ``tracking_turns`` (>= 16) also ``tunes_from_tracking``."""
+    return _ft._optics(lattice, force_4d, delta0, int(tracking_turns), int(threads))
+
+
+def twiss_table(lattice: Lattice, force_4d: bool = False, delta0: float = 0.0, threads: int = 0) -> dict:
+    """Optics at every element around the closed orbit (``fusetrack optics --twiss-table``): a dict of
+    NumPy columns with one row per sequence entry plus the end of the ring (``name``, ``type``,
+    ``s``, closed orbit ``x px y py zeta delta``, ``beta_x alpha_x mu_x beta_y alpha_y mu_y``
+    [m, 1, tune units], dispersion ``dx dpx dy dpy``, Mais-Ripken ``beta_1x ... alpha_2y``), and
+    ``q1``, ``q2`` (full tunes), ``max_coupling``, ``six_d``, ``method``, ``circumference``."""
+    return _ft._twiss_table(lattice, force_4d, delta0, int(threads))
+
+
+def da_scan(lattice: Lattice, turns: int = 1000, grid: str = "polar", angles: int = 19,
+            angle_range: Sequence[float] = (0.0, 90.0), amplitudes: int = 30,
+            amplitude_range: Sequence[float] = (0.0, 0.02), nx: int = 30, ny: int = 30,
+            x_range: Sequence[float] = (0.0, 0.02), y_range: Sequence[float] = (0.0, 0.02),
+            units: str = "m", emittance_nx: float = 0.0, emittance_ny: float = 0.0, px: float = 0.0,
+            py: float = 0.0, zeta: float = 0.0, deltas: Iterable[float] = (0.0,), closed_orbit: bool = True,
+            limits: Optional[Sequence[float]] = None, refine: float = 0.0, device: str = "auto",
+            fma: str = "off", threads: int = 0, dispatch: str = "auto", output: Optional[str] = None,
+            checkpoint_every: int = 0) -> dict:
+    """A dynamic-aperture scan (``fusetrack da``; the same options, the same results).
+
+    Polar grids: ``angles`` rays in ``angle_range`` [deg] with ``amplitudes`` points in
+    ``amplitude_range``; cartesian: ``nx`` x ``ny`` in ``x_range``, ``y_range``. ``units`` "m" or
+    "sigma" (with normalised emittances). ``deltas``: one scan per momentum offset. ``limits``:
+    per-turn limits |x| |px| |y| |py| |zeta| |delta| (0: none). ``refine``: bisect each ray's
+    boundary to this resolution. ``output``: also write summary.json, summary.csv and da.npz there
+    (and checkpoints every ``checkpoint_every`` turns). The lattice itself is not changed.
+
+    Returns a dict of NumPy arrays: per particle ``amplitude angle grid_x grid_y delta_index
+    lost_turn survived`` and ``initial``/``final`` :class:`Particles`; ``per_angle`` (``delta
+    angle da_first_loss da_last_stable da_refined``); ``da_min da_mean da_max``;
+    ``turn_checkpoints`` and ``da_vs_turns`` (per delta, the DA for that many turns)."""
+    c = _ft._DaConfig()
+    c.turns = int(turns)
+    c.grid = grid
+    c.angles = int(angles)
+    c.angle_min, c.angle_max = _pair(angle_range, "angle_range")
+    c.amplitudes = int(amplitudes)
+    c.amplitude_min, c.amplitude_max = _pair(amplitude_range, "amplitude_range")
+    c.nx, c.ny = int(nx), int(ny)
+    c.x_min, c.x_max = _pair(x_range, "x_range")
+    c.y_min, c.y_max = _pair(y_range, "y_range")
+    c.units = units
+    c.emittance_nx, c.emittance_ny = emittance_nx, emittance_ny
+    c.px0, c.py0, c.zeta0 = px, py, zeta
+    c.deltas = [float(d) for d in deltas]
+    c.around_closed_orbit = bool(closed_orbit)
+    if limits is not None:
+        c.turn_limits = [float(v) for v in limits]
+    c.refine_resolution = refine
+    return _ft._da_scan(lattice, c, device, fma, int(threads), dispatch,
+                        "" if output is None else os.fspath(output), int(checkpoint_every))
+
+
+def repro(lattice: Lattice, particles: Optional[Particles] = None, n: int = 10000, amplitude: float = 0.02,
+          delta: float = 1e-4, turns: int = 1000, fma: str = "off", threads: int = 0,
+          kernel_cache: str = "") -> dict:
+    """The same particles on the CPU and the GPU, compared bit for bit (``fusetrack repro``).
+
+    Without ``particles``: ``n`` particles on a square grid of half-width ``amplitude`` [m] at
+    ``delta`` (a bunch in zeta on collective lattices), as the CLI makes them. Raises
+    :class:`DeviceError` without a GPU. Returns a dict: ``identical``, ``bitwise_equal`` of
+    ``coordinates``, ``state_mismatches``, ``max_ulp``, ``max_relative``, ``first_differing``,
+    ``cpu_particles``, ``gpu_particles``, per collective element the profile/field comparison,
+    and ``divergence`` (turn and element where the first differing particle parts) or None."""
+    if particles is None:
+        particles = Particles._repro_particles(lattice, int(n), amplitude, delta)
+    return _ft._repro(lattice, particles, int(turns), fma, int(threads), os.fspath(kernel_cache))
+
+
+def _pair(values, name):
+    v = [float(a) for a in values]
+    if len(v) != 2:
+        raise InputError(f"<input>, field '{name}': expects two values: min max")
+    return v[0], v[1]
