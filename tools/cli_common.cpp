@@ -11,6 +11,7 @@
 
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/error.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/session.h"
 
 namespace ft::cli {
@@ -54,16 +55,7 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
   return backend;
 }
 
-void check_output_path(const std::string& path, const std::string& option) {
-  namespace fs = std::filesystem;
-  InputLocation at;
-  at.field = option;
-  const fs::path dir = fs::path(path).parent_path();
-  std::error_code ec;
-  if (!dir.empty() && !fs::is_directory(dir, ec))
-    throw InputError(at, fmt::format("cannot write '{}': the directory '{}' does not exist", path, dir.string()));
-  if (fs::is_directory(path, ec)) throw InputError(at, fmt::format("cannot write '{}': it is a directory", path));
-}
+void check_output_path(const std::string& path, const std::string& option) { ft::check_output_file(path, option); }
 
 std::string plotting_python() {
   for (const char* candidate : {"python3", "/usr/bin/python3"})

@@ -10,6 +10,7 @@
 #include <filesystem>
 
 #include "cli_common.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/da.h"
 #include "fusetrack/error.h"
 #include "fusetrack/parallel.h"
@@ -114,6 +115,7 @@ int run_da(DaArgs a) {
     std::copy(a.limits.begin(), a.limits.end(), c.turn_limits);
   }
   validate_da_config(c);  // before the (possibly slow) lattice load
+  check_output_directory(a.output, "--output");  // not after hours of tracking
 
   ElementRegistry registry;
   load_plugins(registry, a.common);
@@ -208,6 +210,7 @@ struct MergeArgs {
 };
 
 void run_da_merge(const MergeArgs& m) {
+  check_output_directory(m.output, "--output");
   std::string lattice_file;
   const DaScan scan = merge_da_parts(m.parts, lattice_file);
   const DaSummary summary = summarize_da(scan);

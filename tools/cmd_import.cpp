@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/error.h"
 #include "fusetrack/xsuite_import.h"
 
@@ -22,6 +23,7 @@ struct ImportArgs {
 };
 
 void run_import(const ImportArgs& a) {
+  check_output_file(a.output, "--output");
   const nlohmann::ordered_json doc = parse_json_file(a.input);
   if (!is_xsuite_line(doc))
     throw InputError(InputLocation{a.input},
@@ -39,12 +41,7 @@ void run_import(const ImportArgs& a) {
   load_plugins(registry, a.common);
   const Lattice lattice = lattice_from_json(converted, a.input, registry);
 
-  {
-    std::ofstream out(a.output, std::ios::binary);
-    if (!out) throw Error(fmt::format("{}: cannot open for writing", a.output));
-    out << converted.dump(2) << '\n';
-    if (!out.flush()) throw Error(fmt::format("{}: write failed", a.output));
-  }
+  write_file_atomically(a.output, converted.dump(2) + "\n");
 
   std::map<std::string, size_t> counts;
   for (const auto& entry : lattice.sequence()) ++counts[lattice.definitions()[entry.definition].type->name];

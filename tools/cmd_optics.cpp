@@ -12,6 +12,7 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
 
@@ -90,6 +91,7 @@ std::string num(double v, const char* spec = "{:.10g}") {
 }
 
 void run_optics(const OpticsArgs& a) {
+  if (!a.output.empty()) check_output_file(a.output, "--output");
   if (a.tracking_turns > 0 && a.tracking_turns < 16) {
     InputLocation at;
     at.field = "--tracking-turns";

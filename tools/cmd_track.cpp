@@ -92,7 +92,8 @@ Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
   InputLocation at;
   at.field = "--grid";
   if (g.size() != 6) throw InputError(at, "expects six values: x_min x_max nx y_min y_max ny");
-  if (g[2] < 1 || g[5] < 1 || g[2] != static_cast<double>(static_cast<size_t>(g[2])) ||
+  // Bounded before the conversion to an integer (a double beyond size_t is undefined behaviour).
+  if (!(g[2] >= 1 && g[2] <= 1e15) || !(g[5] >= 1 && g[5] <= 1e15) || g[2] != static_cast<double>(static_cast<size_t>(g[2])) ||
       g[5] != static_cast<double>(static_cast<size_t>(g[5])))
     throw InputError(at, "nx and ny must be positive integers");
   return make_grid(beta0, g[0], g[1], static_cast<size_t>(g[2]), g[3], g[4], static_cast<size_t>(g[5]), a.delta);

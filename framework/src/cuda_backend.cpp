@@ -12,10 +12,12 @@
 #include "cuda_driver.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/error.h"
+#include "fusetrack/memory_budget.h"
 
 namespace ft {
 
 using cuda::check;
+using cuda::check_alloc;
 
 namespace {
 
@@ -148,10 +150,10 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   if ((dispatch == Dispatch::Switch || dispatch == Dispatch::Staged) && !impl.switch_steps) {
     const KernelTables tables = kernel_tables(lattice, k.source);
     CUdeviceptr p = 0;
-    check(d.mem_alloc(&p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8)), "cuMemAlloc(steps)");
+    check_alloc(d, &p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8), "cuMemAlloc(steps)");
     check(d.memcpy_htod(p, tables.steps.data(), tables.steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
     impl.switch_steps = p;
-    check(d.mem_alloc(&impl.switch_params, tables.params.size() * sizeof(uint64_t)), "cuMemAlloc(parameters)");
+    check_alloc(d, &impl.switch_params, tables.params.size() * sizeof(uint64_t), "cuMemAlloc(parameters)");
     check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
           "cuMemcpyHtoD(parameters)");
   }
@@ -238,25 +240,21 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   // Particles resident on the device at once: all of them when they fit in 80% of free memory,
   // otherwise consecutive chunks, each tracked for all turns (single-particle physics is
   // independent per particle, so chunking does not change results).
+  // (fusetrack/memory_budget.h: FUSETRACK_GPU_MEMORY_LIMIT caps the memory used.)
   size_t free_bytes = 0, total_bytes = 0;
   check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
-  size_t resident = m_options.max_resident_particles;
-  if (resident == 0) resident = static_cast<size_t>(0.8 * static_cast<double>(free_bytes)) / kBytesPerParticle;
-  if (resident == 0) throw DeviceError("not enough free GPU memory for a single particle");
   const size_t n = particles.size();
-  resident = std::min(resident, std::max<size_t>(n, 1));
-  if (options.callback && resident < n)
-    throw DeviceError(fmt::format("{} particles need {:.1f} GiB of GPU memory, more than is free ({:.1f} GiB); "
-                                  "per-turn callbacks need all particles resident: use fewer particles",
-                                  n, static_cast<double>(n * kBytesPerParticle) / (1 << 30),
-                                  static_cast<double>(free_bytes) / (1 << 30)));
+  const size_t resident = plan_gpu_residency(n, kBytesPerParticle, free_bytes, m_options.max_resident_particles,
+                                             static_cast<bool>(options.callback),
+                                             "a run with per-turn callbacks (monitors, checkpoints)")
+                              .resident;
 
   DeviceParticles dp{};
   CUdeviceptr* arrays[] = {&dp.x, &dp.px, &dp.y, &dp.py, &dp.zeta, &dp.delta, &dp.ptau, &dp.rpp, &dp.rvv};
-  for (CUdeviceptr* a : arrays) check(d.mem_alloc(a, resident * sizeof(double)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.state, resident * sizeof(int32_t)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.lost_turn, resident * sizeof(int32_t)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.lost_element, resident * sizeof(int64_t)), "cuMemAlloc(particles)");
+  for (CUdeviceptr* a : arrays) check_alloc(d, a, resident * sizeof(double), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.state, resident * sizeof(int32_t), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.lost_turn, resident * sizeof(int32_t), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.lost_element, resident * sizeof(int64_t), "cuMemAlloc(particles)");
   struct Freer {
     const cuda::Driver& d;
     DeviceParticles& dp;
@@ -360,14 +358,14 @@ void check_cufft(cufftResult rc, const char* what) {
 template <class T>
 CUdeviceptr device_copy(const cuda::Driver& d, const std::vector<T>& v, const char* what) {
   CUdeviceptr p = 0;
-  check(d.mem_alloc(&p, std::max<size_t>(v.size() * sizeof(T), 8)), what);
+  check_alloc(d, &p, std::max<size_t>(v.size() * sizeof(T), 8), what);
   if (!v.empty()) check(d.memcpy_htod(p, v.data(), v.size() * sizeof(T)), what);
   return p;
 }
 
 CUdeviceptr device_zeros(const cuda::Driver& d, size_t bytes, const char* what) {
   CUdeviceptr p = 0;
-  check(d.mem_alloc(&p, std::max<size_t>(bytes, 8)), what);
+  check_alloc(d, &p, std::max<size_t>(bytes, 8), what);
   check(d.memset_d8(p, 0, std::max<size_t>(bytes, 8)), what);
   return p;
 }
@@ -382,8 +380,8 @@ double CudaBackend::copy_bandwidth(size_t bytes) {
   const cuda::Driver& d = *m_impl->d;
   check(d.ctx_set_current(m_impl->context), "cuCtxSetCurrent");
   CUdeviceptr a = 0, b = 0;
-  check(d.mem_alloc(&a, bytes), "cuMemAlloc(bandwidth)");
-  check(d.mem_alloc(&b, bytes), "cuMemAlloc(bandwidth)");
+  check_alloc(d, &a, bytes, "cuMemAlloc(bandwidth)");
+  check_alloc(d, &b, bytes, "cuMemAlloc(bandwidth)");
   CUevent e0, e1;
   check(d.event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
   check(d.event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -420,11 +418,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   // Every particle must be resident: the profile is a sum over the whole bunch every turn.
   size_t free_bytes = 0, total_bytes = 0;
   check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
-  if (static_cast<double>(n * kBytesPerParticle) > 0.8 * static_cast<double>(free_bytes))
-    throw DeviceError(fmt::format("a collective run keeps all {} particles on the GPU: {:.2f} GiB, but only {:.2f} GiB "
-                                  "of GPU memory is free; use fewer macroparticles or more GPUs",
-                                  n, static_cast<double>(n * kBytesPerParticle) / (1 << 30),
-                                  static_cast<double>(free_bytes) / (1 << 30)));
+  plan_gpu_residency(n, kBytesPerParticle, free_bytes, 0, true, "a collective run");
 
   // The solvers, device tables and kernels, built once and kept (multi-turn memory).
   if (!impl.collective_ready || impl.collective_fma != options.fma || impl.collective_macroparticles != macroparticles) {
@@ -531,10 +525,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   DeviceParticles dp{};
   CUdeviceptr* arrays[] = {&dp.x, &dp.px, &dp.y, &dp.py, &dp.zeta, &dp.delta, &dp.ptau, &dp.rpp, &dp.rvv};
   const size_t alloc_n = std::max<size_t>(n, 1);
-  for (CUdeviceptr* a : arrays) check(d.mem_alloc(a, alloc_n * sizeof(double)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.state, alloc_n * sizeof(int32_t)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.lost_turn, alloc_n * sizeof(int32_t)), "cuMemAlloc(particles)");
-  check(d.mem_alloc(&dp.lost_element, alloc_n * sizeof(int64_t)), "cuMemAlloc(particles)");
+  for (CUdeviceptr* a : arrays) check_alloc(d, a, alloc_n * sizeof(double), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.state, alloc_n * sizeof(int32_t), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.lost_turn, alloc_n * sizeof(int32_t), "cuMemAlloc(particles)");
+  check_alloc(d, &dp.lost_element, alloc_n * sizeof(int64_t), "cuMemAlloc(particles)");
   struct Freer {
     const cuda::Driver& d;
     DeviceParticles& dp;

@@ -7,6 +7,7 @@
 
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
+#include "fusetrack/memory_budget.h"
 
 namespace ft::cuda {
 
@@ -104,6 +105,17 @@ void check(CUresult rc, const char* what) {
   const char* s = nullptr;
   if (const Driver* d = driver()) d->get_error_string(rc, &s);
   throw DeviceError(fmt::format("CUDA error in {}: {} ({})", what, s ? s : "unknown", static_cast<int>(rc)));
+}
+
+void check_alloc(const Driver& d, CUdeviceptr* ptr, size_t bytes, const char* what) {
+  const CUresult rc = d.mem_alloc(ptr, bytes);
+  if (rc == CUDA_ERROR_OUT_OF_MEMORY) {
+    size_t free_bytes = 0, total_bytes = 0;
+    d.mem_get_info(&free_bytes, &total_bytes);
+    throw MemoryError(fmt::format("GPU out of memory in {}: asked for {}, {} free of {}", what, format_bytes(bytes),
+                                  format_bytes(free_bytes), format_bytes(total_bytes)));
+  }
+  check(rc, what);
 }
 
 }  // namespace ft::cuda

@@ -44,5 +44,8 @@ const Driver* driver(std::string* why = nullptr);
 
 /// Throws ft::DeviceError naming the call when rc is not CUDA_SUCCESS.
 void check(CUresult rc, const char* what);
+/// cuMemAlloc of `bytes` into `ptr`; out of memory is a MemoryError with the bytes asked for and the
+/// bytes free (fusetrack/memory_budget.h).
+void check_alloc(const Driver& d, CUdeviceptr* ptr, size_t bytes, const char* what);
 
 }  // namespace ft::cuda

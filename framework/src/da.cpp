@@ -13,6 +13,7 @@
 
 #include "fusetrack/error.h"
 #include "fusetrack/npy.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/parallel.h"
 
@@ -469,14 +470,13 @@ void write_da_results(const DaScan& scan, const DaSummary& s, const std::string&
                        {"particle_turns", s.refinement_particle_turns},
                        {"fine_grid_particle_turns_estimate", s.fine_grid_particle_turns_estimate}};
   }
-  std::ofstream(fs::path(directory) / "summary.json") << j.dump(2) << "\n";
-  {
-    std::ofstream csv(fs::path(directory) / "summary.csv");
+  write_file_atomically((fs::path(directory) / "summary.json").string(), j.dump(2) + "\n");
+  write_file_atomically((fs::path(directory) / "summary.csv").string(), [&](std::ostream& csv) {
     csv << "delta,angle_deg,da_first_loss,da_last_stable,da_refined\n";
     for (const auto& r : s.per_angle)
       csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g},{:.10g}\n", r.delta, r.angle, r.da_first_loss,
                          r.da_last_stable, r.da_refined);
-  }
+  });
   const Particles& in = scan.initial;
   const Particles& out = scan.particles;
   write_npz((fs::path(directory) / "da.npz").string(),
@@ -614,7 +614,7 @@ void write_da_part(const DaScan& scan, int index, int count, size_t total, const
   j["sigma"] = {scan.sigma_x, scan.sigma_y};
   j["closed_orbit"] = std::vector<double>(scan.closed_orbit, scan.closed_orbit + 6);
   j["beta0"] = scan.particles.beta0;
-  std::ofstream(stem + ".json") << j.dump(2) << "\n";
+  write_file_atomically(stem + ".json", j.dump(2) + "\n");
 }
 
 DaScan merge_da_parts(const std::vector<std::string>& inputs, std::string& lattice_file) {

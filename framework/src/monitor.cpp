@@ -9,6 +9,7 @@
 
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
+#include "fusetrack/memory_budget.h"
 
 namespace ft {
 
@@ -118,6 +119,12 @@ BunchMonitor::BunchMonitor(const Lattice& lattice, const MonitorOptions& options
   if (m_options.profile_every < 0 || (m_options.profile_every > 0 && m_options.profile_every % m_options.every != 0))
     throw Error(fmt::format("monitor: the profile period ({} turns) must be a multiple of the moment period ({})",
                             m_options.profile_every, m_options.every));
+  // The records stay in memory until the file is written (and are copied once into its arrays):
+  // turns x records that cannot fit are refused before tracking, not when memory runs out.
+  const uint64_t records = static_cast<uint64_t>(std::max<int64_t>(m_options.total_turns, 0) / m_options.every) + 1;
+  require_host_memory(saturating_product({records, 2 * (sizeof(BunchMoments) + sizeof(int64_t))}),
+                      fmt::format("a bunch monitor of {} records ({} turns, one record every {})", records,
+                                  m_options.total_turns, m_options.every));
 }
 
 void BunchMonitor::attach(TrackOptions& options, const Backend& backend) {

@@ -3,12 +3,15 @@
 #include <fmt/format.h>
 #include <zip.h>
 
+#include <cctype>
+#include <cstdint>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 
 #include "fusetrack/error.h"
+#include "fusetrack/output_files.h"
 
 namespace ft {
 
@@ -45,6 +48,8 @@ NpyArray NpyArray::from(const std::vector<int64_t>& v, std::vector<size_t> shape
 
 std::vector<double> NpyArray::to_doubles() const {
   const size_t n = element_count();
+  if (dtype_size(dtype) != 0 && (data.size() / dtype_size(dtype) != n || data.size() % dtype_size(dtype) != 0))
+    throw Error(fmt::format("npy: {} bytes of dtype {} do not make the shape's {} elements", data.size(), dtype, n));
   std::vector<double> out(n);
   if (dtype == "<f8") {
     std::memcpy(out.data(), data.data(), n * 8);
@@ -68,6 +73,8 @@ std::vector<double> NpyArray::to_doubles() const {
 
 std::vector<int64_t> NpyArray::to_int64() const {
   const size_t n = element_count();
+  if (dtype_size(dtype) != 0 && (data.size() / dtype_size(dtype) != n || data.size() % dtype_size(dtype) != 0))
+    throw Error(fmt::format("npy: {} bytes of dtype {} do not make the shape's {} elements", data.size(), dtype, n));
   std::vector<int64_t> out(n);
   if (dtype == "<i8") {
     std::memcpy(out.data(), data.data(), n * 8);
@@ -101,6 +108,20 @@ std::string npy_encode(const NpyArray& a) {
   return out;
 }
 
+namespace {
+
+/// The text after `'key':` in a .npy header dictionary, or npos.
+size_t header_value(const std::string& header, const std::string& key) {
+  const size_t k = header.find("'" + key + "'");
+  if (k == std::string::npos) return k;
+  size_t p = header.find_first_not_of(' ', k + key.size() + 2);
+  if (p == std::string::npos || header[p] != ':') return std::string::npos;
+  p = header.find_first_not_of(' ', p + 1);
+  return p;
+}
+
+}  // namespace
+
 NpyArray npy_decode(const std::string& bytes, const std::string& what) {
   if (bytes.size() < 10 || bytes.compare(0, 6, "\x93NUMPY") != 0) throw Error(what + ": not a .npy array");
   const unsigned major = static_cast<unsigned char>(bytes[6]);
@@ -116,49 +137,60 @@ NpyArray npy_decode(const std::string& bytes, const std::string& what) {
   } else {
     throw Error(fmt::format("{}: unsupported .npy version {}", what, major));
   }
-  if (bytes.size() < offset + header_len) throw Error(what + ": truncated .npy header");
+  if (bytes.size() - offset < header_len) throw Error(what + ": truncated .npy header");
   const std::string header = bytes.substr(offset, header_len);
   auto value_of = [&](const std::string& key) {
-    const size_t k = header.find("'" + key + "'");
-    if (k == std::string::npos) throw Error(fmt::format("{}: .npy header lacks '{}'", what, key));
-    return k + key.size() + 2;
+    const size_t v = header_value(header, key);
+    if (v == std::string::npos) throw Error(fmt::format("{}: .npy header lacks '{}'", what, key));
+    return v;
   };
   NpyArray a;
-  size_t p = header.find('\'', value_of("descr"));
-  const size_t q = header.find('\'', p + 1);
+  // 'descr': '<f8'
+  size_t p = value_of("descr");
+  const size_t q = header[p] == '\'' ? header.find('\'', p + 1) : std::string::npos;
+  if (q == std::string::npos) throw Error(what + ": .npy header: 'descr' is not a quoted string");
   a.dtype = header.substr(p + 1, q - p - 1);
-  if (a.dtype == "|i1" || a.dtype == "|u1") throw Error(fmt::format("{}: unsupported dtype {}", what, a.dtype));
   if (dtype_size(a.dtype) == 0)
     throw Error(fmt::format("{}: unsupported dtype {} (use float64, int32 or int64, little endian)", what, a.dtype));
-  if (header.find("'fortran_order': True") != std::string::npos)
-    throw Error(what + ": Fortran-ordered arrays are not supported");
-  p = header.find('(', value_of("shape"));
-  const size_t e = header.find(')', p);
-  std::stringstream dims(header.substr(p + 1, e - p - 1));
-  std::string tok;
-  while (std::getline(dims, tok, ',')) {
-    if (tok.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(std::stoull(tok));
+  // 'fortran_order': False
+  p = value_of("fortran_order");
+  if (header.compare(p, 4, "True") == 0) throw Error(what + ": Fortran-ordered arrays are not supported");
+  if (header.compare(p, 5, "False") != 0) throw Error(what + ": .npy header: 'fortran_order' is not True or False");
+  // 'shape': (n0, n1, ...): non-negative integers whose product (in bytes) must fit the data.
+  p = value_of("shape");
+  const size_t e = header[p] == '(' ? header.find(')', p) : std::string::npos;
+  if (e == std::string::npos) throw Error(what + ": .npy header: 'shape' is not a tuple");
+  const size_t item = dtype_size(a.dtype);
+  size_t count = 1;
+  bool overflow = false;
+  for (size_t i = p + 1; i < e;) {
+    while (i < e && (header[i] == ' ' || header[i] == ',')) ++i;
+    if (i == e) break;
+    if (!std::isdigit(static_cast<unsigned char>(header[i])))
+      throw Error(fmt::format("{}: .npy header: shape entry '{}' is not a non-negative integer", what,
+                              header.substr(i, e - i)));
+    uint64_t dim = 0;
+    for (; i < e && std::isdigit(static_cast<unsigned char>(header[i])); ++i) {
+      if (dim > (UINT64_MAX - 9) / 10) overflow = true;
+      dim = dim * 10 + static_cast<uint64_t>(header[i] - '0');
+    }
+    if (i < e && header[i] != ',' && header[i] != ' ')
+      throw Error(fmt::format("{}: .npy header: bad character '{}' in the shape", what, header[i]));
+    if (overflow || (dim != 0 && count > SIZE_MAX / item / dim)) overflow = true;
+    else count *= dim;
+    a.shape.push_back(dim);
   }
-  const size_t nbytes = a.element_count() * dtype_size(a.dtype);
-  if (bytes.size() < offset + header_len + nbytes)
-    throw Error(fmt::format("{}: .npy data is truncated ({} of {} bytes)", what, bytes.size() - offset - header_len, nbytes));
+  const size_t available = bytes.size() - offset - header_len;
+  if (overflow || count * item > available)
+    throw Error(fmt::format("{}: .npy data is truncated: the shape ({}) needs {} bytes, the file holds {}", what,
+                            header.substr(p + 1, e - p - 1),
+                            overflow ? std::string("more than 2^64") : std::to_string(count * item), available));
   a.data.assign(bytes.begin() + static_cast<long>(offset + header_len),
-                bytes.begin() + static_cast<long>(offset + header_len + nbytes));
+                bytes.begin() + static_cast<long>(offset + header_len + count * item));
   return a;
 }
 
-void write_npy(const std::string& path, const NpyArray& a) {
-  const std::string tmp = path + ".tmp";
-  {
-    std::ofstream out(tmp, std::ios::binary);
-    if (!out) throw Error(fmt::format("{}: cannot write file", path));
-    const std::string bytes = npy_encode(a);
-    out.write(bytes.data(), static_cast<long>(bytes.size()));
-    if (!out) throw Error(fmt::format("{}: write failed", path));
-  }
-  std::filesystem::rename(tmp, path);
-}
+void write_npy(const std::string& path, const NpyArray& a) { write_file_atomically(path, npy_encode(a)); }
 
 NpyArray read_npy(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
@@ -169,9 +201,11 @@ NpyArray read_npy(const std::string& path) {
 }
 
 void write_npz(const std::string& path, const std::vector<std::pair<std::string, NpyArray>>& members) {
-  const std::string tmp = path + ".tmp";
-  std::filesystem::remove(tmp);
+  // A temporary archive in the same directory, renamed over `path` when complete: a failed or
+  // interrupted write leaves the previous file as it was.
+  const std::string tmp = temporary_path_for(path);
   int err = 0;
+  std::error_code ec;
   zip_t* z = zip_open(tmp.c_str(), ZIP_CREATE | ZIP_TRUNCATE, &err);
   if (!z) throw Error(fmt::format("{}: cannot create archive (libzip error {})", path, err));
   std::vector<std::string> buffers;
@@ -184,6 +218,7 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
     if (idx < 0) {
       if (src) zip_source_free(src);
       zip_discard(z);
+      std::filesystem::remove(tmp, ec);
       throw Error(fmt::format("{}: cannot add {} to the archive", path, member));
     }
     zip_set_file_compression(z, static_cast<zip_uint64_t>(idx), ZIP_CM_STORE, 0);
@@ -194,9 +229,10 @@ void write_npz(const std::string& path, const std::vector<std::pair<std::string,
   if (zip_close(z) != 0) {
     const std::string msg = zip_strerror(z);
     zip_discard(z);
+    std::filesystem::remove(tmp, ec);
     throw Error(fmt::format("{}: cannot write archive: {}", path, msg));
   }
-  std::filesystem::rename(tmp, path);
+  commit_temporary(tmp, path);
 }
 
 NpzArchive read_npz(const std::string& path) {
@@ -207,24 +243,36 @@ NpzArchive read_npz(const std::string& path) {
   const zip_int64_t n = zip_get_num_entries(z, 0);
   for (zip_int64_t i = 0; i < n; ++i) {
     zip_stat_t st;
-    if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0) continue;
+    zip_stat_init(&st);
+    if (zip_stat_index(z, static_cast<zip_uint64_t>(i), 0, &st) != 0 || !(st.valid & ZIP_STAT_NAME) || !st.name)
+      continue;
     std::string name = st.name;
     zip_file_t* f = zip_fopen_index(z, static_cast<zip_uint64_t>(i), 0);
     if (!f) {
-      zip_close(z);
-      throw Error(fmt::format("{}: cannot read member {}", path, name));
+      const std::string why = zip_strerror(z);
+      zip_discard(z);
+      throw Error(fmt::format("{}: cannot read member {}: {}", path, name, why));
     }
-    std::string bytes(st.size, '\0');
-    const zip_int64_t got = zip_fread(f, bytes.data(), st.size);
+    // Read what the member holds, in pieces: the size in the archive's directory is not trusted
+    // for an allocation (a corrupt archive may claim exabytes).
+    std::string bytes;
+    char chunk[1 << 16];
+    zip_int64_t got = 0;
+    while ((got = zip_fread(f, chunk, sizeof chunk)) > 0) bytes.append(chunk, static_cast<size_t>(got));
     zip_fclose(f);
-    if (got != static_cast<zip_int64_t>(st.size)) {
-      zip_close(z);
-      throw Error(fmt::format("{}: member {} is truncated", path, name));
+    if (got < 0 || ((st.valid & ZIP_STAT_SIZE) && bytes.size() != st.size)) {
+      zip_discard(z);
+      throw Error(fmt::format("{}: member {} is truncated or corrupt", path, name));
     }
     if (name.size() > 4 && name.compare(name.size() - 4, 4, ".npy") == 0) name.resize(name.size() - 4);
-    out[name] = npy_decode(bytes, path + ":" + name);
+    try {
+      out[name] = npy_decode(bytes, path + ":" + name);
+    } catch (...) {
+      zip_discard(z);
+      throw;
+    }
   }
-  zip_close(z);
+  zip_discard(z);  // opened read-only: nothing to write back
   return out;
 }
 

@@ -51,13 +51,18 @@ struct EntryHeader {
   uint64_t payload_checksum;
 };
 
-/// Reads a cache entry; returns false with `why` when it is absent or corrupt.
-bool read_entry(const std::string& path, std::vector<char>& out, std::string& why) {
-  std::ifstream in(path, std::ios::binary);
+}  // namespace
+
+bool read_kernel_cache_entry(const std::string& path, std::vector<char>& out, std::string& why) {
+  std::ifstream in(path, std::ios::binary | std::ios::ate);
   if (!in) {
     why = "absent";
     return false;
   }
+  // The payload size in the header is checked against the file before anything is allocated: a
+  // corrupt entry must not ask for gigabytes.
+  const std::streamoff file_size = in.tellg();
+  in.seekg(0, std::ios::beg);
   EntryHeader h{};
   in.read(reinterpret_cast<char*>(&h), sizeof h);
   if (in.gcount() != static_cast<std::streamsize>(sizeof h) || std::memcmp(h.magic, kEntryMagic, 8) != 0) {
@@ -68,8 +73,13 @@ bool read_entry(const std::string& path, std::vector<char>& out, std::string& wh
     why = fmt::format("cache format {} (expected {})", h.format_version, KernelCompiler::kCacheFormatVersion);
     return false;
   }
-  if (h.payload_size == 0 || h.payload_size > (1ull << 32)) {
-    why = "bad payload size";
+  const uint64_t stored = static_cast<uint64_t>(file_size) - static_cast<uint64_t>(sizeof h);
+  if (h.payload_size == 0 || h.payload_size < stored) {
+    why = fmt::format("bad payload size {} (the file holds {} bytes after the header)", h.payload_size, stored);
+    return false;
+  }
+  if (h.payload_size > stored) {
+    why = fmt::format("truncated ({} of {} payload bytes)", stored, h.payload_size);
     return false;
   }
   out.resize(h.payload_size);
@@ -84,6 +94,8 @@ bool read_entry(const std::string& path, std::vector<char>& out, std::string& wh
   }
   return true;
 }
+
+namespace {
 
 /// Writes a cache entry atomically: a unique temporary file in the same directory, then rename.
 void write_entry(const std::string& path, const std::vector<char>& payload) {
@@ -163,7 +175,7 @@ CompiledKernel KernelCompiler::compile(const KernelSource& source, int arch) con
   if (use_cache) {
     result.cache_file = (fs::path(m_cache_dir) / (cache_key(source, arch) + ".cubin")).string();
     std::string why;
-    if (read_entry(result.cache_file, result.cubin, why)) {
+    if (read_kernel_cache_entry(result.cache_file, result.cubin, why)) {
       result.from_cache = true;
       result.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       return result;

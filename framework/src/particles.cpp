@@ -8,7 +8,9 @@
 #include <sstream>
 
 #include "fusetrack/error.h"
+#include "fusetrack/memory_budget.h"
 #include "fusetrack/npy.h"
+#include "fusetrack/output_files.h"
 
 namespace ft {
 
@@ -16,6 +18,8 @@ Particles::Particles(size_t n, double beta0_) : beta0(beta0_) { resize(n); }
 
 void Particles::resize(size_t n) {
   const size_t old = size();
+  if (n > old)
+    require_host_memory(saturating_product({n - old, kHostBytesPerParticle}), fmt::format("{} particles", n));
   for (auto* v : {&x, &px, &y, &py, &zeta, &delta, &ptau}) v->resize(n, 0.0);
   rpp.resize(n, 1.0);
   rvv.resize(n, 1.0);
@@ -193,16 +197,12 @@ Particles read_particles(const std::string& path, double beta0) {
 
 void write_particles(const std::string& path, const Particles& p) {
   if (ends_with(path, ".csv")) {
-    const std::string tmp = path + ".tmp";
-    {
-      std::ofstream out(tmp);
-      if (!out) throw Error(fmt::format("{}: cannot write file", path));
+    write_file_atomically(path, [&](std::ostream& out) {
       out << "id,x,px,y,py,zeta,delta,state,lost_turn,lost_element\n";
       for (size_t i = 0; i < p.size(); ++i)
         out << fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{}\n", p.id[i], p.x[i], p.px[i],
                            p.y[i], p.py[i], p.zeta[i], p.delta[i], p.state[i], p.lost_turn[i], p.lost_element[i]);
-    }
-    std::rename(tmp.c_str(), path.c_str());
+    });
     return;
   }
   if (!ends_with(path, ".npz")) throw Error(fmt::format("{}: unsupported output format; use .npz or .csv", path));
@@ -221,6 +221,8 @@ std::vector<std::pair<std::string, NpyArray>> particle_arrays(const Particles& p
 
 Particles make_grid(double beta0, double x_min, double x_max, size_t nx, double y_min, double y_max, size_t ny,
                     double delta) {
+  require_host_memory(saturating_product({nx, ny, kHostBytesPerParticle}),
+                      fmt::format("a grid of {} x {} particles", nx, ny));
   Particles p(nx * ny, beta0);
   for (size_t j = 0; j < ny; ++j)
     for (size_t i = 0; i < nx; ++i) {

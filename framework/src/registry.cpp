@@ -6,9 +6,12 @@
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <boost/dll/shared_library.hpp>
 #include <cctype>
+#include <cmath>
+#include <cstring>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <set>
 
 namespace ft {
 
@@ -83,7 +86,8 @@ bool looks_like_shared_library(const std::string& path, std::string& why) {
 }
 
 /// Checks one type descriptor against the rules of the ABI; returns the problem or "".
-std::string check_type(const ft_element_type_desc& t, const std::map<std::string, std::string>& headers) {
+/// `header_names`: the include names the plugin embeds.
+std::string check_type(const ft_element_type_desc& t, const std::set<std::string>& header_names) {
   if (!is_identifier(t.name)) return fmt::format("element type name '{}' is not a C identifier", t.name ? t.name : "");
   if (!is_identifier(t.track_function))
     return fmt::format("element type '{}': track function name is not a C identifier", t.name);
@@ -96,22 +100,32 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
   } else if (!t.track_block) {
     return fmt::format("element type '{}' has no CPU track function", t.name);
   }
+  if (t.flags & ~static_cast<uint32_t>(FT_THICK))
+    return fmt::format("element type '{}' has unknown flags {:#x}", t.name, t.flags);
   if (t.param_size == 0) return fmt::format("element type '{}' has parameter size 0", t.name);
   if (t.param_align == 0 || (t.param_align & (t.param_align - 1)) != 0 || t.param_align > 8)
     return fmt::format("element type '{}' has parameter alignment {} (must be 1, 2, 4 or 8)", t.name, t.param_align);
   if (t.param_size % t.param_align != 0)
     return fmt::format("element type '{}': parameter size {} is not a multiple of its alignment {}", t.name,
                        t.param_size, t.param_align);
-  if (!t.header || headers.find(t.header) == headers.end())
+  if (!t.header || !header_names.count(t.header))
     return fmt::format("element type '{}': its header '{}' is not embedded in the plugin", t.name,
                        t.header ? t.header : "");
+  if (t.field_count > 0 && !t.fields)
+    return fmt::format("element type '{}' declares {} fields but no field table", t.name, t.field_count);
   // The field table must describe the struct: every field inside it, no overlaps, and the
-  // fields must account for the struct size up to alignment padding.
-  std::vector<std::pair<uint32_t, uint32_t>> spans;
-  uint32_t end_of_fields = 0;
+  // fields must account for the struct size up to alignment padding. Sizes in 64 bits: a lying
+  // offset or count must not wrap around.
+  std::vector<std::pair<uint64_t, uint64_t>> spans;
+  std::set<std::string> names;
+  uint64_t end_of_fields = 0;
   for (uint32_t i = 0; i < t.field_count; ++i) {
     const ft_field_desc& f = t.fields[i];
     if (!is_identifier(f.name)) return fmt::format("element type '{}': field #{} has an invalid name", t.name, i);
+    if (!names.insert(f.name).second)
+      return fmt::format("element type '{}': field '{}' is declared twice", t.name, f.name);
+    if (f.flags & ~static_cast<uint32_t>(FT_FIELD_DERIVED))
+      return fmt::format("element type '{}': field '{}' has unknown flags {:#x}", t.name, f.name, f.flags);
     if (f.type == FT_FIELD_JSON) {
       if (!t.collective)
         return fmt::format("element type '{}': field '{}' is host-only JSON, which only collective elements have",
@@ -120,12 +134,21 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
     }
     if (f.type != FT_FIELD_DOUBLE && f.type != FT_FIELD_INT32)
       return fmt::format("element type '{}': field '{}' has unknown type code {}", t.name, f.name, f.type);
-    const uint32_t size = (f.type == FT_FIELD_INT32 ? 4u : 8u) * f.count;
-    if (f.count == 0 || f.offset + size > t.param_size)
+    const uint64_t element_size = f.type == FT_FIELD_INT32 ? 4u : 8u;
+    const uint64_t size = element_size * f.count;
+    if (f.count == 0 || uint64_t{f.offset} + size > t.param_size)
       return fmt::format(
           "element type '{}': field table does not match the struct size: field '{}' spans bytes [{}, {}) "
           "but the struct has {} bytes",
-          t.name, f.name, f.offset, f.offset + size, t.param_size);
+          t.name, f.name, f.offset, uint64_t{f.offset} + size, t.param_size);
+    if (f.offset % element_size != 0 && element_size <= t.param_align)
+      return fmt::format("element type '{}': field '{}' at byte {} is not aligned to its size {}", t.name, f.name,
+                         f.offset, element_size);
+    if (f.type == FT_FIELD_INT32 &&  // (required fields too: their default fills the struct before input)
+        !(f.default_value >= -2147483648.0 && f.default_value <= 2147483647.0 &&
+          f.default_value == std::trunc(f.default_value)))
+      return fmt::format("element type '{}': int32 field '{}' has default {} (not an int32)", t.name, f.name,
+                         f.default_value);
     spans.emplace_back(f.offset, f.offset + size);
     end_of_fields = std::max(end_of_fields, f.offset + size);
   }
@@ -134,7 +157,7 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
     if (spans[i].first < spans[i - 1].second)
       return fmt::format("element type '{}': field table does not match the struct: fields overlap at byte {}",
                          t.name, spans[i].first);
-  const uint32_t padded = (end_of_fields + t.param_align - 1) / t.param_align * t.param_align;
+  const uint64_t padded = (end_of_fields + t.param_align - 1) / t.param_align * t.param_align;
   if (padded != t.param_size)
     return fmt::format(
         "element type '{}': field table does not match the struct size: the fields cover {} bytes but the "
@@ -142,10 +165,78 @@ std::string check_type(const ft_element_type_desc& t, const std::map<std::string
         t.name, padded, t.param_size);
   if ((t.flags & FT_THICK) && t.length_field < 0)
     return fmt::format("element type '{}' is thick but has no 'length' field", t.name);
+  if (t.length_field >= 0) {
+    const bool valid = static_cast<uint32_t>(t.length_field) < t.field_count &&
+                       std::strcmp(t.fields[t.length_field].name, "length") == 0 &&
+                       t.fields[t.length_field].type == FT_FIELD_DOUBLE && t.fields[t.length_field].count == 1;
+    if (!valid)
+      return fmt::format("element type '{}': length field index {} is not a scalar double field named 'length'",
+                         t.name, t.length_field);
+  } else if (t.length_field != -1) {
+    return fmt::format("element type '{}': length field index {} (must be -1 or a field index)", t.name,
+                       t.length_field);
+  }
   return "";
 }
 
 }  // namespace
+
+std::string check_plugin_descriptor(const ft_plugin_desc& desc) {
+  if (desc.abi_version != FT_PLUGIN_ABI_VERSION)
+    return fmt::format("plugin ABI version {} does not match this fusetrack's ABI version {}; "
+                       "rebuild the plugin against this fusetrack",
+                       desc.abi_version, FT_PLUGIN_ABI_VERSION);
+  if (desc.header_count > 0 && !desc.headers)
+    return fmt::format("descriptor declares {} headers but no header table", desc.header_count);
+  if (desc.type_count > 0 && !desc.types)
+    return fmt::format("descriptor declares {} element types but no type table", desc.type_count);
+  std::set<std::string> header_names;
+  for (uint32_t i = 0; i < desc.header_count; ++i) {
+    const ft_source_file& h = desc.headers[i];
+    if (!h.include_name || !*h.include_name || !h.text)
+      return fmt::format("embedded header #{} lacks its name or its text", i);
+    if (!header_names.insert(h.include_name).second)
+      return fmt::format("embedded header '{}' is given twice", h.include_name);
+  }
+  std::set<std::string> type_names;
+  for (uint32_t i = 0; i < desc.type_count; ++i) {
+    const std::string problem = check_type(desc.types[i], header_names);
+    if (!problem.empty()) return problem;
+    if (!type_names.insert(desc.types[i].name).second)
+      return fmt::format("element type '{}' is defined twice", desc.types[i].name);
+  }
+  return "";
+}
+
+ElementType element_type_from_descriptor(const ft_element_type_desc& t) {
+  ElementType type;
+  type.name = t.name;
+  type.doc = t.doc ? t.doc : "";
+  type.track_function = t.track_function;
+  type.header = t.header;
+  type.param_size = t.param_size;
+  type.param_align = t.param_align;
+  type.thick = (t.flags & FT_THICK) != 0;
+  type.length_field = t.length_field;
+  type.prepare = t.prepare;
+  type.track_block = t.track_block;
+  type.collective = t.collective;
+  for (uint32_t k = 0; k < t.field_count; ++k) {
+    const ft_field_desc& f = t.fields[k];
+    FieldInfo info;
+    info.name = f.name;
+    info.unit = f.unit ? f.unit : "";
+    info.doc = f.doc ? f.doc : "";
+    info.offset = f.offset;
+    info.type = f.type;
+    info.count = f.count;
+    info.derived = (f.flags & FT_FIELD_DERIVED) != 0;
+    info.required = !f.has_default && !info.derived;
+    info.default_value = f.default_value;
+    type.fields.push_back(info);
+  }
+  return type;
+}
 
 const Plugin& ElementRegistry::load_plugin(const std::string& path) {
   std::error_code ec;
@@ -168,49 +259,17 @@ const Plugin& ElementRegistry::load_plugin(const std::string& path) {
   auto entry = library->get<const ft_plugin_desc*(uint32_t)>(FT_PLUGIN_ENTRY_NAME);
   const ft_plugin_desc* desc = entry(FT_PLUGIN_ABI_VERSION);
   if (!desc) throw PluginError(file, "entry point returned no descriptor");
-  if (desc->abi_version != FT_PLUGIN_ABI_VERSION)
-    throw PluginError(file, fmt::format("plugin ABI version {} does not match this fusetrack's ABI version {}; "
-                                        "rebuild the plugin against this fusetrack",
-                                        desc->abi_version, FT_PLUGIN_ABI_VERSION));
+  if (const std::string problem = check_plugin_descriptor(*desc); !problem.empty()) throw PluginError(file, problem);
 
   auto plugin = std::make_shared<Plugin>(file, std::move(library), desc);
   std::vector<std::shared_ptr<ElementType>> new_types;
   for (uint32_t i = 0; i < desc->type_count; ++i) {
     const ft_element_type_desc& t = desc->types[i];
-    const std::string problem = check_type(t, plugin->headers());
-    if (!problem.empty()) throw PluginError(file, problem);
     if (auto existing = m_types.find(t.name); existing != m_types.end())
       throw PluginError(file, fmt::format("element type '{}' is already defined by plugin {}", t.name,
                                           existing->second->plugin->file()));
-    for (const auto& nt : new_types)
-      if (nt->name == t.name) throw PluginError(file, fmt::format("element type '{}' is defined twice", t.name));
-    auto type = std::make_shared<ElementType>();
-    type->name = t.name;
-    type->doc = t.doc ? t.doc : "";
-    type->track_function = t.track_function;
-    type->header = t.header;
-    type->param_size = t.param_size;
-    type->param_align = t.param_align;
-    type->thick = (t.flags & FT_THICK) != 0;
-    type->length_field = t.length_field;
-    type->prepare = t.prepare;
-    type->track_block = t.track_block;
-    type->collective = t.collective;
+    auto type = std::make_shared<ElementType>(element_type_from_descriptor(t));
     type->plugin = plugin;
-    for (uint32_t k = 0; k < t.field_count; ++k) {
-      const ft_field_desc& f = t.fields[k];
-      FieldInfo info;
-      info.name = f.name;
-      info.unit = f.unit ? f.unit : "";
-      info.doc = f.doc ? f.doc : "";
-      info.offset = f.offset;
-      info.type = f.type;
-      info.count = f.count;
-      info.derived = (f.flags & FT_FIELD_DERIVED) != 0;
-      info.required = !f.has_default && !info.derived;
-      info.default_value = f.default_value;
-      type->fields.push_back(info);
-    }
     new_types.push_back(type);
   }
   // Header names must not clash with another plugin's header of different text: NVRTC sees

@@ -29,6 +29,11 @@ struct CompiledKernel {
   std::string cache_note;        // e.g. why an entry was rebuilt
 };
 
+/// Reads one kernel-cache entry file (header with magic, format version, payload size and checksum,
+/// then the binary). Returns true with the binary, or false with `why`: "absent" when the file cannot
+/// be opened, else what is wrong with it (the caller rebuilds the entry).
+bool read_kernel_cache_entry(const std::string& path, std::vector<char>& payload, std::string& why);
+
 class KernelCompiler {
  public:
   /// `cache_dir`: "" for the default (FUSETRACK_KERNEL_CACHE, else $XDG_CACHE_HOME/fusetrack/kernels,

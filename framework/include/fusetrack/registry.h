@@ -79,6 +79,16 @@ struct ElementType {
   std::vector<unsigned char> default_params() const;
 };
 
+/// Checks a plugin descriptor against the rules of the ABI without running any of its code: the ABI
+/// version, header names and texts, type and function names, each field table against its struct
+/// (inside it, no overlaps, no overflow, defaults representable), the length field of a thick type,
+/// and type names given twice. Returns the first problem, or "" for a valid descriptor.
+/// ElementRegistry::load_plugin refuses a plugin whose descriptor has a problem.
+std::string check_plugin_descriptor(const ft_plugin_desc& desc);
+
+/// The element type a valid type descriptor describes (fields, sizes, functions; no plugin set).
+ElementType element_type_from_descriptor(const ft_element_type_desc& t);
+
 class ElementRegistry {
  public:
   ElementRegistry();

@@ -1,0 +1,90 @@
+// GPU robustness: non-finite coordinates are marked lost as on the CPU; particles beyond a device
+// memory cap (FUSETRACK_GPU_MEMORY_LIMIT) are tracked in chunks with results bitwise equal to the CPU;
+// a collective run that cannot keep its particles resident is refused with the sizes.
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <limits>
+#include <string>
+
+#include "fusetrack/compare.h"
+#include "fusetrack/cuda_backend.h"
+#include "fusetrack/memory_budget.h"
+#include "support/lattice_builders.h"
+
+using namespace ft;
+
+namespace {
+
+struct GpuMemoryCap {
+  explicit GpuMemoryCap(const char* bytes) { setenv("FUSETRACK_GPU_MEMORY_LIMIT", bytes, 1); }
+  ~GpuMemoryCap() { unsetenv("FUSETRACK_GPU_MEMORY_LIMIT"); }
+};
+
+}  // namespace
+
+TEST_CASE("non-finite coordinates are marked lost on the GPU as on the CPU") {
+  const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  Particles initial = make_grid(lattice.reference().beta0(), -1e-3, 1e-3, 4, -1e-3, 1e-3, 4);
+  const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
+  initial.x[1] = nan;
+  initial.px[2] = inf;
+  initial.y[3] = -inf;
+  initial.py[4] = nan;
+  initial.zeta[5] = inf;
+  Particles cpu = initial, gpu = initial;
+  TrackOptions o;
+  o.turns = 10;
+  make_cpu_backend(lattice)->track(cpu, o);
+  CudaBackend backend(lattice, CudaBackendOptions{});
+  backend.track(gpu, o);
+  for (size_t i = 1; i <= 5; ++i) {
+    CAPTURE(i);
+    CHECK(gpu.state[i] == kLostNotFinite);
+    CHECK(gpu.lost_turn[i] == 0);
+  }
+  CHECK(gpu.state[0] > 0);
+  const ParticleComparison c = compare_particles(cpu, gpu);
+  CHECK(c.state_mismatches == 0);
+  CHECK(gpu.lost_element == cpu.lost_element);
+}
+
+TEST_CASE("a GPU memory cap splits the particles into chunks; results stay bitwise equal to the CPU") {
+  const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  // 40000 particles of 96 bytes = 3.84 MB; 1 MiB allowed -> 80% usable -> 8738 resident -> 5 chunks.
+  const Particles initial = make_grid(lattice.reference().beta0(), -2e-2, 2e-2, 200, -2e-2, 2e-2, 200);
+  Particles cpu = initial, gpu = initial;
+  TrackOptions o;
+  o.turns = 20;
+  make_cpu_backend(lattice)->track(cpu, o);
+  {
+    GpuMemoryCap cap("1M");
+    CudaBackend backend(lattice, CudaBackendOptions{});
+    backend.track(gpu, o);
+    const GpuResidency plan = plan_gpu_residency(initial.size(), 96, uint64_t{1} << 40, 0, false, "");
+    CHECK(plan.chunks == 5);
+    CHECK(backend.last_stats().chunks == plan.chunks);
+  }
+  const ParticleComparison c = compare_particles(cpu, gpu);
+  CHECK(c.state_mismatches == 0);
+  CHECK(c.bitwise_equal == c.coordinates);
+}
+
+TEST_CASE("a collective run that cannot keep its particles on the GPU is refused with the sizes") {
+  const Lattice lattice = ft::test::bundled_lattice("longitudinal_bench_ring.json");
+  Particles p = make_grid(lattice.reference().beta0(), -1e-3, 1e-3, 100, -1e-3, 1e-3, 100);
+  TrackOptions o;
+  o.turns = 1;
+  GpuMemoryCap cap("256K");
+  CudaBackend backend(lattice, CudaBackendOptions{});
+  std::string message;
+  try {
+    backend.track(p, o);
+  } catch (const MemoryError& e) {
+    message = e.what();
+  }
+  CHECK(message.find("a collective run keeps all 10000 particles on the GPU: they need 960000 bytes") !=
+        std::string::npos);
+  CHECK(message.find("262144 bytes") != std::string::npos);
+}
