@@ -22,9 +22,10 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
     cmd.add_option("--device", o.device, "where to track: auto (GPU if available), cpu or gpu")
         ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
     cmd.add_option("--dispatch", o.dispatch,
-                   "GPU kernel form: auto, baked (parameters as constants), switch (parameter table) or staged "
-                   "(switch with parameters staged in shared memory)")
-        ->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
+                   "GPU kernel form: auto, baked (parameters as constants), switch (parameter table), staged "
+                   "(switch with parameters staged in shared memory) or lookahead (switch with steps loaded and "
+                   "parameters prefetched ahead)")
+        ->check(CLI::IsMember({"auto", "baked", "switch", "staged", "lookahead"}));
     cmd.add_option("--fma", o.fma, "GPU floating-point contraction: off (bitwise CPU reproduction) or on (fast)")
         ->check(CLI::IsMember({"off", "on"}));
     cmd.add_option("--kernel-cache", o.cache_dir, "directory of the compiled-kernel cache")
@@ -47,8 +48,8 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
   BackendChoice choice;
   choice.device = o.device;
   choice.cache_dir = o.cache_dir;
-  choice.dispatch = o.dispatch == "baked" ? Dispatch::Baked : o.dispatch == "switch" ? Dispatch::Switch
-                    : o.dispatch == "staged" ? Dispatch::Staged : Dispatch::Auto;
+  if (!parse_dispatch(o.dispatch, choice.dispatch))
+    throw Error(fmt::format("--dispatch {}: unknown kernel form", o.dispatch));
   std::vector<std::string> notices;
   auto backend = ft::make_backend(lattice, choice, &notices);
   for (const auto& n : notices) fmt::print(stderr, "note: {}\n", n);

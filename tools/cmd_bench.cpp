@@ -85,14 +85,16 @@ void run_gpu_bench(const BenchArgs& a, const Lattice& lattice, const std::string
   };
   fmt::print("{:<40} {:>24} {:>10} {:>10} {:>14} {:>14} {:>12}\n", "lattice", "gpu mode", "particles", "kernel s",
              "elem-passes/s", "part-turns/s", "ratio");
-  for (Dispatch dispatch : {Dispatch::Auto, Dispatch::Switch, Dispatch::Staged, Dispatch::Baked}) {
+  for (Dispatch dispatch : {Dispatch::Auto, Dispatch::Switch, Dispatch::Staged, Dispatch::Lookahead, Dispatch::Baked}) {
     if (dispatch == Dispatch::Baked && lattice.sequence().size() > kBakedMaxElements) continue;
     CudaBackendOptions co;
     co.dispatch = dispatch;
     co.cache_dir = a.common.cache_dir;
     CudaBackend gpu(lattice, co);
-    const char* dname = dispatch == Dispatch::Auto ? (choose_dispatch(lattice, Dispatch::Auto) == Dispatch::Baked ? "auto=baked" : "auto=switch")
-                        : dispatch == Dispatch::Switch ? "switch" : dispatch == Dispatch::Staged ? "staged" : "baked";
+    // auto: the form is chosen per run by lattice length and particle count (CudaBackend::run).
+    const std::string dname = dispatch == Dispatch::Auto
+                                  ? fmt::format("auto={}", dispatch_name(choose_dispatch(lattice, Dispatch::Auto)))
+                                  : dispatch_name(dispatch);
     for (double nd : a.gpu_particles) {
       const size_t n = static_cast<size_t>(nd);
       const Measurement off = time_gpu(gpu, lattice, n, a.gpu_turns, a.amplitude, FmaMode::Off, false);

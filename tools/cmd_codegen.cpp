@@ -39,10 +39,8 @@ void run_codegen(const CodegenArgs& a) {
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
   const FmaMode fma = parse_fma(a.common.fma);
-  const Dispatch requested = a.dispatch == "baked"    ? Dispatch::Baked
-                             : a.dispatch == "switch" ? Dispatch::Switch
-                             : a.dispatch == "staged" ? Dispatch::Staged
-                                                      : Dispatch::Auto;
+  Dispatch requested = Dispatch::Auto;
+  parse_dispatch(a.dispatch, requested);  // the option is checked against the names
   KernelSource source;
   if (lattice.has_collective()) {
     const TurnProgram program = TurnProgram::build(lattice);
@@ -64,7 +62,7 @@ void run_codegen(const CodegenArgs& a) {
              source.types.size(), lattice.has_collective() ? ", collective" : "");
   fmt::print("source    {}/{} ({} lines, {} headers; dispatch {}, fma {})\n", a.out, source.name,
              std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(),
-             source.dispatch == Dispatch::Baked ? "baked" : source.dispatch == Dispatch::Staged ? "staged" : "switch",
+             dispatch_name(source.dispatch),
              a.common.fma);
   fmt::print("nvrtc     {} for sm_{} in {:.2f} s (NVRTC {}), {} bytes\n", cubin, a.arch, k.seconds,
              KernelCompiler::nvrtc_version(), k.cubin.size());
@@ -103,7 +101,8 @@ void add_codegen_command(CLI::App& app) {
       "codegen", "write a lattice's generated CUDA source, compile it with NVRTC (no GPU needed), report registers and spills");
   cmd->add_option("lattice", a->lattice, "lattice file")->required();
   cmd->add_option("-o,--out", a->out, "output directory for the source, its headers, the cubin and ptxas.log");
-  cmd->add_option("--dispatch", a->dispatch, "auto, baked, switch or staged")->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
+  cmd->add_option("--dispatch", a->dispatch, "auto, baked, switch, staged or lookahead")
+      ->check(CLI::IsMember({"auto", "baked", "switch", "staged", "lookahead"}));
   cmd->add_option("--arch", a->arch, "target sm_<arch> (90: H100/H200)");
   add_common_options(*cmd, a->common, false);
   cmd->add_option("--fma", a->common.fma, "off (reproducible) or on")->check(CLI::IsMember({"off", "on"}));

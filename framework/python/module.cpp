@@ -240,13 +240,11 @@ py::dict snapshot_dict(const ft::CollectiveSnapshot& s) {
 }
 
 ft::Dispatch dispatch_from_name(const std::string& name) {
-  if (name == "auto") return ft::Dispatch::Auto;
-  if (name == "switch") return ft::Dispatch::Switch;
-  if (name == "baked") return ft::Dispatch::Baked;
-  if (name == "staged") return ft::Dispatch::Staged;
+  ft::Dispatch d = ft::Dispatch::Auto;
+  if (ft::parse_dispatch(name, d)) return d;
   ft::InputLocation at;
   at.field = "dispatch";
-  throw ft::InputError(at, fmt::format("'{}' is not a kernel form: expected auto, switch, baked or staged", name));
+  throw ft::InputError(at, fmt::format("'{}' is not a kernel form: expected auto, switch, baked, staged or lookahead", name));
 }
 
 class Tracker {

@@ -133,7 +133,7 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   k.source = generate_fused_kernel(lattice, fma, dispatch);
   std::string dump_dir;
   if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
-    dump_dir = fmt::format("{}/{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : dispatch == Dispatch::Staged ? "staged" : "switch",
+    dump_dir = fmt::format("{}/{}_{}", dump, dispatch_name(dispatch),
                            fma == FmaMode::On ? "fma_on" : "fma_off");
     dump_kernel_source(k.source, dump_dir);
   }
@@ -147,7 +147,7 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   const cuda::Driver& d = *impl.d;
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
-  if ((dispatch == Dispatch::Switch || dispatch == Dispatch::Staged) && !impl.switch_steps) {
+  if (dispatch != Dispatch::Baked && !impl.switch_steps) {
     const KernelTables tables = kernel_tables(lattice, k.source);
     CUdeviceptr p = 0;
     check_alloc(d, &p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8), "cuMemAlloc(steps)");
@@ -227,10 +227,14 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   if ((!whole_sequence || per_element) && dispatch == Dispatch::Baked)
     dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
   // Long lattices with many particles (throughput-bound): the staged switch measured 8-15% faster
-  // (bench/RESULTS.md); with few particles (latency-bound DA scans) the plain switch, 25% faster.
-  if (m_options.dispatch == Dispatch::Auto && dispatch == Dispatch::Switch && !per_element &&
-      particles.size() >= static_cast<size_t>(m_gpu.multiprocessors) * 2048)
-    dispatch = Dispatch::Staged;
+  // (bench/RESULTS.md); with few particles (latency-bound DA scans) the lookahead switch.
+  if (m_options.dispatch == Dispatch::Auto && dispatch == Dispatch::Switch && !per_element) {
+    const size_t per_sm = particles.size() / static_cast<size_t>(std::max(m_gpu.multiprocessors, 1));
+    if (per_sm >= 2048)
+      dispatch = Dispatch::Staged;
+    else if (per_sm < kLookaheadMaxParticlesPerSm)
+      dispatch = Dispatch::Lookahead;
+  }
   LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, dispatch, m_gpu.arch, m_stats);
   d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);

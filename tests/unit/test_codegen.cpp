@@ -42,7 +42,7 @@ Lattice lattice_of_type(const ElementType& type) {
 
 void compile_all_modes(const Lattice& lattice) {
   const KernelCompiler compiler("off");
-  for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Baked, Dispatch::Staged})
+  for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Baked, Dispatch::Staged, Dispatch::Lookahead})
     for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
       // The baked form is never chosen for long lattices (compiling 10^4 inlined elements takes minutes).
       if (dispatch == Dispatch::Baked && lattice.sequence().size() > kBakedMaxElements) continue;
@@ -156,4 +156,24 @@ TEST_CASE("an NVRTC error names the header and the plugin it came from") {
   CHECK(msg.find("undefined_identifier_in_drift") != std::string::npos);
   CHECK(msg.find(drift->header + " comes from plugin builtin") != std::string::npos);
   CHECK(msg.find("fusetrack_plugin_builtin.so") != std::string::npos);
+}
+
+TEST_CASE("dispatch names round-trip, and the lookahead form prefetches ahead of the element it tracks") {
+  for (Dispatch d : {Dispatch::Auto, Dispatch::Switch, Dispatch::Baked, Dispatch::Staged, Dispatch::Lookahead}) {
+    Dispatch parsed = Dispatch::Baked;
+    CHECK(parse_dispatch(dispatch_name(d), parsed));
+    CHECK(parsed == d);
+  }
+  Dispatch unchanged = Dispatch::Switch;
+  CHECK_FALSE(parse_dispatch("fast", unchanged));
+  CHECK(unchanged == Dispatch::Switch);
+
+  const Lattice lattice = ft::test::bundled_lattice("fodo_ring.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Lookahead);
+  CHECK(src.dispatch == Dispatch::Lookahead);
+  CHECK(src.text.find("prefetch.global.L1") != std::string::npos);
+  CHECK(src.text.find(fmt::format("steps[e + {}]", kLookaheadSteps)) != std::string::npos);
+  // The parameter table is padded so that the prefetch of a block's last line stays inside it.
+  const KernelTables tables = kernel_tables(lattice, src);
+  CHECK(tables.params.size() * sizeof(uint64_t) >= kParameterPadding);
 }

@@ -8,6 +8,7 @@
 #   reference  ../shared/reference/run.sh (carried in .carry/reference) on the same device
 #   ncu        FP64 pipe utilisation of the fused kernel; register/spill report and SASS
 #   clic       CLIC damping ring (Xsuite import): repro fma off, GPU throughput 1e5/1e6, compile times
+#   latency    issue 12: CPU core probe, 800 vs 10^6 particles per dispatch form, CLIC DA per dispatch
 #   da         DA benchmark: CLIC 100 angles x 100 amplitudes, 10^4 turns, GPU; CPU rate on 100 turns
 #   collective collective effects: GPU tests at full size (10^6 x 1000 turns bitwise), repro of the
 #              bundled impedance lattice, the collective bench (10^6..10^8 macroparticles, 1000 and
@@ -128,6 +129,24 @@ if has mpi2; then
     echo "collective np=$np wall $(( (t1 - t0) / 1000000 )) ms (generation, tracking, gather, writing)" | tee -a "$OUT/mpi2.log"
   done
   cmp build-gpu/coll_np1.npz build-gpu/coll_np2.npz && echo "collective output: 1 GPU == 2 GPUs (bytes)" | tee -a "$OUT/mpi2.log"
+fi
+if has latency; then
+  # Issue 12: the latency-bound regime (few particles, long lattices) and the CPU's real core count.
+  (nproc; cat /sys/fs/cgroup/cpu.max 2>/dev/null; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA") | tee "$OUT/latency.log"
+  cc -O2 -fopenmp tools/device/cpu_scaling_probe.c -o build-gpu/cpu_scaling_probe && ./build-gpu/cpu_scaling_probe | tee -a "$OUT/latency.log"
+  $BIN bench lattices/thin_collider_12k.json $XSUITE/clic_damping_ring.json -N 4096 -n 1 --thread-counts 16 \
+    --gpu-particles 800 1000000 --gpu-turns 4 --no-per-element 2>&1 | grep -E "fused|kernel" | tee -a "$OUT/latency.log"
+  CLIC=$XSUITE/clic_damping_ring.json
+  LT=${LATENCY_DA_TURNS:-2000}
+  for v in switch lookahead lookahead:4,2 lookahead:8,4 lookahead:12,6; do
+    d=${v%%:*}; la=${v#*:}; [ "$la" = "$v" ] && la=""
+    t0=$(date +%s%N)
+    FUSETRACK_LOOKAHEAD=$la $BIN da "$CLIC" --turns $LT --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+      --dispatch $d --device gpu --no-plots -o build-gpu/da_lat_${d}_${la} >/dev/null 2>&1
+    t1=$(date +%s%N)
+    echo "CLIC DA 100x100 $LT turns, dispatch $v: wall $(( (t1 - t0) / 1000000 )) ms" | tee -a "$OUT/latency.log"
+    cmp build-gpu/da_lat_switch_/da.npz build-gpu/da_lat_${d}_${la}/da.npz && echo "  da.npz identical to switch" | tee -a "$OUT/latency.log"
+  done
 fi
 if has da; then
   CLIC=$XSUITE/clic_damping_ring.json
