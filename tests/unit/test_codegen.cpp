@@ -138,7 +138,8 @@ TEST_CASE("dump writes the source and every header") {
   dump_kernel_source(src, dir.string());
   CHECK(std::filesystem::exists(dir / src.name));
   for (const auto& [name, text] : src.headers) {
-    CAPTURE(name);
+    const std::string& header_name = name;  // CAPTURE's lambda cannot capture a structured binding (C++17)
+    CAPTURE(header_name);
     std::ifstream in(dir / name);
     std::string content((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
     CHECK(content == text);
