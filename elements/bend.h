@@ -189,10 +189,14 @@ struct BendBody {
   FT_FUNCTION void kick(double w, ft::ParticleView& p) const { magnet_kick(e, w, p); }
 };
 
-FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) {
-  if (e.edge_entry_active) dipole_edge_linear_kick(e.r21_entry, e.r43_entry, p);
+FT_MAGNET_BODY_FUNCTION void Bend_body(const Bend& e, ft::ParticleView& p) {
   const BendBody body{e};
   magnet_integrate(body, e.integrator, e.num_kicks, e.length, p);
+}
+
+FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) {
+  if (e.edge_entry_active) dipole_edge_linear_kick(e.r21_entry, e.r43_entry, p);
+  Bend_body(e, p);
   if (e.edge_exit_active) dipole_edge_linear_kick(e.r21_exit, e.r43_exit, p);
 }
 

@@ -27,6 +27,18 @@
 
 #define FT_MAGNET_MAX_ORDER 5
 
+// The slice loops stay loops on the GPU: unrolled, a ring of thick magnets with constant slice
+// counts (the baked kernel) grows by the number of slices and NVRTC takes minutes.
+// For the same reason the body of a thick magnet is one device function, called (not inlined)
+// from every instance of the magnet in a baked kernel.
+#if defined(FT_DEVICE_COMPILE)
+#define FT_MAGNET_NO_UNROLL _Pragma("unroll 1")
+#define FT_MAGNET_BODY_FUNCTION __device__ __noinline__
+#else
+#define FT_MAGNET_NO_UNROLL
+#define FT_MAGNET_BODY_FUNCTION inline
+#endif
+
 /// Integrators (the values of the `integrator` field of the thick magnets).
 #define FT_INTEGRATOR_FOREST_RUTH 0  // 4th order, 3 kicks per step (AT/trackcpp *Symplectic4Pass)
 #define FT_INTEGRATOR_TEAPOT 1       // xtrack 'teapot'
@@ -213,29 +225,49 @@ FT_FUNCTION void magnet_combined_map(double s, double k0, double k1, double h, f
   p.zeta += s - path * p.rv0v;
 }
 
-/// Composes body.drift(ds, p) and body.kick(weight, p) over `length` with an integrator:
-///  FOREST_RUTH: n steps of D(a1) K(b1) D(a2) K(b2) D(a2) K(b1) D(a1), a1 = theta/2,
-///    a2 = (1 - theta)/2, b1 = theta, b2 = 1 - 2 theta, theta = 1/(2 - 2^(1/3)) (E. Forest and
-///    R. Ruth, Physica D 43 (1990) 105; H. Yoshida, Phys. Lett. A 150 (1990) 262): 4th order.
-///  TEAPOT, YOSHIDA, UNIFORM: xtrack's schedules for num_kicks kicks (track_magnet.h).
+/// Operation o of one slice of an integrator: returns the coefficient and sets is_drift (a drift
+/// of coefficient x slice length, or a kick of coefficient x slice weight).
+///  FOREST_RUTH: D(a1) K(b1) D(a2) K(b2) D(a2) K(b1) D(a1), a1 = theta/2, a2 = (1 - theta)/2,
+///    b1 = theta, b2 = 1 - 2 theta, theta = 1/(2 - 2^(1/3)) (E. Forest and R. Ruth, Physica D 43
+///    (1990) 105; H. Yoshida, Phys. Lett. A 150 (1990) 262): 4th order.
+///  YOSHIDA: xtrack's 7-kick slice (coefficients from MAD-NG).  UNIFORM: D(1/2) K(1) D(1/2).
+FT_FUNCTION double magnet_slice_op(int integrator, int o, bool& is_drift) {
+  is_drift = (o % 2) == 0;
+  if (integrator == FT_INTEGRATOR_FOREST_RUTH) {
+    switch (o) {
+      case 0: case 6: return 0.6756035959798288;
+      case 2: case 4: return -0.17560359597982883;
+      case 1: case 5: return 1.3512071919596575;
+      default: return -1.7024143839193153;
+    }
+  }
+  if (integrator == FT_INTEGRATOR_YOSHIDA) {
+    switch (o) {
+      case 0: case 14: return 3.922568052387799819591407413100e-01;
+      case 2: case 12: return 5.100434119184584780271052295575e-01;
+      case 4: case 10: return -4.710533854097565531482416645304e-01;
+      case 6: case 8: return 6.875316825251809316199569366290e-02;
+      case 1: case 13: return 7.845136104775599639182814826199e-01;
+      case 3: case 11: return 2.355732133593569921359289764951e-01;
+      case 5: case 9: return -1.177679984178870098432412305556e+00;
+      default: return 1.315186320683906284756403692882e+00;
+    }
+  }
+  // UNIFORM: D K D
+  is_drift = o != 1;
+  return o == 1 ? 1.0 : 0.5;
+}
+
+/// Composes body.drift(ds, p) and body.kick(weight, p) over `length` with an integrator
+/// (FOREST_RUTH: num_kicks steps; TEAPOT, YOSHIDA, UNIFORM: xtrack's schedules for num_kicks kicks,
+/// track_magnet.h, in xtrack's order of operations). One call site each for the drift and the
+/// kick, in loops that are not unrolled: the code of a thick magnet does not grow with the
+/// number of integrator stages (NVRTC compile time).
 template <class Body>
 FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kicks, double length,
                                   ft::ParticleView& p) {
-  if (integrator == FT_INTEGRATOR_FOREST_RUTH) {
-    const double a1 = 0.6756035959798288, a2 = -0.17560359597982883;
-    const double b1 = 1.3512071919596575, b2 = -1.7024143839193153;
-    const double step = length / num_kicks;
-    const double w = 1.0 / num_kicks;
-    for (int i = 0; i < num_kicks; ++i) {
-      body.drift(a1 * step, p);
-      body.kick(b1 * w, p);
-      body.drift(a2 * step, p);
-      body.kick(b2 * w, p);
-      body.drift(a2 * step, p);
-      body.kick(b1 * w, p);
-      body.drift(a1 * step, p);
-    }
-  } else if (integrator == FT_INTEGRATOR_TEAPOT) {
+  if (integrator == FT_INTEGRATOR_TEAPOT) {
+    // D(edge) [K D(inside)] x (n - 1) K D(edge)
     const double w = 1.0 / num_kicks;
     double edge = 0.5;
     double inside = 0.0;
@@ -243,44 +275,36 @@ FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kick
       edge = 1.0 / (2 * (1 + num_kicks));
       inside = static_cast<double>(num_kicks) / (static_cast<double>(num_kicks * num_kicks) - 1);
     }
-    body.drift(edge * length, p);
-    for (int i = 0; i < num_kicks - 1; ++i) {
-      body.kick(w, p);
-      body.drift(inside * length, p);
+    const int ops = 2 * num_kicks + 1;
+    FT_MAGNET_NO_UNROLL
+    for (int o = 0; o < ops; ++o) {
+      if (o % 2 == 1)
+        body.kick(w, p);
+      else
+        body.drift(((o == 0 || o == ops - 1) ? edge : inside) * length, p);
     }
-    body.kick(w, p);
-    body.drift(edge * length, p);
-  } else if (integrator == FT_INTEGRATOR_YOSHIDA) {
-    const double d[4] = {3.922568052387799819591407413100e-01, 5.100434119184584780271052295575e-01,
-                         -4.710533854097565531482416645304e-01, 6.875316825251809316199569366290e-02};
-    const double k[4] = {7.845136104775599639182814826199e-01, 2.355732133593569921359289764951e-01,
-                         -1.177679984178870098432412305556e+00, 1.315186320683906284756403692882e+00};
-    const int slices = num_kicks / 7 + (num_kicks % 7 != 0);
-    const double slice = length / slices;
-    const double w = 1.0 / slices;
-    for (int i = 0; i < slices; ++i) {
-      body.drift(slice * d[0], p);
-      body.kick(w * k[0], p);
-      body.drift(slice * d[1], p);
-      body.kick(w * k[1], p);
-      body.drift(slice * d[2], p);
-      body.kick(w * k[2], p);
-      body.drift(slice * d[3], p);
-      body.kick(w * k[3], p);
-      body.drift(slice * d[3], p);
-      body.kick(w * k[2], p);
-      body.drift(slice * d[2], p);
-      body.kick(w * k[1], p);
-      body.drift(slice * d[1], p);
-      body.kick(w * k[0], p);
-      body.drift(slice * d[0], p);
-    }
-  } else {  // UNIFORM
-    const double w = 1.0 / num_kicks;
-    for (int i = 0; i < num_kicks; ++i) {
-      body.drift(0.5 * w * length, p);
-      body.kick(w, p);
-      body.drift(0.5 * w * length, p);
+    return;
+  }
+  int slices = num_kicks;
+  int ops = 7;  // Forest-Ruth
+  if (integrator == FT_INTEGRATOR_YOSHIDA) {
+    slices = num_kicks / 7 + (num_kicks % 7 != 0);
+    ops = 15;
+  } else if (integrator == FT_INTEGRATOR_UNIFORM) {
+    ops = 3;
+  }
+  const double slice = length / slices;
+  const double w = 1.0 / slices;
+  FT_MAGNET_NO_UNROLL
+  for (int i = 0; i < slices; ++i) {
+    FT_MAGNET_NO_UNROLL
+    for (int o = 0; o < ops; ++o) {
+      bool is_drift;
+      const double c = magnet_slice_op(integrator, o, is_drift);
+      if (is_drift)
+        body.drift(c * slice, p);
+      else
+        body.kick(c * w, p);
     }
   }
 }

@@ -43,7 +43,7 @@ struct ThickMultipoleBody {
   FT_FUNCTION void kick(double w, ft::ParticleView& p) const { magnet_kick(e, w, p); }
 };
 
-FT_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::ParticleView& p) {
+FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::ParticleView& p) {
   const ThickMultipoleBody body{e};
   magnet_integrate(body, e.integrator, e.num_kicks, e.length, p);
 }
