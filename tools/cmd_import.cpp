@@ -1,5 +1,6 @@
-// fusetrack import-xsuite IN.json -o OUT.json: convert an Xsuite line (xtrack Line.to_dict() JSON)
-// to a fusetrack lattice file, check that it loads, and print a summary. Warnings go to stderr.
+// fusetrack import IN -o OUT.json: convert an Xsuite line (xtrack Line.to_dict() JSON) or a trackcpp /
+// AT flat lattice file (detected from the content) to a fusetrack lattice file, check that it loads,
+// and print a summary. Warnings go to stderr. `import-xsuite` is the same command.
 #include <fmt/format.h>
 
 #include <fstream>
@@ -7,8 +8,9 @@
 #include <nlohmann/json.hpp>
 
 #include "cli_common.h"
-#include "fusetrack/output_files.h"
 #include "fusetrack/error.h"
+#include "fusetrack/output_files.h"
+#include "fusetrack/trackcpp_import.h"
 #include "fusetrack/xsuite_import.h"
 
 namespace ft::cli {
@@ -20,20 +22,53 @@ struct ImportArgs {
   std::string input;
   std::string output;
   bool replace_unknown = false;
+  bool ignore_radiation = false;
 };
+
+/// The text of the input file (for the format detection and the trackcpp reader).
+std::string read_input_text(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InputError(InputLocation{path}, "cannot open the file for reading");
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  return text;
+}
 
 void run_import(const ImportArgs& a) {
   check_output_file(a.output, "--output");
-  const nlohmann::ordered_json doc = parse_json_file(a.input);
-  if (!is_xsuite_line(doc))
+  // A JSON document starts with '{'; anything else that looks like a trackcpp flat file is one.
+  const std::string text = read_input_text(a.input);
+  const size_t first = text.find_first_not_of(" \t\r\n");
+  const bool json_input = first != std::string::npos && text[first] == '{';
+  if (!json_input && !is_trackcpp_flat_file(text))
     throw InputError(InputLocation{a.input},
-                     "not an Xsuite line: expected \"elements\" and \"element_names\" (xtrack Line.to_dict()), or "
-                     "the older {\"line\": ..., \"particle\": ...} layout");
+                     "neither an Xsuite line JSON (a JSON object) nor a trackcpp flat file (header lines '% key "
+                     "value' and element blocks starting with 'fam_name NAME')");
+  if (json_input && a.ignore_radiation)
+    throw InputError(InputLocation{a.input}, "--ignore-radiation applies to trackcpp flat files only");
+  if (!json_input && a.replace_unknown)
+    throw InputError(InputLocation{a.input}, "--replace-unknown-with-markers applies to Xsuite lines only");
   std::vector<std::string> warnings;
-  XsuiteImportOptions options;
-  options.replace_unknown_with_markers = a.replace_unknown;
-  options.warnings = &warnings;
-  const nlohmann::ordered_json converted = xsuite_to_fusetrack(doc, a.input, options);
+  nlohmann::ordered_json converted;
+  std::string input_kind;
+  if (json_input) {
+    const nlohmann::ordered_json doc = parse_json_file(a.input);
+    if (!is_xsuite_line(doc))
+      throw InputError(InputLocation{a.input},
+                       "not an Xsuite line: expected \"elements\" and \"element_names\" (xtrack Line.to_dict()), or "
+                       "the older {\"line\": ..., \"particle\": ...} layout");
+    XsuiteImportOptions options;
+    options.replace_unknown_with_markers = a.replace_unknown;
+    options.warnings = &warnings;
+    converted = xsuite_to_fusetrack(doc, a.input, options);
+    const auto& names = doc.contains("element_names") ? doc.at("element_names") : doc.at("line").at("element_names");
+    input_kind = fmt::format("Xsuite line, {} elements", names.size());
+  } else {
+    TrackcppImportOptions options;
+    options.ignore_radiation = a.ignore_radiation;
+    options.warnings = &warnings;
+    converted = trackcpp_to_fusetrack(text, a.input, options);
+    input_kind = "trackcpp flat file";
+  }
   for (const std::string& w : warnings) fmt::print(stderr, "warning: {}\n", w);
 
   // Load the result before writing it, so that a file that is written also loads.
@@ -46,8 +81,7 @@ void run_import(const ImportArgs& a) {
   std::map<std::string, size_t> counts;
   for (const auto& entry : lattice.sequence()) ++counts[lattice.definitions()[entry.definition].type->name];
   const ReferenceParticle& r = lattice.reference();
-  const auto& names = doc.contains("element_names") ? doc.at("element_names") : doc.at("line").at("element_names");
-  fmt::print("input         {} (Xsuite line, {} elements)\n", a.input, names.size());
+  fmt::print("input         {} ({})\n", a.input, input_kind);
   fmt::print("output        {} ({} elements, {} definitions)\n", a.output, lattice.sequence().size(),
              lattice.definitions().size());
   std::string types;
@@ -65,12 +99,17 @@ void run_import(const ImportArgs& a) {
 void add_import_command(CLI::App& app) {
   auto args = std::make_shared<ImportArgs>();
   CLI::App* cmd =
-      app.add_subcommand("import-xsuite", "convert an Xsuite line JSON (xtrack Line.to_dict()) to a fusetrack lattice");
-  cmd->add_option("input", args->input, "Xsuite line JSON file")->required();
+      app.add_subcommand("import",
+                         "convert an Xsuite line JSON (xtrack Line.to_dict()) or a trackcpp / AT flat lattice file "
+                         "(the format is detected) to a fusetrack lattice");
+  cmd->alias("import-xsuite");
+  cmd->add_option("input", args->input, "Xsuite line JSON file or trackcpp flat file")->required();
   cmd->add_option("-o,--output", args->output, "fusetrack lattice file to write (JSON)")->required();
   cmd->add_flag("--replace-unknown-with-markers", args->replace_unknown,
                 "replace Xsuite element classes fusetrack does not know by markers (with a warning) instead of "
                 "failing; this changes the physics");
+  cmd->add_flag("--ignore-radiation", args->ignore_radiation,
+                "trackcpp files only: import a file with radiation_on set; fusetrack tracks without radiation");
   cmd->add_option("--plugin", args->common.plugins,
                   "load an element plugin (.so) to check the result with; repeatable");
   cmd->callback([args] { run_import(*args); });
