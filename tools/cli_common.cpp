@@ -22,10 +22,9 @@ void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
     cmd.add_option("--device", o.device, "where to track: auto (GPU if available), cpu or gpu")
         ->check(CLI::IsMember({"auto", "cpu", "gpu"}));
     cmd.add_option("--dispatch", o.dispatch,
-                   "GPU kernel form: auto, baked (parameters as constants), switch (parameter table), staged "
-                   "(switch with parameters staged in shared memory) or lookahead (switch with steps loaded and "
-                   "parameters prefetched ahead)")
-        ->check(CLI::IsMember({"auto", "baked", "switch", "staged", "lookahead"}));
+                   "GPU kernel form: auto, baked (parameters as constants), switch (parameter table) or staged "
+                   "(switch with parameters staged in shared memory)")
+        ->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
     cmd.add_option("--fma", o.fma, "GPU floating-point contraction: off (bitwise CPU reproduction) or on (fast)")
         ->check(CLI::IsMember({"off", "on"}));
     cmd.add_option("--kernel-cache", o.cache_dir, "directory of the compiled-kernel cache")

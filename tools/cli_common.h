@@ -27,7 +27,7 @@ struct CommonOptions {
   std::string fma = "off";           // off | on
   int threads = 0;
   std::string cache_dir;             // kernel cache; empty: default
-  std::string dispatch = "auto";     // GPU kernel form: auto | baked | switch | staged | lookahead
+  std::string dispatch = "auto";     // GPU kernel form: auto | baked | switch | staged
 };
 
 void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device = true);

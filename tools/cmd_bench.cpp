@@ -85,8 +85,8 @@ void run_gpu_bench(const BenchArgs& a, const Lattice& lattice, const std::string
   };
   fmt::print("{:<40} {:>24} {:>10} {:>10} {:>14} {:>14} {:>12}\n", "lattice", "gpu mode", "particles", "kernel s",
              "elem-passes/s", "part-turns/s", "ratio");
-  for (Dispatch dispatch : {Dispatch::Auto, Dispatch::Switch, Dispatch::Staged, Dispatch::Lookahead, Dispatch::Baked}) {
-    if (dispatch == Dispatch::Baked && lattice.sequence().size() > kBakedMaxElements) continue;
+  for (Dispatch dispatch : {Dispatch::Auto, Dispatch::Switch, Dispatch::Staged, Dispatch::Baked}) {
+    if (dispatch == Dispatch::Baked && !bakeable(lattice)) continue;
     CudaBackendOptions co;
     co.dispatch = dispatch;
     co.cache_dir = a.common.cache_dir;

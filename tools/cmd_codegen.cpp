@@ -58,7 +58,8 @@ void run_codegen(const CodegenArgs& a) {
   std::ofstream(cubin, std::ios::binary).write(k.cubin.data(), static_cast<std::streamsize>(k.cubin.size()));
   std::ofstream(std::filesystem::path(a.out) / "ptxas.log") << k.log;
 
-  fmt::print("lattice   {} ({} elements, {} element types{})\n", a.lattice, lattice.sequence().size(),
+  fmt::print("lattice   {} ({} elements, {} baked parameter words, {} element types{})\n", a.lattice,
+             lattice.sequence().size(), baked_parameter_words(lattice),
              source.types.size(), lattice.has_collective() ? ", collective" : "");
   fmt::print("source    {}/{} ({} lines, {} headers; dispatch {}, fma {})\n", a.out, source.name,
              std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(),
@@ -101,8 +102,8 @@ void add_codegen_command(CLI::App& app) {
       "codegen", "write a lattice's generated CUDA source, compile it with NVRTC (no GPU needed), report registers and spills");
   cmd->add_option("lattice", a->lattice, "lattice file")->required();
   cmd->add_option("-o,--out", a->out, "output directory for the source, its headers, the cubin and ptxas.log");
-  cmd->add_option("--dispatch", a->dispatch, "auto, baked, switch, staged or lookahead")
-      ->check(CLI::IsMember({"auto", "baked", "switch", "staged", "lookahead"}));
+  cmd->add_option("--dispatch", a->dispatch, "auto, baked, switch or staged")
+      ->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
   cmd->add_option("--arch", a->arch, "target sm_<arch> (90: H100/H200)");
   add_common_options(*cmd, a->common, false);
   cmd->add_option("--fma", a->common.fma, "off (reproducible) or on")->check(CLI::IsMember({"off", "on"}));

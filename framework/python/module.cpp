@@ -244,7 +244,7 @@ ft::Dispatch dispatch_from_name(const std::string& name) {
   if (ft::parse_dispatch(name, d)) return d;
   ft::InputLocation at;
   at.field = "dispatch";
-  throw ft::InputError(at, fmt::format("'{}' is not a kernel form: expected auto, switch, baked, staged or lookahead", name));
+  throw ft::InputError(at, fmt::format("'{}' is not a kernel form: expected auto, switch, baked or staged", name));
 }
 
 class Tracker {

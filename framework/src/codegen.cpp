@@ -3,8 +3,6 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdio>
-#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,13 +30,12 @@ const char* dispatch_name(Dispatch dispatch) {
     case Dispatch::Switch: return "switch";
     case Dispatch::Baked: return "baked";
     case Dispatch::Staged: return "staged";
-    case Dispatch::Lookahead: return "lookahead";
   }
   return "?";
 }
 
 bool parse_dispatch(const std::string& name, Dispatch& out) {
-  for (Dispatch d : {Dispatch::Auto, Dispatch::Switch, Dispatch::Baked, Dispatch::Staged, Dispatch::Lookahead})
+  for (Dispatch d : {Dispatch::Auto, Dispatch::Switch, Dispatch::Baked, Dispatch::Staged})
     if (name == dispatch_name(d)) {
       out = d;
       return true;
@@ -48,7 +45,18 @@ bool parse_dispatch(const std::string& name, Dispatch& out) {
 
 Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested) {
   if (requested != Dispatch::Auto) return requested;
-  return lattice.sequence().size() <= kBakedMaxElements ? Dispatch::Baked : Dispatch::Switch;
+  return bakeable(lattice) ? Dispatch::Baked : Dispatch::Switch;
+}
+
+size_t baked_parameter_words(const Lattice& lattice) {
+  size_t words = 0;
+  for (const auto& entry : lattice.sequence())
+    words += (lattice.definitions()[entry.definition].type->param_size + 7) / 8;
+  return words;
+}
+
+bool bakeable(const Lattice& lattice) {
+  return lattice.sequence().size() <= kBakedMaxElements && baked_parameter_words(lattice) <= kBakedMaxParameterWords;
 }
 
 namespace {
@@ -320,49 +328,6 @@ done:
   return s;
 }
 
-/// The element loop of the lookahead dispatch. A lone warp per scheduler (a DA scan after most
-/// particles are lost) waits on every dependent load: with the switch form each element costs
-/// an L2 round trip for its parameters (the step table and parameters of a long lattice do not
-/// stay in L1). Here the steps come from a ring of registers filled kLookaheadSteps elements ahead,
-/// and the parameter block of the element kLookaheadParams ahead is prefetched into L1, so the
-/// element's own loads hit L1. The arithmetic is the switch kernel's: results are identical.
-std::string lookahead_loop(const KernelSource& src) {
-  int ahead_steps = kLookaheadSteps, ahead_params = kLookaheadParams;
-  // Benchmark knob (bench/RESULTS.md): FUSETRACK_LOOKAHEAD="steps,params".
-  if (const char* env = std::getenv("FUSETRACK_LOOKAHEAD"); env && *env) {
-    if (std::sscanf(env, "%d,%d", &ahead_steps, &ahead_params) != 2 || ahead_steps < 1 || ahead_steps > 16 ||
-        ahead_params < 0 || ahead_params >= ahead_steps)
-      throw Error(fmt::format("FUSETRACK_LOOKAHEAD='{}': expected 'steps,params' with 1 <= steps <= 16, 0 <= params < steps", env));
-  }
-  size_t max_bytes = 8;
-  for (const ElementType* t : src.types) max_bytes = std::max<size_t>(max_bytes, t->param_size);
-  const size_t last_byte = std::min<size_t>(max_bytes, kParameterPadding) - 1;
-  std::string s;
-  s += fmt::format("    // lookahead: steps {} elements ahead, parameters prefetched {} ahead\n", ahead_steps, ahead_params);
-  for (int k = 0; k < ahead_steps; ++k)
-    s += fmt::format("    unsigned int s{0} = element_begin + {0} < element_end ? steps[element_begin + {0}] : 0u;\n", k);
-  s += "    for (int e = element_begin; e < element_end; ++e) {\n";
-  s += fmt::format("      const unsigned int s{0} = e + {0} < element_end ? steps[e + {0}] : 0u;\n", ahead_steps);
-  if (ahead_params > 0) {
-    // The parameter buffer is padded by kParameterPadding bytes: both addresses are inside it.
-    s += fmt::format("      {{ const unsigned char* a = params + ((s{} & 0xffffffu) << 3);\n", ahead_params);
-    s += "        asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(a));\n";
-    if (last_byte >= 8)  // a block longer than 8 bytes may span two 128-byte lines
-      s += fmt::format("        asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(a + {}));\n", last_byte);
-    s += "      }\n";
-  }
-  s += "      const unsigned char* prm = params + ((s0 & 0xffffffu) << 3);\n";
-  s += "      switch (s0 >> 24) {\n";
-  s += switch_cases(src, "        ");
-  s += "        default: break;\n      }\n";
-  s += "      ft::apply_element_limits(p, limits);\n";
-  s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
-  s += "     ";
-  for (int k = 0; k < ahead_steps; ++k) s += fmt::format(" s{} = s{};", k, k + 1);
-  s += "\n    }\n";
-  return s;
-}
-
 }  // namespace
 
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
@@ -392,8 +357,6 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
     s += "      cur = nxt;\n      nxt = after;\n";
     s += "    }\n";
-  } else if (src.dispatch == Dispatch::Lookahead) {
-    s += lookahead_loop(src);
   } else {
     s += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";
     for (size_t e = 0; e < lattice.sequence().size(); ++e) {
@@ -516,8 +479,7 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   KernelSource src;
   src.name = "fusetrack_collective.cu";
   src.dispatch = choose_dispatch(lattice, requested);
-  if (src.dispatch == Dispatch::Staged || src.dispatch == Dispatch::Lookahead)
-    src.dispatch = Dispatch::Switch;  // segments use the plain switch
+  if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
   const TurnProgram program = TurnProgram::build(lattice);
   if (grids.size() != program.collective.size())
     throw Error("collective codegen: one slice grid per collective element is needed");
@@ -677,7 +639,7 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source) {
                   : static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
     t.steps.push_back(KernelStep::make(type_id, offset));
   }
-  t.params.resize(t.params.size() + kParameterPadding / sizeof(uint64_t), 0);
+  if (t.params.empty()) t.params.push_back(0);
   return t;
 }
 

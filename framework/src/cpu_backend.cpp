@@ -20,6 +20,41 @@ namespace {
 
 constexpr size_t kBlockSize = 64;
 
+/// A block of particles copied out of the shared arrays for the time it is tracked. Threads then
+/// never write to a cache line another thread writes to: with blocks tracked in place, the lines
+/// at block boundaries (the arrays are not 64-byte aligned) moved between cores at every element,
+/// and 4 threads ran no faster than one (bench/RESULTS.md, issue 12). 6 KiB: it stays in L1.
+struct alignas(64) BlockBuffer {
+  double x[kBlockSize], px[kBlockSize], y[kBlockSize], py[kBlockSize], zeta[kBlockSize], delta[kBlockSize];
+  double ptau[kBlockSize], rpp[kBlockSize], rvv[kBlockSize];
+  int32_t state[kBlockSize], lost_turn[kBlockSize];
+  int64_t lost_element[kBlockSize];
+
+  /// Copies particles [first, first + count) in and returns the block that points here.
+  ft_particle_block load(Particles& p, size_t first, size_t count) {
+    const ft_particle_block shared = p.block(first, count);
+    ft_particle_block b = shared;
+    b.x = x, b.px = px, b.y = y, b.py = py, b.zeta = zeta, b.delta = delta, b.ptau = ptau, b.rpp = rpp;
+    b.rvv = rvv, b.state = state, b.lost_turn = lost_turn, b.lost_element = lost_element;
+    copy_arrays(shared, b);
+    return b;
+  }
+  /// Copies the tracked block back into the shared arrays.
+  static void store(Particles& p, const ft_particle_block& b, size_t first) {
+    copy_arrays(b, p.block(first, static_cast<size_t>(b.count)));
+  }
+
+ private:
+  static void copy_arrays(const ft_particle_block& from, const ft_particle_block& to) {
+    const auto n = static_cast<size_t>(from.count);
+    auto copy = [n](const auto* src, auto* dst) { std::copy(src, src + n, dst); };
+    copy(from.x, to.x), copy(from.px, to.px), copy(from.y, to.y), copy(from.py, to.py);
+    copy(from.zeta, to.zeta), copy(from.delta, to.delta), copy(from.ptau, to.ptau), copy(from.rpp, to.rpp);
+    copy(from.rvv, to.rvv), copy(from.state, to.state), copy(from.lost_turn, to.lost_turn);
+    copy(from.lost_element, to.lost_element);
+  }
+};
+
 /// End-of-turn checks of a block (finite coordinates, the per-turn limits); a loss counts at the
 /// last element of the turn.
 void apply_turn_end(ft_particle_block& b, const GlobalLimits& limits, int64_t turn, size_t n_elements) {
@@ -148,9 +183,12 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
     for (size_t blk = 0; blk < n_blocks; ++blk) {
       const size_t first = blk * kBlockSize;
       const size_t count = std::min(kBlockSize, n - first);
-      ft_particle_block b = particles.block(first, count);
+      BlockBuffer buffer;
+      ft_particle_block b = buffer.load(particles, first, count);
       b.limit_x = limits.x;
       b.limit_y = limits.y;
+      ft_error err;  // written by an element only when it fails (not cleared per element: 512 bytes)
+      err.message[0] = '\0';
       for (int64_t t = 0; t < turns_now && !failed.load(std::memory_order_relaxed); ++t) {
         const int64_t turn = options.first_turn + done + t;
         bool any_alive = false;
@@ -160,7 +198,6 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
         for (size_t e = begin; e < end; ++e) {
           if (!steps[e].fn) continue;
           b.element_index = static_cast<int64_t>(e);
-          ft_error err{};
           if ((steps[e].transform ? track_transformed(steps[e].fn, steps[e].params, steps[e].transform, b, &err)
                                   : steps[e].fn(steps[e].params, &b, &err)) != 0) {
             const auto& def = m_lattice.element(e);
@@ -173,6 +210,7 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
         }
         if (full_turn_end) apply_turn_end(b, limits, turn, n_elements);
       }
+      BlockBuffer::store(particles, b, first);
     }
     if (failed) throw Error(failure);
     done += turns_now;

@@ -138,7 +138,7 @@ if has latency; then
     --gpu-particles 800 1000000 --gpu-turns 4 --no-per-element 2>&1 | grep -E "fused|kernel" | tee -a "$OUT/latency.log"
   CLIC=$XSUITE/clic_damping_ring.json
   LT=${LATENCY_DA_TURNS:-2000}
-  for v in switch lookahead lookahead:4,2 lookahead:8,4 lookahead:12,6; do
+  for v in ${LATENCY_VARIANTS:-switch staged}; do
     d=${v%%:*}; la=${v#*:}; [ "$la" = "$v" ] && la=""
     t0=$(date +%s%N)
     FUSETRACK_LOOKAHEAD=$la $BIN da "$CLIC" --turns $LT --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \

@@ -2,7 +2,6 @@
 // every turn, one thread per particle with its coordinates in registers. The element code is
 // the plugins' own header text; the generator only writes the loop and the dispatch.
 #pragma once
-#include <cstddef>
 #include <map>
 #include <string>
 #include <vector>
@@ -17,24 +16,15 @@ enum class Dispatch {
   Auto,    // Baked for short sequences, Switch otherwise (see choose_dispatch)
   Switch,  // a switch over the element types, parameters read from a packed read-only buffer
   Baked,   // straight-line calls with the parameters baked in as constants (recompiles on change)
-  Staged,  // the switch, with each block staging the steps and parameters of the next chunk of
+  Staged   // the switch, with each block staging the steps and parameters of the next chunk of
            // elements into shared memory in one batch of parallel loads (throughput-bound, long lattices)
-  Lookahead  // the switch, each thread loading steps several elements ahead into registers and
-             // prefetching the parameter blocks of the coming elements into L1 (latency-bound scans)
 };
 
-/// "auto", "switch", "baked", "staged", "lookahead".
+/// "auto", "switch", "baked", "staged".
 const char* dispatch_name(Dispatch dispatch);
 /// The dispatch named `name` (as dispatch_name spells it); false if there is none.
 bool parse_dispatch(const std::string& name, Dispatch& out);
 
-/// Lookahead dispatch: steps are loaded this many elements ahead of the element being tracked,
-/// and parameter blocks prefetched kLookaheadParams elements ahead (bench/RESULTS.md, issue 12).
-constexpr int kLookaheadSteps = 6;
-constexpr int kLookaheadParams = 3;
-/// Dispatch::Auto takes the lookahead form on long lattices below this many particles per
-/// multiprocessor (latency-bound), the staged form from 2048 up, the plain switch in between.
-constexpr size_t kLookaheadMaxParticlesPerSm = 512;
 
 /// Elements per chunk staged into shared memory by the staged dispatch.
 constexpr int kStagedChunk = 32;
@@ -65,6 +55,14 @@ constexpr const char* kFusedKernelName = "fusetrack_track";
 
 /// Switch for long sequences, Baked for sequences of at most this many elements.
 constexpr size_t kBakedMaxElements = 2000;
+/// ... and at most this many 8-byte parameter words baked in over the whole sequence: a proxy for
+/// the generated code's size (thick magnets with integrators and edges carry many fields; such a
+/// ring of 1481 elements took minutes in NVRTC baked, 9 s as a switch).
+constexpr size_t kBakedMaxParameterWords = 20000;
+/// The parameter words a baked kernel of this lattice would carry (sum over the sequence).
+size_t baked_parameter_words(const Lattice& lattice);
+/// Whether the baked form is chosen automatically: short sequences of moderate code size.
+bool bakeable(const Lattice& lattice);
 Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
 
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch);
@@ -94,10 +92,6 @@ struct KernelStep {
 /// The switch kernel's inputs: one step per sequence entry and the parameter buffer, with
 /// identical parameter blocks of one type stored once (real lattices repeat a few magnet
 /// settings thousands of times; fewer distinct bytes stay in the L1 cache).
-/// Zero bytes after the last parameter block, so that the lookahead dispatch may prefetch a
-/// block's last line without leaving the buffer.
-constexpr size_t kParameterPadding = 256;
-
 struct KernelTables {
   std::vector<KernelStep> steps;
   std::vector<uint64_t> params;  // 8-byte aligned parameter blocks

@@ -271,8 +271,8 @@ class Tracker:
       contraction), results then differ by rounding.
     - ``threads``: CPU threads (0: OpenMP's default).
     - ``dispatch``: GPU kernel form, ``"auto"``, ``"baked"`` (parameters compiled in), ``"switch"``
-      (parameter table: knob scans without recompiling), ``"staged"`` or ``"lookahead"`` (both
-      switch forms: many particles, few particles).
+      (parameter table: knob scans without recompiling) or ``"staged"`` (the switch with its
+      parameters staged in shared memory: many particles on long lattices).
     - ``kernel_cache``: directory of compiled kernels ("" the default, ``"off"`` none).
 
     The tracker keeps its backend (compiled kernels, collective state) across :meth:`track`
