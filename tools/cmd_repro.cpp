@@ -43,6 +43,8 @@ int run_repro(const ReproArgs& a) {
   fmt::print("  lost: cpu {}, gpu {}\n", r.cpu.size() - r.cpu.alive_count(), r.gpu.size() - r.gpu.alive_count());
   fmt::print("  bitwise-equal coordinates: {} of {} ({:.4f}%)\n", c.bitwise_equal, c.coordinates,
              100.0 * static_cast<double>(c.bitwise_equal) / static_cast<double>(c.coordinates));
+  if (c.nan_pairs > 0)
+    fmt::print("  (of which {} NaN on both sides with different NaN bits: not portable, counted as equal)\n", c.nan_pairs);
   fmt::print("  particles whose state/loss turn/loss element differ: {}\n", c.state_mismatches);
   fmt::print("  max ULP difference {}, max relative difference {:.3g} (particles alive on both)\n", c.max_ulp,
              c.max_relative);

@@ -34,6 +34,11 @@ ParticleComparison compare_particles(const Particles& a, const Particles& b) {
         ++c.bitwise_equal;
         continue;
       }
+      if (std::isnan(ca[k]) && std::isnan(cb[k])) {
+        ++c.bitwise_equal;
+        ++c.nan_pairs;
+        continue;
+      }
       differs = true;
       if (!both_alive) continue;
       c.max_ulp = std::max(c.max_ulp, ulp_distance(ca[k], cb[k]));

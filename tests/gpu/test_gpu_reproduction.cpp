@@ -42,13 +42,7 @@ ParticleComparison cpu_vs_gpu(const Lattice& lattice, Particles initial, int64_t
 /// The FODO ring with one instance of `type` (small sample strengths) inserted after the first cell.
 Lattice ring_with(const ElementType& type) {
   const nlohmann::ordered_json ring = ft::test::parse_bundled("fodo_ring.json");
-  std::vector<nlohmann::ordered_json> candidates = {ft::test::sample_fields(type, 2e-3, false)};
-  for (const auto& f : type.fields)
-    if (!f.required && !f.derived && f.count == 1 && f.type == FT_FIELD_DOUBLE) {
-      candidates.push_back(candidates.front());
-      candidates.back()[f.name] = 2e-3;
-    }
-  for (const auto& fields : candidates) {
+  for (const auto& fields : ft::test::sample_candidates(type, 2e-3)) {
     nlohmann::ordered_json doc = ring;
     nlohmann::ordered_json def = fields;
     def["type"] = type.name;

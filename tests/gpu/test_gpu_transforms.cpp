@@ -30,7 +30,7 @@ Lattice misaligned_ring() {
                   {"x_vertices", {0.03, 0.015, -0.015, -0.03, -0.015, 0.015}},
                   {"y_vertices", {0.0, 0.026, 0.026, 0.0, -0.026, -0.026}}, {"rot_s_rad", 0.1}, {"shift_y", 1e-3}};
   e["crab"] = {{"type", "RFMultipole"}, {"frequency", 400e6}, {"ksl", {3e-5}}, {"ps", {90.0}}, {"shift_x", 5e-4}};
-  e["rf_mult"] = {{"type", "RFMultipole"}, {"voltage", 1e5}, {"frequency", 200e6}, {"lag", 170.0},
+  e["rf_mult"] = {{"type", "RFMultipole"}, {"voltage", 1e3}, {"frequency", 200e6}, {"lag", 170.0},
                   {"knl", {0.0, 1e-3, 0.05}}, {"pn", {0.0, 30.0, -20.0}}};
   doc["sequence"] = json::array({json{{"line", "cell"}, {"repeat", 4}}, "qf_moved", "quad_thick", "rect", "rect_ellipse",
                                  json{{"line", "cell"}, {"repeat", 4}}, "polygon", "crab", "rf_mult",

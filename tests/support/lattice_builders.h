@@ -2,6 +2,9 @@
 #pragma once
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
+#include <vector>
+
 #include "support/registry.h"
 
 namespace ft::test {
@@ -33,6 +36,29 @@ inline nlohmann::ordered_json sample_fields(const ElementType& type, double valu
     }
   }
   return f;
+}
+
+/// Candidate field sets for a valid instance of `type`, tried in order: the required fields at
+/// `value`, then one optional double at a time; for a polygon aperture (n_vertices with
+/// x_vertices/y_vertices arrays) the square of half-width `value`.
+inline std::vector<nlohmann::ordered_json> sample_candidates(const ElementType& type, double value) {
+  std::vector<nlohmann::ordered_json> candidates = {sample_fields(type, value, false)};
+  for (const auto& f : type.fields)
+    if (!f.required && !f.derived && f.count == 1 && f.type == FT_FIELD_DOUBLE) {
+      candidates.push_back(candidates.front());
+      candidates.back()[f.name] = value;
+    }
+  auto has = [&](const char* name) {
+    return std::any_of(type.fields.begin(), type.fields.end(), [&](const auto& f) { return f.name == name; });
+  };
+  if (has("n_vertices") && has("x_vertices") && has("y_vertices")) {
+    nlohmann::ordered_json square = candidates.front();
+    square["n_vertices"] = 4;
+    square["x_vertices"] = {-value, value, value, -value};
+    square["y_vertices"] = {-value, -value, value, value};
+    candidates.push_back(square);
+  }
+  return candidates;
 }
 
 inline nlohmann::ordered_json parse_bundled(const std::string& name) {

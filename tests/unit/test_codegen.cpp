@@ -20,12 +20,7 @@ namespace {
 /// A valid single-element lattice of `type`: its required fields at 0.5, plus, if prepare()
 /// asks for more, one optional field at a time (e.g. a cavity's frequency).
 Lattice lattice_of_type(const ElementType& type) {
-  std::vector<nlohmann::ordered_json> candidates = {ft::test::sample_fields(type, 0.5, false)};
-  for (const auto& f : type.fields)
-    if (!f.required && !f.derived && f.count == 1 && f.type == FT_FIELD_DOUBLE) {
-      candidates.push_back(candidates.front());
-      candidates.back()[f.name] = 0.5;
-    }
+  const std::vector<nlohmann::ordered_json> candidates = ft::test::sample_candidates(type, 0.5);
   std::string last_error;
   for (const auto& fields : candidates) {
     try {

@@ -9,7 +9,10 @@ namespace ft {
 
 struct ParticleComparison {
   size_t coordinates = 0;      // compared coordinates: 6 per particle (x, px, y, py, zeta, delta)
-  size_t bitwise_equal = 0;
+  size_t bitwise_equal = 0;    // equal bit patterns, or NaN on both sides (see nan_pairs)
+  size_t nan_pairs = 0;        // of those: NaN on both sides with different bits. The NaN an invalid
+                               // operation returns is not portable (x86: sign bit set; CUDA: clear),
+                               // so a particle that went NaN on both sides counts as reproduced.
   size_t state_mismatches = 0; // particles whose state, lost turn or lost element differ
   uint64_t max_ulp = 0;        // over coordinates of particles alive on both sides
   double max_relative = 0.0;   // |a - b| / max(|a|, |b|), same set
