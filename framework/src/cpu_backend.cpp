@@ -23,12 +23,15 @@ constexpr size_t kBlockSize = 64;
 /// A block of particles copied out of the shared arrays for the time it is tracked. Threads then
 /// never write to a cache line another thread writes to: with blocks tracked in place, the lines
 /// at block boundaries (the arrays are not 64-byte aligned) moved between cores at every element,
-/// and 4 threads ran no faster than one (bench/RESULTS.md, issue 12). 6 KiB: it stays in L1.
+/// and 4 threads ran no faster than one (bench/RESULTS.md, issue 12). 7 KiB: it stays in L1.
 struct alignas(64) BlockBuffer {
-  double x[kBlockSize], px[kBlockSize], y[kBlockSize], py[kBlockSize], zeta[kBlockSize], delta[kBlockSize];
-  double ptau[kBlockSize], rpp[kBlockSize], rvv[kBlockSize];
-  int32_t state[kBlockSize], lost_turn[kBlockSize];
-  int64_t lost_element[kBlockSize];
+  // Arrays kStride apart, not 512 bytes: with 512, x and rvv were 4096 bytes apart, and the CPU
+  // took a store to one and a load from the other as dependent (4K aliasing), 40% slower per core.
+  static constexpr size_t kStride = kBlockSize + 8;
+  double x[kStride], px[kStride], y[kStride], py[kStride], zeta[kStride], delta[kStride];
+  double ptau[kStride], rpp[kStride], rvv[kStride];
+  int32_t state[2 * kStride], lost_turn[2 * kStride];
+  int64_t lost_element[kStride];
 
   /// Copies particles [first, first + count) in and returns the block that points here.
   ft_particle_block load(Particles& p, size_t first, size_t count) {
