@@ -20,7 +20,7 @@ namespace {
 Lattice misaligned_ring() {
   json doc = ft::test::parse_bundled("fodo_ring.json");
   json& e = doc["elements"];
-  e["qf_moved"] = {{"type", "Multipole"}, {"knl", {0.0, 0.09, 0.4}}, {"shift_x", 1e-3}, {"shift_y", -4e-4}, {"rot_s_rad", 0.01}};
+  e["qf_moved"] = {{"type", "Multipole"}, {"knl", {0.0, 0.01, 0.4}}, {"shift_x", 1e-3}, {"shift_y", -4e-4}, {"rot_s_rad", 0.01}};
   e["quad_thick"] = {{"type", "Quadrupole"}, {"length", 0.3}, {"k1", 0.05}, {"k1s", 0.01}, {"num_slices", 2},
                      {"shift_s", 0.02}, {"rot_x_rad", 1e-4}, {"rot_y_rad", -2e-4}, {"rot_shift_anchor", 0.15}};
   e["rect"] = {{"type", "LimitRect"}, {"min_x", -0.02}, {"max_x", 0.025}, {"min_y", -0.015}, {"max_y", 0.015}, {"rot_s_rad", 0.3}};
