@@ -12,7 +12,6 @@
 #include <string_view>
 #include <unordered_map>
 
-#include "fusetrack/xsuite_import.h"
 
 namespace ft {
 
@@ -936,12 +935,6 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
   expander.expand(lattice);
   lattice.prepare();
   return lattice;
-}
-
-Lattice load_lattice(const std::string& path, ElementRegistry& registry) {
-  const json doc = parse_json_file(path);
-  if (is_xsuite_line(doc)) return lattice_from_json(xsuite_to_fusetrack(doc, path, XsuiteImportOptions{}), path, registry);
-  return lattice_from_json(doc, path, registry);
 }
 
 json lattice_to_json(const Lattice& lattice) {

@@ -579,3 +579,11 @@ TEST_CASE("trackcpp import: `fusetrack import` detects trackcpp and Xsuite files
     CHECK(contains(text2, "neither an Xsuite line JSON"));
   }
 }
+
+TEST_CASE("load_lattice reads a trackcpp flat file directly: the same lattice as the import") {
+  const ft::Lattice direct = ft::load_lattice(fixture_path(), builtin_registry());
+  const ft::Lattice imported = ft::lattice_from_json(ft::import_trackcpp_file(fixture_path(), {}), fixture_path(),
+                                                     builtin_registry());
+  CHECK(ft::lattice_to_json(direct) == ft::lattice_to_json(imported));
+  CHECK(direct.sequence().size() == imported.sequence().size());
+}

@@ -126,7 +126,8 @@ class Lattice {
   std::string m_source_file;
 };
 
-/// Loads a lattice file: fusetrack's own format, or an Xsuite line JSON (converted on the fly).
+/// Loads a lattice file: fusetrack's own format, an Xsuite line JSON or a trackcpp / AT flat file
+/// (converted on the fly; `fusetrack import` shows the converters' warnings).
 /// Loads the plugins the file lists (relative to the file) into `registry`.
 Lattice load_lattice(const std::string& path, ElementRegistry& registry);
 
