@@ -35,7 +35,7 @@ std::vector<uint64_t> deposit_all(const SliceGrid& g, const std::vector<double>&
 
 }  // namespace
 
-TEST_CASE("profile deposit: integer weights conserve the charge exactly; particles outside the cuts are excluded") {
+TEST_CASE("profile deposit: integer weights conserve the charge exactly, particles outside the cuts are excluded") {
   std::mt19937_64 rng(3);
   std::uniform_real_distribution<double> u(-1.5, 1.5);
   std::vector<double> zetas(100000);

@@ -83,7 +83,7 @@ TEST_CASE("LimitRacetrack: rounded corners") {
   }
 }
 
-TEST_CASE("LimitRacetrack: a = b = 0 is LimitRect; NaN is lost") {
+TEST_CASE("LimitRacetrack: a = b = 0 is LimitRect, NaN is lost") {
   const LimitRacetrack e = make_racetrack(0.0, 0.0);
   CHECK(survives(e, 2.0, 1.5));
   CHECK(survives(e, -1.0, -0.5));

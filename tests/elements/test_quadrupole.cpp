@@ -180,7 +180,7 @@ TEST_CASE("Quadrupole: symplectic") {
   }
 }
 
-TEST_CASE("Quadrupole: L then -L returns to the start (exact map; symmetric splitting with k1s)") {
+TEST_CASE("Quadrupole: L then -L returns to the start (exact map, symmetric splitting with k1s)") {
   for (const double k1s : {0.0, 0.3}) {
     for (const Case& c : cases()) {
       CAPTURE(k1s);

@@ -74,7 +74,7 @@ TEST_CASE("RFMultipole: kicks equal the formula written with complex numbers") {
   }
 }
 
-TEST_CASE("RFMultipole: a crab cavity (order 0) is symplectic; its kick vanishes at the crossing phase") {
+TEST_CASE("RFMultipole: a crab cavity (order 0) is symplectic, its kick vanishes at the crossing phase") {
   for (const Case& c : cases()) {
     const ft_reference ref = reference_proton(c.beta0);
     RFMultipole e = make(ref, 0.0, 400.79e6, 0.0);

@@ -57,7 +57,7 @@ TEST_CASE("non-finite coordinates are marked lost on the GPU as on the CPU") {
   CHECK(gpu.lost_element == cpu.lost_element);
 }
 
-TEST_CASE("a GPU memory cap splits the particles into chunks; results stay bitwise equal to the CPU") {
+TEST_CASE("a GPU memory cap splits the particles into chunks, results stay bitwise equal to the CPU") {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   // 40000 particles of 88 bytes = 3.52 MB; 1 MiB allowed -> 80% usable -> 9532 resident -> 5 chunks.
   const Particles initial = make_grid(lattice.reference().beta0(), -2e-2, 2e-2, 200, -2e-2, 2e-2, 200);

@@ -506,7 +506,7 @@ TEST_CASE("trackcpp import: bad input names the file, the element, the field and
   }
 }
 
-TEST_CASE("trackcpp import: what trackcpp ignores is ignored with a warning; cavity_on false gives drifts") {
+TEST_CASE("trackcpp import: what trackcpp ignores is ignored with a warning, cavity_on false gives drifts") {
   std::vector<std::string> warnings;
   ft::TrackcppImportOptions options;
   options.warnings = &warnings;

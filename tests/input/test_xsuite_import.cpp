@@ -223,7 +223,7 @@ TEST_CASE("complex numbers: a non-zero imaginary part is an error naming element
   CHECK(out.at("reference").at("p0c") == 3e9);
 }
 
-TEST_CASE("unknown classes are listed with their counts; with the option they become markers") {
+TEST_CASE("unknown classes are listed with their counts, with the option they become markers") {
   const std::string text = line_of(
       R"({"d": {"__class__": "Drift", "length": 1.0},
           "sol1": {"__class__": "Solenoid", "length": 2.0, "ks": 0.1},
@@ -256,7 +256,7 @@ TEST_CASE("unknown classes are listed with their counts; with the option they be
   CHECK(lattice.circumference() == 3.0);
 }
 
-TEST_CASE("fields that change the physics are reported together, with counts; markers do not hide them") {
+TEST_CASE("fields that change the physics are reported together, with counts, markers do not hide them") {
   const std::string text = line_of(
       R"({"m1": {"__class__": "Multipole", "knl": [0.0, 0.1], "hyl": 0.001},
           "m2": {"__class__": "Multipole", "knl": [0.0, 0.1], "isthick": true},

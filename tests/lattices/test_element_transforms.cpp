@@ -139,7 +139,7 @@ TEST_CASE("transformations: shift_s of a thin element is an exact drift in and o
   }
 }
 
-TEST_CASE("transformations: a misaligned exact drift is the same exact drift (rotations about x, y, s; shift_s; anchor)") {
+TEST_CASE("transformations: a misaligned exact drift is the same exact drift (rotations about x, y, s, shift_s, anchor)") {
   const double length = 2.5;
   const json drift = {{"type", "DriftExact"}, {"length", length}};
   const Lattice plain = lattice_of({{"d", drift}}, {"d"});
