@@ -7,6 +7,10 @@
 #   FUSETRACK_FUZZ=ON      (clang only) adds libFuzzer coverage instrumentation to everything and
 #                          builds the fuzz targets of tests/fuzz/; implies FUSETRACK_SANITIZE.
 #
+# Presets (CMakePresets.json): "asan" builds the test suites with gcc and the sanitizers (gcc accepts
+# the tests' lambdas that capture structured bindings, which clang 14 rejects in C++17 and C++20
+# alike); "fuzz" builds the core and the fuzz targets with clang.
+#
 # Run-time options for the tests and fuzzers are in tools/sanitizer/ (suppressions for the
 # closed-source CUDA libraries, documented there).
 option(FUSETRACK_SANITIZE "Build everything with AddressSanitizer and UndefinedBehaviorSanitizer" OFF)
@@ -30,10 +34,6 @@ if(FUSETRACK_SANITIZE)
     # As Debian's gcc does by default: CUDA::cufft's link interface names the driver library, which
     # must not become a dependency (the driver is loaded at run time; machines without it run on the CPU).
     add_link_options(-Wl,--as-needed)
-    # gcc accepts lambdas that capture structured bindings in C++17 (doctest's CHECK and CAPTURE of
-    # `auto [a, b]` do this in several tests); clang 14 accepts them from C++20 on. The sanitizer build
-    # compiles as C++20 so that every test builds unchanged; the release build stays C++17.
-    set(CMAKE_CXX_STANDARD 20)
   else()
     list(APPEND FUSETRACK_SANITIZER_FLAGS -g1)
   endif()

@@ -41,7 +41,7 @@ names=()
 running=0
 for name in "${targets[@]}"; do
   if [ ! -x "$build/bin/fuzz_$name" ]; then
-    echo "fuzz $name: missing $build/bin/fuzz_$name (configure with the preset asan)"; failed=1; continue
+    echo "fuzz $name: missing $build/bin/fuzz_$name (configure with the preset fuzz)"; failed=1; continue
   fi
   run_one "$name" &
   pids+=($!); names+=("$name"); running=$((running + 1))
