@@ -31,14 +31,15 @@ if(FUSETRACK_SANITIZE)
     # Calls through plugin function pointers (C entry points, dlopen) are checked by -fsanitize=function
     # against the caller's prototype, which is not what it is meant for: left out.
     list(APPEND FUSETRACK_SANITIZER_FLAGS -fno-sanitize=function -gline-tables-only)
-    # As Debian's gcc does by default: CUDA::cufft's link interface names the driver library, which
-    # must not become a dependency (the driver is loaded at run time; machines without it run on the CPU).
-    add_link_options(-Wl,--as-needed)
   else()
     list(APPEND FUSETRACK_SANITIZER_FLAGS -g1)
   endif()
   add_compile_options(${FUSETRACK_SANITIZER_FLAGS})
   add_link_options(-fsanitize=address,undefined)
+  # Debian's gcc links with --as-needed except under -fsanitize, and clang never does: without it the
+  # CUDA driver stub named by the link interface of CUDA::cufft becomes a dependency, and nothing starts
+  # on a machine without a driver (the driver is loaded at run time; without it fusetrack runs on the CPU).
+  add_link_options(-Wl,--as-needed)
   if(FUSETRACK_FUZZ)
     add_compile_options(-fsanitize=fuzzer-no-link)
   endif()
