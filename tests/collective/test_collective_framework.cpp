@@ -90,7 +90,10 @@ TEST_CASE("collective run: identical particles and profiles with 1 and 2 CPU thr
     // The aperture took some particles and the impedance acted (the field is not zero).
     CHECK(a.alive_count() < a.size());
     double field_max = 0;
-    for (double v : cpu1->collective_snapshots()[0].field) field_max = std::max(field_max, std::fabs(v));
+    // collective_snapshots() returns a copy: keep it alive for the loop (a range over a member of the
+    // temporary read freed memory; found by AddressSanitizer).
+    const std::vector<CollectiveSnapshot> snapshots = cpu1->collective_snapshots();
+    for (double v : snapshots[0].field) field_max = std::max(field_max, std::fabs(v));
     MESSAGE(std::string(method), ": max |induced voltage| ", field_max, " V, alive ", a.alive_count(), "/", a.size());
     CHECK(field_max > 1.0);
   }
