@@ -9,7 +9,7 @@
 // particle; this header supplies the response and the kick. Damped resonators also carry their
 // wake from turn to turn (multi-turn memory, plugin_abi.h: ft_wake_mode).
 //
-// Host-only JSON fields (read by the host model, elements/impedance_model.cpp):
+// Host-only JSON fields (read by the host model, framework/src/collective/impedance_model.cpp):
 //   "sources": [ {...}, ... ]  several at once, each with "type":
 //     "Resonator"           r_shunt [Ohm], frequency [Hz], q [1], optional multi_turn (bool, true)
 //     "InductiveImpedance"  z_over_n [Ohm] (Im Z / n)

@@ -7,6 +7,7 @@
 #include "cli_common.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/error.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/session.h"
 
 namespace ft::cli {

@@ -7,6 +7,7 @@
 
 #include "cli_common.h"
 #include "fusetrack/parallel.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/longitudinal.h"

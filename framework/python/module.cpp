@@ -25,6 +25,7 @@
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/particles.h"
 #include "fusetrack/registry.h"
 #include "fusetrack/session.h"

@@ -1,6 +1,7 @@
 // Fuzz target: the .csv particle reader (header, columns, numbers, non-finite values), as
 // `fusetrack track -p FILE.csv` reads it.
 #include "fuzz_support.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/particles.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

@@ -1,6 +1,7 @@
 // Fuzz target: the .npz particle reader (libzip archive, .npy headers, dtypes, shapes, lengths,
 // non-finite values), as `fusetrack track -p FILE.npz` reads it.
 #include "fuzz_support.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/particles.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

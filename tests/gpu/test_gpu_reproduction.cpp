@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "fusetrack/compare.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/cuda_backend.h"
 #include "support/lattice_builders.h"
 

@@ -18,6 +18,7 @@
 #include "fusetrack/npy.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/output_files.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/particles.h"
 #include "fusetrack/registry.h"
 #include "support/paths.h"

@@ -6,7 +6,6 @@
 #include <vector>
 
 #include "fusetrack/device/particle.h"
-#include "fusetrack/npy.h"
 #include "fusetrack/plugin_abi.h"
 
 namespace ft {
@@ -37,17 +36,6 @@ struct Particles {
   /// The six coordinates of particle i in (x, px, y, py, zeta, delta) order.
   void coordinates(size_t i, double out[6]) const;
 };
-
-/// Reads particles from .npz (arrays x, px, y, py, zeta, delta; missing ones are zero) or .csv
-/// (a header line naming the columns). Errors name the file and the column.
-Particles read_particles(const std::string& path, double beta0);
-
-/// Every array of the particles (coordinates, ptau, rpp, rvv, state, loss records, id) as named
-/// members of an .npz archive; the inverse is read by read_particles / the DA checkpoint.
-std::vector<std::pair<std::string, NpyArray>> particle_arrays(const Particles& particles);
-
-/// Writes .npz (all arrays) or .csv (coordinates, state, lost_turn, lost_element).
-void write_particles(const std::string& path, const Particles& particles);
 
 /// A regular x-y grid: nx x ny particles with x in [x_min, x_max], y in [y_min, y_max], all
 /// other coordinates as given.

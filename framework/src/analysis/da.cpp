@@ -12,6 +12,7 @@
 #include <sstream>
 
 #include "fusetrack/error.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/npy.h"
 #include "fusetrack/output_files.h"
 #include "fusetrack/optics.h"
