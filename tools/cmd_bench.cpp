@@ -90,14 +90,17 @@ void run_gpu_bench(const BenchArgs& a, const Lattice& lattice, const std::string
     CudaBackendOptions co;
     co.dispatch = dispatch;
     co.cache_dir = a.common.cache_dir;
+    co.always_measure = true;  // auto: the form measured fastest, as a long run would choose it
     CudaBackend gpu(lattice, co);
-    // auto: the form is chosen per run by lattice length and particle count (CudaBackend::run).
-    const std::string dname = dispatch == Dispatch::Auto
-                                  ? fmt::format("auto={}", dispatch_name(choose_dispatch(lattice, Dispatch::Auto)))
-                                  : dispatch_name(dispatch);
+    std::string dname = dispatch_name(dispatch);
     for (double nd : a.gpu_particles) {
       const size_t n = static_cast<size_t>(nd);
       const Measurement off = time_gpu(gpu, lattice, n, a.gpu_turns, a.amplitude, FmaMode::Off, false);
+      if (dispatch == Dispatch::Auto) {
+        dname = fmt::format("auto={}", kernel_form_name(gpu.last_stats().form));
+        for (const auto& [form, rate] : gpu.last_stats().measured_element_passes_per_s)
+          fmt::print("# auto at {} particles measured {}: {:.4g} element-passes/s\n", n, kernel_form_name(form), rate);
+      }
       const Measurement on = time_gpu(gpu, lattice, n, a.gpu_turns, a.amplitude, FmaMode::On, false);
       row(fmt::format("fused {} fma=off", dname), n, off,
           cpu_all_threads > 0 ? fmt::format("{:.0f}x cpu", off.element_passes_per_s / cpu_all_threads) : "");

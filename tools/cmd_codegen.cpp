@@ -23,6 +23,7 @@ struct CodegenArgs {
   std::string out = "fusetrack_codegen";
   std::string dispatch = "auto";
   int arch = 90;
+  int max_registers = 0;
 };
 
 void run_codegen(const CodegenArgs& a) {
@@ -48,7 +49,7 @@ void run_codegen(const CodegenArgs& a) {
     for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, fma, 1).slice_grid());
     source = generate_collective_kernels(lattice, fma, requested, grids);
   } else {
-    source = generate_fused_kernel(lattice, fma, requested);
+    source = generate_fused_kernel(lattice, fma, requested, a.max_registers);
   }
   source.report_resources = true;
   dump_kernel_source(source, a.out);
@@ -105,6 +106,9 @@ void add_codegen_command(CLI::App& app) {
   cmd->add_option("--dispatch", a->dispatch, "auto, baked, switch or staged")
       ->check(CLI::IsMember({"auto", "baked", "switch", "staged"}));
   cmd->add_option("--arch", a->arch, "target sm_<arch> (90: H100/H200)");
+  cmd->add_option("--max-registers", a->max_registers,
+                  "cap the fused kernel's registers per thread (its launch bounds); 0: none")
+      ->check(CLI::NonNegativeNumber);
   add_common_options(*cmd, a->common, false);
   cmd->add_option("--fma", a->common.fma, "off (reproducible) or on")->check(CLI::IsMember({"off", "on"}));
   cmd->callback([a] { run_codegen(*a); });

@@ -41,6 +41,9 @@ struct KernelSource {
   FmaMode fma = FmaMode::Off;
   /// Ask ptxas for its resource report (registers, stack, spills) in the compile log.
   bool report_resources = false;
+  /// Registers per thread the fused kernel is capped at (its launch bounds); 0: ptxas chooses. A cap
+  /// lets a rarely executed heavy element body spill instead of lowering the occupancy of every element.
+  int max_registers = 0;
   /// Element types in the order of their switch case ids.
   std::vector<const ElementType*> types;
   /// Types used with a transformation (misalignment), in the order of their case ids, which
@@ -65,7 +68,9 @@ size_t baked_parameter_words(const Lattice& lattice);
 bool bakeable(const Lattice& lattice);
 Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
 
-KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch);
+/// max_registers > 0 caps ptxas's registers per thread (through __launch_bounds__'s minimum blocks
+/// per multiprocessor, since NVRTC ignores --maxrregcount for kernels with launch bounds).
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch, int max_registers = 0);
 
 /// A lattice with collective elements (TurnProgram): one kernel per segment,
 /// segment_kernel_name(k), each running one turn of its segment (the kick of the collective

@@ -5,6 +5,8 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "fusetrack/codegen.h"
 #include "fusetrack/cuda_device.h"
@@ -13,8 +15,22 @@
 
 namespace ft {
 
+/// A compiled form of the fused kernel: the dispatch and the register cap (0: none).
+struct KernelForm {
+  Dispatch dispatch = Dispatch::Switch;
+  int max_registers = 0;
+};
+/// "switch", "staged", "baked", with ", 64 registers" for a capped form.
+std::string kernel_form_name(const KernelForm& form);
+
 struct CudaBackendOptions {
+  /// Auto: for runs large enough to amortise it, the form measured fastest on a sample of the run's
+  /// particles (CudaBackend::measured_form); otherwise baked for short sequences, else switch.
   Dispatch dispatch = Dispatch::Auto;
+  /// Register cap of the fused kernel for an explicit dispatch (0: none).
+  int max_registers = 0;
+  /// Auto dispatch measures the candidate forms even when the run is short (benchmarks).
+  bool always_measure = false;
   std::string cache_dir;  // see KernelCompiler
   int device = 0;
   int threads_per_block = 0;  // 0: 128, or 32 when there are few particles (<= 128 by __launch_bounds__)
@@ -34,6 +50,10 @@ struct CudaRunStats {
   size_t chunks = 0;             // particle chunks (more than 1 when the device memory was short)
   int registers_per_thread = 0;
   int local_bytes_per_thread = 0;  // spills / stack
+  KernelForm form;                 // the form that ran
+  /// Auto dispatch: what the measurement found, one entry per candidate form (empty when nothing
+  /// was measured in this call).
+  std::vector<std::pair<KernelForm, double>> measured_element_passes_per_s;
   // Collective lattices with CudaBackendOptions::time_phases:
   double segment_seconds = 0.0;  // segment kernels (kick, elements, deposit)
   double solve_seconds = 0.0;    // line density, convolution or FFT, field, multi-turn memory
@@ -63,6 +83,13 @@ class CudaBackend : public Backend {
 
  private:
   void run(Particles& particles, const TrackOptions& options, bool per_element);
+  void run_form(Particles& particles, const TrackOptions& options, bool per_element, KernelForm form);
+  /// Auto dispatch: times every candidate form (switch, staged, baked when short enough, the switch
+  /// with a register cap when it uses more) on a copy of a sample of the particles and returns the
+  /// fastest; remembered per numerics mode and particle-count decade.
+  KernelForm measured_form(const Particles& particles, const TrackOptions& options);
+  /// Whether the candidates' probes cost at most a few percent of the run.
+  bool worth_measuring(const Particles& particles, const TrackOptions& options) const;
   void run_collective(Particles& particles, const TrackOptions& options);
   std::unique_ptr<Impl> m_impl;
   const Lattice& m_lattice;

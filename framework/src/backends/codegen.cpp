@@ -330,7 +330,24 @@ done:
 
 }  // namespace
 
-KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
+namespace {
+
+/// The fused kernel's launch bounds: 128 threads per block, and with a register cap the minimum
+/// number of resident blocks per multiprocessor that forces it (65536 registers per SM on sm_60..sm_90).
+std::string launch_bounds(int max_registers) {
+  if (max_registers <= 0) return "__launch_bounds__(128)";
+  return fmt::format("__launch_bounds__(128, {})", std::max(1, 65536 / (128 * max_registers)));
+}
+
+void apply_register_cap(KernelSource& src, int max_registers) {
+  src.max_registers = max_registers;
+  if (max_registers <= 0) return;
+  const std::string plain = launch_bounds(0);
+  const size_t at = src.text.find(plain);
+  if (at != std::string::npos) src.text.replace(at, plain.size(), launch_bounds(max_registers));
+}
+
+KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
   KernelSource src;
   src.name = "fusetrack_fused.cu";
   src.dispatch = choose_dispatch(lattice, requested);
@@ -373,6 +390,14 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   }
   s += kKernelEpilogue;
   src.text = std::move(s);
+  return src;
+}
+
+}  // namespace
+
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested, int max_registers) {
+  KernelSource src = uncapped_fused_kernel(lattice, fma, requested);
+  apply_register_cap(src, max_registers);
   return src;
 }
 

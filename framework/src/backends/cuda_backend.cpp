@@ -3,9 +3,11 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdlib>
 #include <fstream>
 #include <iostream>
+#include <tuple>
 
 #include <cufft.h>
 
@@ -84,7 +86,9 @@ struct CudaBackend::Impl {
     collective_ready = false;
   }
   CUcontext context = nullptr;
-  std::map<std::pair<int, int>, LoadedKernel> kernels;  // (fma, dispatch) -> kernel
+  std::map<std::tuple<int, int, int>, LoadedKernel> kernels;  // (fma, dispatch, register cap) -> kernel
+  std::map<std::pair<int, int>, KernelForm> measured_forms;    // (fma, log10 particles) -> auto's choice
+  std::vector<std::pair<KernelForm, double>> last_measurement;  // element-passes/s per candidate
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
   // take neither.
   CUdeviceptr switch_steps = 0;
@@ -125,15 +129,17 @@ std::string CudaBackend::name() const { return fmt::format("gpu ({}, sm_{})", m_
 namespace {
 
 LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const CudaBackendOptions& o, FmaMode fma,
-                         Dispatch dispatch, int arch, CudaRunStats& stats) {
-  const auto key = std::make_pair(static_cast<int>(fma), static_cast<int>(dispatch));
+                         KernelForm form, int arch, CudaRunStats& stats) {
+  const Dispatch dispatch = form.dispatch;
+  const auto key = std::make_tuple(static_cast<int>(fma), static_cast<int>(dispatch), form.max_registers);
   auto it = impl.kernels.find(key);
   if (it != impl.kernels.end()) return it->second;
   LoadedKernel k;
-  k.source = generate_fused_kernel(lattice, fma, dispatch);
+  k.source = generate_fused_kernel(lattice, fma, dispatch, form.max_registers);
   std::string dump_dir;
   if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
-    dump_dir = fmt::format("{}/{}_{}", dump, dispatch_name(dispatch),
+    dump_dir = fmt::format("{}/{}{}_{}", dump, dispatch_name(dispatch),
+                           form.max_registers > 0 ? fmt::format("_r{}", form.max_registers) : "",
                            fma == FmaMode::On ? "fma_on" : "fma_off");
     dump_kernel_source(k.source, dump_dir);
   }
@@ -189,7 +195,7 @@ void CudaBackend::parameters_changed() {
                                      ? &impl.collective_kernels.source
                                      : nullptr;
     for (const auto& [key, k] : impl.kernels)
-      if (!source && static_cast<Dispatch>(key.second) != Dispatch::Baked) source = &k.source;
+      if (!source && static_cast<Dispatch>(std::get<1>(key)) != Dispatch::Baked) source = &k.source;
     if (source) {
       const KernelTables tables = kernel_tables(m_lattice, *source);
       check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
@@ -198,7 +204,7 @@ void CudaBackend::parameters_changed() {
   }
   // Baked kernels carry the parameters as constants: regenerated on their next use.
   for (auto it = impl.kernels.begin(); it != impl.kernels.end();) {
-    if (static_cast<Dispatch>(it->first.second) == Dispatch::Baked) {
+    if (static_cast<Dispatch>(std::get<1>(it->first)) == Dispatch::Baked) {
       if (it->second.module) d.module_unload(it->second.module);
       it = impl.kernels.erase(it);
     } else {
@@ -223,15 +229,98 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   const size_t begin = std::min(options.element_begin, n_elements);
   const size_t end = std::min(options.element_end, n_elements);
   const bool whole_sequence = begin == 0 && end == n_elements;
-  Dispatch dispatch = choose_dispatch(m_lattice, m_options.dispatch);
-  if ((!whole_sequence || per_element) && dispatch == Dispatch::Baked)
-    dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
-  // Long lattices with many particles (throughput-bound): the staged switch measured 8-15% faster
-  // (bench/RESULTS.md); with few particles (latency-bound DA scans) the plain switch, 25% faster.
-  if (m_options.dispatch == Dispatch::Auto && dispatch == Dispatch::Switch && !per_element &&
-      particles.size() >= static_cast<size_t>(m_gpu.multiprocessors) * 2048)
-    dispatch = Dispatch::Staged;
-  LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, dispatch, m_gpu.arch, m_stats);
+  KernelForm form{choose_dispatch(m_lattice, m_options.dispatch), m_options.max_registers};
+  if ((!whole_sequence || per_element) && form.dispatch == Dispatch::Baked)
+    form.dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
+  std::vector<std::pair<KernelForm, double>> measured;
+  if (m_options.dispatch == Dispatch::Auto && !per_element && whole_sequence && worth_measuring(particles, options)) {
+    form = measured_form(particles, options);
+    measured = m_impl->last_measurement;
+  }
+  run_form(particles, options, per_element, form);
+  m_stats.measured_element_passes_per_s = std::move(measured);
+}
+
+namespace {
+
+/// Auto dispatch: the sample of a run that each candidate form is timed on, and its size.
+constexpr size_t kProbeMaxParticles = size_t(1) << 20;      // enough to fill any current GPU
+constexpr double kProbeElementPasses = 2e9;                 // about 10 ms per candidate at 2e11/s
+constexpr double kProbeShareOfRun = 0.05;                   // the probes' share of the run at most
+/// Register caps tried on the switch kernel when it uses more: 64 (32 warps per multiprocessor
+/// with 128-thread blocks) and 80 (24 warps).
+constexpr int kProbeRegisterCaps[] = {64, 80};
+
+size_t probe_particles(size_t n) { return std::min(n, kProbeMaxParticles); }
+
+int64_t probe_turns(size_t sample, size_t elements, int64_t turns) {
+  const double per_turn = static_cast<double>(sample) * static_cast<double>(std::max<size_t>(elements, 1));
+  return std::clamp<int64_t>(static_cast<int64_t>(kProbeElementPasses / per_turn), 1, std::max<int64_t>(turns, 1));
+}
+
+}  // namespace
+
+std::string kernel_form_name(const KernelForm& form) {
+  return form.max_registers > 0 ? fmt::format("{}, {} registers", dispatch_name(form.dispatch), form.max_registers)
+                                 : dispatch_name(form.dispatch);
+}
+
+bool CudaBackend::worth_measuring(const Particles& particles, const TrackOptions& options) const {
+  const size_t elements = m_lattice.sequence().size();
+  const size_t sample = probe_particles(particles.size());
+  const double run = static_cast<double>(particles.size()) * static_cast<double>(elements) *
+                     static_cast<double>(std::max<int64_t>(options.turns, 0));
+  const double probes = 5.0 * static_cast<double>(sample) * static_cast<double>(elements) *
+                        static_cast<double>(probe_turns(sample, elements, options.turns));
+  return run > 0.0 && (m_options.always_measure || probes <= kProbeShareOfRun * run);
+}
+
+KernelForm CudaBackend::measured_form(const Particles& particles, const TrackOptions& options) {
+  const auto key = std::make_pair(static_cast<int>(options.fma),
+                                  static_cast<int>(std::floor(std::log10(static_cast<double>(particles.size())))));
+  m_impl->last_measurement.clear();
+  if (auto it = m_impl->measured_forms.find(key); it != m_impl->measured_forms.end()) return it->second;
+
+  const size_t sample = probe_particles(particles.size());
+  const size_t elements = m_lattice.sequence().size();
+  Particles probe(sample, particles.beta0);
+  for (size_t i = 0; i < sample; ++i) probe.store(i, particles.view(i));
+  TrackOptions probe_options;
+  probe_options.turns = probe_turns(sample, elements, options.turns);
+  probe_options.fma = options.fma;
+  probe_options.first_turn = options.first_turn;
+
+  std::vector<KernelForm> candidates = {{Dispatch::Switch, 0}, {Dispatch::Staged, 0}};
+  if (bakeable(m_lattice)) candidates.push_back({Dispatch::Baked, 0});
+  std::vector<std::pair<KernelForm, double>> measured;
+  KernelForm best = candidates.front();
+  double best_rate = 0.0;
+  for (size_t c = 0; c < candidates.size(); ++c) {
+    Particles copy = probe;
+    run_form(copy, probe_options, false, candidates[c]);
+    const double rate = static_cast<double>(sample) * static_cast<double>(elements) *
+                        static_cast<double>(probe_options.turns) / std::max(m_stats.kernel_seconds, 1e-12);
+    measured.emplace_back(candidates[c], rate);
+    if (rate > best_rate) best_rate = rate, best = candidates[c];
+    // The switch kernel with a register cap, when it uses more registers than the cap: a rarely
+    // executed heavy element then spills instead of lowering the occupancy of every element.
+    if (candidates[c].dispatch == Dispatch::Switch && candidates[c].max_registers == 0)
+      for (int cap : kProbeRegisterCaps)
+        if (m_stats.registers_per_thread > cap) candidates.push_back({Dispatch::Switch, cap});
+  }
+  m_impl->measured_forms[key] = best;
+  m_impl->last_measurement = measured;
+  return best;
+}
+
+void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bool per_element, KernelForm form) {
+  const cuda::Driver& d = *m_impl->d;
+  m_stats = CudaRunStats{};
+  m_stats.form = form;
+  const size_t n_elements = m_lattice.sequence().size();
+  const size_t begin = std::min(options.element_begin, n_elements);
+  const size_t end = std::min(options.element_end, n_elements);
+  LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, form, m_gpu.arch, m_stats);
   d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);
   CUdeviceptr steps = m_impl->switch_steps;
