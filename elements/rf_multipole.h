@@ -89,7 +89,9 @@ FT_FUNCTION void RFMultipole_track(const RFMultipole& e, ft::ParticleView& p) {
       const double psi_n = FT_RF_MULTIPOLE_DEG2RAD * e.ps[n] + e.phase_s[n] - wt;
       const double b_n = e.knl[n] / factorial;
       const double a_n = e.ksl[n] / factorial;
-      const double cn = ft_cos(phi_n), cs = ft_cos(psi_n), sn = ft_sin(phi_n), ss = ft_sin(psi_n);
+      double cn, cs, sn, ss;
+      ft_sincos(phi_n, &sn, &cn);
+      ft_sincos(psi_n, &ss, &cs);
       dpx += cn * (b_n * zre) - cs * (a_n * zim);
       dpy += cs * (a_n * zre) + cn * (b_n * zim);
       const double zre_next = zre * x - zim * y;

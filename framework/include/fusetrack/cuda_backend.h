@@ -84,9 +84,9 @@ class CudaBackend : public Backend {
  private:
   void run(Particles& particles, const TrackOptions& options, bool per_element);
   void run_form(Particles& particles, const TrackOptions& options, bool per_element, KernelForm form);
-  /// Auto dispatch: times every candidate form (switch, staged, baked when short enough, the switch
-  /// with a register cap when it uses more) on a copy of a sample of the particles and returns the
-  /// fastest; remembered per numerics mode and particle-count decade.
+  /// Auto dispatch: times every candidate form (switch, staged, baked when short enough) on a copy
+  /// of a sample of the particles and returns the fastest; remembered per numerics mode and
+  /// particle-count decade.
   KernelForm measured_form(const Particles& particles, const TrackOptions& options);
   /// Whether the candidates' probes cost at most a few percent of the run.
   bool worth_measuring(const Particles& particles, const TrackOptions& options) const;

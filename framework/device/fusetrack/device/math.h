@@ -12,6 +12,7 @@
 #if defined(FT_DEVICE_COMPILE) && defined(FT_DEVICE_FAST_MATH)
 FT_FUNCTION double ft_sin(double x) { return sin(x); }
 FT_FUNCTION double ft_cos(double x) { return cos(x); }
+FT_FUNCTION void ft_sincos(double x, double* s, double* c) { sincos(x, s, c); }
 FT_FUNCTION double ft_tan(double x) { return tan(x); }
 FT_FUNCTION double ft_asin(double x) { return asin(x); }
 FT_FUNCTION double ft_acos(double x) { return acos(x); }
@@ -24,6 +25,8 @@ FT_FUNCTION double ft_cosh(double x) { return cosh(x); }
 #else
 FT_FUNCTION double ft_sin(double x) { return ft::portable::sin(x); }
 FT_FUNCTION double ft_cos(double x) { return ft::portable::cos(x); }
+/// sin and cos of one argument with one reduction, bit-identical to ft_sin and ft_cos.
+FT_FUNCTION void ft_sincos(double x, double* s, double* c) { ft::portable::sincos(x, s, c); }
 FT_FUNCTION double ft_tan(double x) { return ft::portable::tan(x); }
 FT_FUNCTION double ft_asin(double x) { return ft::portable::asin(x); }
 FT_FUNCTION double ft_acos(double x) { return ft::portable::acos(x); }
