@@ -13,6 +13,7 @@
 
 #include <atomic>
 #include <cmath>
+#include <initializer_list>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -74,6 +75,24 @@ json to_json(const py::handle& obj) {
   return json::parse(text);
 }
 py::object from_json(const json& doc) { return py::module_::import("json").attr("loads")(doc.dump()); }
+
+/// A bad argument of a Python call: InputError naming the argument (as the CLI names its option).
+[[noreturn]] void argument_error(const char* field, const std::string& what) {
+  ft::InputLocation at;
+  at.field = field;
+  throw ft::InputError(at, what);
+}
+
+/// The enumerator named `value` among `choices`; an InputError listing them otherwise.
+template <class Enum>
+Enum choice(const char* field, const std::string& value, std::initializer_list<std::pair<const char*, Enum>> choices) {
+  std::string names;
+  for (const auto& [name, e] : choices) {
+    if (value == name) return e;
+    names += names.empty() ? name : std::string(" or ") + name;
+  }
+  argument_error(field, fmt::format("'{}': expected {}", value, names));
+}
 
 ft::InputLocation element_location(const LatticeHandle& h, uint32_t definition, const std::string& field) {
   ft::InputLocation at{h.lattice.source_file()};
@@ -243,9 +262,7 @@ py::dict snapshot_dict(const ft::CollectiveSnapshot& s) {
 ft::Dispatch dispatch_from_name(const std::string& name) {
   ft::Dispatch d = ft::Dispatch::Auto;
   if (ft::parse_dispatch(name, d)) return d;
-  ft::InputLocation at;
-  at.field = "dispatch";
-  throw ft::InputError(at, fmt::format("'{}' is not a kernel form: expected auto, switch, baked or staged", name));
+  argument_error("dispatch", fmt::format("'{}' is not a kernel form: expected auto, switch, baked or staged", name));
 }
 
 class Tracker {
@@ -254,9 +271,7 @@ class Tracker {
           const std::string& dispatch, const std::string& kernel_cache)
       : m_lattice(std::move(lattice)), m_fma(ft::parse_fma_mode(fma, "fma")), m_threads(threads) {
     if (threads < 0) {
-      ft::InputLocation at;
-      at.field = "threads";
-      throw ft::InputError(at, fmt::format("must not be negative, got {}", threads));
+      argument_error("threads", fmt::format("must not be negative, got {}", threads));
     }
     ft::BackendChoice choice;
     choice.device = device;
@@ -268,14 +283,10 @@ class Tracker {
 
   py::dict track(ft::Particles& particles, int64_t turns, Monitor* monitor, const std::string& progress) {
     if (turns < 1) {
-      ft::InputLocation at;
-      at.field = "turns";
-      throw ft::InputError(at, fmt::format("must be positive, got {}", turns));
+      argument_error("turns", fmt::format("must be positive, got {}", turns));
     }
     if (progress != "auto" && progress != "on" && progress != "off") {
-      ft::InputLocation at;
-      at.field = "progress";
-      throw ft::InputError(at, fmt::format("'{}': expected auto, on or off", progress));
+      argument_error("progress", fmt::format("'{}': expected auto, on or off", progress));
     }
     if (m_lattice->revision != m_revision) {  // fields changed since the last track
       m_backend->parameters_changed();
@@ -341,9 +352,7 @@ py::array_t<double> matrix_of(const ft::Matrix6& m) {
 
 py::dict optics_dict(const LatticeHandle& h, bool force_4d, double delta0, int64_t tracking_turns, int threads) {
   if (tracking_turns > 0 && tracking_turns < 16) {
-    ft::InputLocation at;
-    at.field = "tracking_turns";
-    throw ft::InputError(at, fmt::format("needs 0 (no tracking) or at least 16 turns, got {}", tracking_turns));
+    argument_error("tracking_turns", fmt::format("needs 0 (no tracking) or at least 16 turns, got {}", tracking_turns));
   }
   ft::OpticsOptions options;
   options.force_4d = force_4d;
@@ -837,22 +846,12 @@ PYBIND11_MODULE(_fusetrack, m) {
       .def_property(
           "grid", [](const ft::DaConfig& c) { return c.grid == ft::DaGrid::Cartesian ? "cartesian" : "polar"; },
           [](ft::DaConfig& c, const std::string& g) {
-            if (g != "polar" && g != "cartesian") {
-              ft::InputLocation at;
-              at.field = "grid";
-              throw ft::InputError(at, fmt::format("'{}': expected polar or cartesian", g));
-            }
-            c.grid = g == "cartesian" ? ft::DaGrid::Cartesian : ft::DaGrid::Polar;
+            c.grid = choice<ft::DaGrid>("grid", g, {{"polar", ft::DaGrid::Polar}, {"cartesian", ft::DaGrid::Cartesian}});
           })
       .def_property(
           "units", [](const ft::DaConfig& c) { return c.units == ft::DaUnits::Sigma ? "sigma" : "m"; },
           [](ft::DaConfig& c, const std::string& u) {
-            if (u != "m" && u != "sigma") {
-              ft::InputLocation at;
-              at.field = "units";
-              throw ft::InputError(at, fmt::format("'{}': expected m or sigma", u));
-            }
-            c.units = u == "sigma" ? ft::DaUnits::Sigma : ft::DaUnits::Metres;
+            c.units = choice<ft::DaUnits>("units", u, {{"m", ft::DaUnits::Metres}, {"sigma", ft::DaUnits::Sigma}});
           })
       .def_readwrite("angles", &ft::DaConfig::angles)
       .def_readwrite("angle_min", &ft::DaConfig::angle_min)
@@ -877,9 +876,7 @@ PYBIND11_MODULE(_fusetrack, m) {
           "turn_limits", [](const ft::DaConfig& c) { return std::vector<double>(c.turn_limits, c.turn_limits + 6); },
           [](ft::DaConfig& c, const std::vector<double>& v) {
             if (v.size() != 6) {
-              ft::InputLocation at;
-              at.field = "limits";
-              throw ft::InputError(at, "expects six values: x px y py zeta delta (0: no limit)");
+              argument_error("limits", "expects six values: x px y py zeta delta (0: no limit)");
             }
             std::copy(v.begin(), v.end(), c.turn_limits);
           })
