@@ -11,6 +11,7 @@
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/longitudinal.h"
+#include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/session.h"
@@ -42,7 +43,8 @@ struct TrackArgs {
   bool progress = false;
 };
 
-/// A matched longitudinal bunch (fusetrack/longitudinal.h), with its report on stdout.
+/// This rank's share of a matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves
+/// the same distribution and samples its own particles; the report on stdout (rank 0).
 Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
   MatchedBunchOptions o;
   o.distribution = a.distribution;
@@ -51,9 +53,17 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
   o.potential_well = a.potential_well;
   o.seed = a.seed;
   o.fma = parse_fma(a.common.fma);
-  o.bucket.threads = a.common.threads;
-  MatchedBunch m = generate_matched_bunch(lattice, a.matched, o);
-  const MatchedBunchReport& r = m.report;
+  o.bucket.threads = threads_per_rank(a.common);
+  Communicator& comm = world();
+  MatchedBunchReport r = match_longitudinal_bunch(lattice, o);
+  const Share share = share_of(a.matched, comm.rank(), comm.size());
+  Particles particles = sample_matched_bunch(r, a.seed, share.begin, share.size(), o.bucket.threads);
+  LongitudinalSums sums = longitudinal_sums(particles);
+  double sum_array[5] = {sums.count, sums.zeta, sums.zeta2, sums.delta, sums.delta2};
+  comm.allreduce_sum(sum_array, 5);
+  sums = LongitudinalSums{sum_array[0], sum_array[1], sum_array[2], sum_array[3], sum_array[4]};
+  set_sample_moments(r, sums);
+  if (!comm.is_root()) return particles;
   fmt::print("rf bucket   eta {:.6e}, stable zeta {:.6g} m, bucket [{:.6g}, {:.6g}] m, height delta {:.4e}, Qs {:.5e}\n",
              r.bucket.eta, r.bucket.zeta_s, r.bucket.zeta_left, r.bucket.zeta_right, r.bucket_height, r.qs0);
   fmt::print("matched     {} {}{}: sigma_zeta {:.6g} m (RF alone {:.6g} m), sigma_delta {:.4e}, samples {:.6g} m / "
@@ -69,13 +79,13 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
     if (!r.converged)
       fmt::print(stderr, "warning: the potential-well iteration did not converge (residual {:.2e})\n", r.residual);
   }
-  return std::move(m.particles);
+  return particles;
 }
 
-Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
+/// The whole set of initial particles from a file, grid or Gaussian (every rank makes it).
+Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
   const double beta0 = lattice.reference().beta0();
   if (!a.particles_file.empty()) return read_particles(a.particles_file, beta0);
-  if (a.matched > 0) return matched_particles(a, lattice);
   if (a.gaussian > 0) {
     GaussianBunchSpec spec;
     spec.count = a.gaussian;
@@ -100,15 +110,60 @@ Particles initial_particles(const TrackArgs& a, const Lattice& lattice) {
   return make_grid(beta0, g[0], g[1], static_cast<size_t>(g[2]), g[3], g[4], static_cast<size_t>(g[5]), a.delta);
 }
 
+/// This rank's share of the initial particles, and the size of the whole bunch.
+Particles initial_particles(const TrackArgs& a, const Lattice& lattice, size_t* total) {
+  Communicator& comm = world();
+  if (a.matched > 0) {
+    *total = a.matched;
+    return matched_particles(a, lattice);
+  }
+  Particles all = whole_initial_particles(a, lattice);
+  *total = all.size();
+  if (comm.size() == 1) return all;
+  const Share share = share_of(all.size(), comm.rank(), comm.size());
+  return slice_particles(all, share.begin, share.end);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Where the time of the command went, on rank 0's clock.
+struct TimeBreakdown {
+  double start = 0.0, initial = 0.0, output = 0.0, total = 0.0;
+};
+
+void print_times(const TrackRun& run, const TimeBreakdown& t, double particle_turns, double passes) {
+  fmt::print("time        {:.3f} s  ({:.3g} element-passes/s upper bound, {:.3g} particle-turns/s) for the whole "
+             "track() call\n",
+             run.seconds, passes / run.seconds, particle_turns / run.seconds);
+  if (run.kernel_seconds > 0.0) {
+    // The kernels alone, as `fusetrack bench` times them (device events): the track() call also
+    // compiles or loads the kernels, sets up the solvers and copies the particles both ways.
+    fmt::print("tracking    {:.3f} s in kernels: {:.3g} element-passes/s upper bound, {:.3g} particle-turns/s (as "
+               "bench counts)\n",
+               run.kernel_seconds, passes / run.kernel_seconds, particle_turns / run.kernel_seconds);
+  }
+  const double rest =
+      run.seconds - run.setup_seconds - run.upload_seconds - run.kernel_seconds - run.download_seconds;
+  fmt::print("breakdown   {:.3f} s in all: start-up {:.3f} s, initial particles {:.3f} s, setup/compile {:.3f} s, "
+             "upload {:.3f} s, kernels {:.3f} s, download {:.3f} s, rest of track() {:.3f} s, output {:.3f} s\n",
+             t.total, t.start, t.initial, run.setup_seconds, run.upload_seconds, run.kernel_seconds,
+             run.download_seconds, std::max(0.0, rest), t.output);
+}
+
 void run_track(const TrackArgs& a) {
-  // Several MPI ranks share the particles (ft::run_tracking); rank 0 writes every output.
-  const bool root = world().is_root();
+  // Several MPI ranks each make, track and write their own share of the particles
+  // (fusetrack/parallel.h); rank 0 writes the index of the shard set, the monitor and the report.
+  const auto t_start = std::chrono::steady_clock::now();
+  TimeBreakdown times;
+  Communicator& comm = world();
+  const bool root = comm.is_root();
   if (!a.output.empty() && root) check_output_path(a.output, "--output");
   if (!a.monitor.empty() && root) check_output_path(a.monitor, "--monitor");
   ElementRegistry registry;
   load_plugins(registry, a.common);
   const Lattice lattice = load_lattice(a.lattice, registry);
-  Particles particles = initial_particles(a, lattice);
   auto backend = make_backend(lattice, a.common);
   InputLocation at;
   at.field = "--profile-every";
@@ -116,6 +171,12 @@ void run_track(const TrackArgs& a) {
     throw InputError(at, fmt::format("must be a multiple of --monitor-every ({})", a.monitor_every));
   at.field = "--plots";
   if (!a.plots.empty() && a.monitor.empty()) throw InputError(at, "needs --monitor FILE.npz");
+  times.start = seconds_since(t_start);
+  const auto t_initial = std::chrono::steady_clock::now();
+  size_t bunch_size = 0;
+  Particles particles = initial_particles(a, lattice, &bunch_size);
+  comm.barrier();
+  times.initial = seconds_since(t_initial);
   TrackRunOptions options;
   options.turns = a.turns;
   options.threads = threads_per_rank(a.common);
@@ -124,15 +185,20 @@ void run_track(const TrackArgs& a) {
   options.monitor_every = a.monitor_every;
   options.profile_every = a.profile_every;
   options.progress = a.progress ? "on" : "auto";
+  options.particles_are_share = true;
+  options.total_particles = bunch_size;
   const TrackRun run = run_tracking(lattice, *backend, particles, options);
+  const auto t_output = std::chrono::steady_clock::now();
+  if (!a.output.empty()) write_particle_shards(a.output, particles, comm);
+  if (run.monitor) run.monitor->write(a.monitor);
+  comm.barrier();
+  times.output = seconds_since(t_output);
+  times.total = seconds_since(t_start);
   if (!run.root) return;
   const bool parallel = run.ranks > 1;
-  const double seconds = run.seconds;
-  if (!a.output.empty()) write_particles(a.output, particles);
-  if (run.monitor) run.monitor->write(a.monitor);
 
-  const double passes = static_cast<double>(particles.size()) * static_cast<double>(a.turns) *
-                        static_cast<double>(lattice.sequence().size());
+  const double particle_turns = static_cast<double>(run.total) * static_cast<double>(a.turns);
+  const double passes = particle_turns * static_cast<double>(lattice.sequence().size());
   fmt::print("lattice     {} ({} elements, {} definitions, circumference {:.6g} m)\n", a.lattice,
              lattice.sequence().size(), lattice.definitions().size(), lattice.circumference());
   fmt::print("reference   mass0 {:.9g} eV, q0 {:g}, p0c {:.9g} eV, beta0 {:.9f}\n", lattice.reference().mass0,
@@ -142,10 +208,9 @@ void run_track(const TrackArgs& a) {
   if (parallel && run.reductions > 0)
     fmt::print("mpi         {} profile all-reduces on rank 0: {:.3g} s, {:.3g} us each\n", run.reductions,
                run.reduce_seconds, 1e6 * run.reduce_seconds / static_cast<double>(run.reductions));
-  fmt::print("particles   {} tracked for {} turns: {} survived, {} lost\n", particles.size(), a.turns,
-             particles.alive_count(), particles.size() - particles.alive_count());
-  fmt::print("time        {:.3f} s  ({:.3g} element-passes/s upper bound, {:.3g} particle-turns/s)\n", seconds,
-             passes / seconds, static_cast<double>(particles.size()) * static_cast<double>(a.turns) / seconds);
+  fmt::print("particles   {} tracked for {} turns: {} survived, {} lost\n", run.total, a.turns, run.alive,
+             run.total - run.alive);
+  print_times(run, times, particle_turns, passes);
   if (lattice.has_collective()) {
     for (const CollectiveSnapshot& snap : run.collective) {
       uint64_t total = 0;
@@ -167,7 +232,11 @@ void run_track(const TrackArgs& a) {
     fmt::print("monitor     {} ({} records, {} profile snapshots)\n", a.monitor, monitor.turns().size(),
                monitor.profile_turns().size());
   }
-  if (!a.output.empty()) fmt::print("output      {}\n", a.output);
+  if (!a.output.empty())
+    fmt::print("output      {}{}\n", a.output,
+               parallel ? fmt::format(" (the index of {} shards, one per rank: {} ...)", run.ranks,
+                                      particle_shard_path(a.output, 0))
+                        : std::string());
   if (!a.plots.empty()) {
     // Plots by tools/plot_collective.py (matplotlib): from the source tree, else next to the binary.
     std::string script = std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_collective.py";
@@ -223,7 +292,9 @@ void add_track_command(CLI::App& app) {
   cmd->add_option("--plots", args->plots, "with --monitor: plots of the bunch length and profiles into DIR");
   cmd->add_flag("--progress", args->progress, "progress bar with ETA on stderr (default: only on a terminal)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
-  cmd->add_option("-o,--output", args->output, "write the final particles (.npz or .csv)");
+  cmd->add_option("-o,--output", args->output,
+                  "write the final particles (.npz or .csv); several MPI ranks write one shard each into "
+                  "OUTPUT.d/ and OUTPUT is their index");
   add_common_options(*cmd, args->common);
   cmd->callback([args] { run_track(*args); });
 }

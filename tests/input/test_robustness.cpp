@@ -125,7 +125,7 @@ TEST_CASE("particle files: each bad input names the file, the column or array, a
     write_bytes(path, text);
     return error_of([&] { ft::read_particles(path, 0.9); });
   };
-  CHECK(csv_error("ok.csv", "x,px\n1e-3,0\n").empty());  // the control case reads
+  CHECK(csv_error("ok.csv", "x,px,y,py,zeta,delta\n1e-3,0,0,0,0,0\n").empty());  // the control case reads
   CHECK(contains(csv_error("empty.csv", ""), "empty file; expected a header line"));
   CHECK(contains(csv_error("column.csv", "x,energy\n1,2\n"), "energy"));
   CHECK(contains(csv_error("column.csv", "x,energy\n1,2\n"), "unknown column"));

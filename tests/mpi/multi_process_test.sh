@@ -1,6 +1,6 @@
 #!/bin/bash
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
-#   multi_process_test.sh FUSETRACK SOURCE_DIR CASE
+#   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
 # CASE: da_mpi | track_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
@@ -8,6 +8,7 @@ set -u
 BIN=$1
 SRC=$2
 CASE=$3
+MERGE=${4:-}  # merge_particle_set: a shard set (several ranks' -o) merged into one .npz
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/fusetrack_mpi_${CASE}_XXXXXX")
 trap 'rm -rf "$WORK"' EXIT
 cd "$WORK"
@@ -53,9 +54,29 @@ case "$CASE" in
     run "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o single.npz --monitor single_monitor.npz
     for np in 1 2 3; do
       run mpirun -np $np "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o np$np.npz --monitor np${np}_monitor.npz
-      same single.npz np$np.npz
+      if [ $np -gt 1 ]; then
+        # Several ranks: one shard per rank and an index, no gather; the merged set is the same.
+        for r in $(seq 0 $((np - 1))); do
+          [ -f np$np.npz.d/rank$(printf %04d $r).npz ] || { echo "shard $r of $np missing"; failed=1; }
+        done
+        [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
+        run "$MERGE" np$np.npz np${np}_merged.npz
+        same single.npz np${np}_merged.npz
+        # The shard set reads back as initial particles (-p) like the single file.
+        run "$BIN" track "$COLL_LATTICE" -n 2 --device cpu --threads 1 -p single.npz -o again_single.npz
+        run "$BIN" track "$COLL_LATTICE" -n 2 --device cpu --threads 1 -p np$np.npz -o again_np$np.npz
+        same again_single.npz again_np$np.npz
+      else
+        same single.npz np$np.npz
+      fi
       same single_monitor.npz np${np}_monitor.npz
     done
+    # A CSV shard set merges to the single CSV, line for line.
+    run "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o single.csv
+    run mpirun -np 2 "$BIN" track "$COLL_LATTICE" $COLL_OPTS -o np2.csv
+    tail -q -n +2 np2.csv.d/rank0000.csv np2.csv.d/rank0001.csv > np2_rows.csv
+    tail -n +2 single.csv > single_rows.csv
+    same single_rows.csv np2_rows.csv
     ;;
   parts_merge)
     run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single

@@ -45,6 +45,8 @@ struct CudaBackendOptions {
 struct CudaRunStats {
   double kernel_seconds = 0.0;   // sum of kernel times (device events)
   double compile_seconds = 0.0;  // NVRTC compile or cache lookup
+  double setup_seconds = 0.0;    // collective lattices: solvers, device tables, FFT plans (compile excluded)
+  double upload_seconds = 0.0, download_seconds = 0.0;  // particle copies host <-> device (wall time)
   bool kernel_from_cache = false;
   int launches = 0;
   size_t chunks = 0;             // particle chunks (more than 1 when the device memory was short)

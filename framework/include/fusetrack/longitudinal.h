@@ -39,8 +39,9 @@
 // whenever the residual grows. Converged when max|lambda_new - lambda| / max lambda < tolerance.
 //
 // Particles: zeta by inverse CDF of the piecewise-linear lambda on a fine grid, delta from the
-// conditional distribution, transverse coordinates on the 4D closed orbit; deterministic for a
-// seed on every platform (std::mt19937_64, uniform doubles from its 53 high bits, Box-Muller).
+// conditional distribution, transverse coordinates on the 4D closed orbit; particle i from the
+// counter-based stream (seed, i), the same on every platform, rank count and device
+// (fusetrack/matched_bunch.h, fusetrack/device/random.h).
 #pragma once
 #include <array>
 #include <cstdint>

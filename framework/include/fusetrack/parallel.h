@@ -1,7 +1,9 @@
 // Runs spread over several processes: MPI ranks (one GPU each) or job-array parts. Particles are
 // split into contiguous shares in rank order, so that gathering them in rank order gives the
 // single-process order back, and every per-particle result is the same whatever the split.
-// Collective runs sum their integer profiles over the ranks (exact and order-independent).
+// Collective runs sum their integer profiles over the ranks (exact and order-independent). Large
+// runs keep the particles on their ranks: made there (sample_matched_bunch) and written there
+// (write_particle_shards, fusetrack/particle_files.h).
 #pragma once
 #include <cstdint>
 #include <memory>
@@ -22,6 +24,8 @@ class Communicator {
   virtual int local_size() const { return 1; }
   /// Element-wise sum over the ranks, in place, on every rank (exact: integers).
   virtual void allreduce_sum(uint64_t* data, size_t count) { (void)data, (void)count; }
+  /// Element-wise sum of doubles (for reports: the rounding depends on the rank count).
+  virtual void allreduce_sum(double* data, size_t count) { (void)data, (void)count; }
   /// The logical and of `value` over the ranks.
   virtual bool all(bool value) { return value; }
   /// Every rank's particles concatenated in rank order, on rank 0 (other ranks get an empty set).

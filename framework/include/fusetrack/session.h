@@ -85,6 +85,11 @@ struct TrackRunOptions {
   int64_t profile_every = 0;
   /// Progress bar on stderr: "auto" (a terminal), "on", "off".
   std::string progress = "auto";
+  /// Several MPI ranks: `particles` is already this rank's share of a bunch of `total_particles`
+  /// (share_of order), made on the rank (sample_matched_bunch) or cut from a file. No split and no
+  /// gather: the particles stay on their rank (write them with write_particle_shards).
+  bool particles_are_share = false;
+  size_t total_particles = 0;
 };
 
 /// What a tracking run did.
@@ -97,11 +102,18 @@ struct TrackRun {
   double reduce_seconds = 0.0;
   std::vector<CollectiveSnapshot> collective;  // profiles and fields of the last turn
   std::unique_ptr<BunchMonitor> monitor;       // when asked for (root only)
+  size_t total = 0, alive = 0;  // particles over all ranks, and those alive at the end
+  /// Where the time went on this rank (GPU backend; 0 on the CPU): kernel compile or cache load
+  /// and collective set-up, host->device copies, kernels (as `fusetrack bench` times them),
+  /// device->host copies. seconds - (setup + upload + kernel + download) is the rest (waits at
+  /// the barriers, profile all-reduces, callbacks).
+  double setup_seconds = 0.0, upload_seconds = 0.0, kernel_seconds = 0.0, download_seconds = 0.0;
 };
 
 /// Tracks `particles` in place for `options.turns` turns with `backend`. Several MPI ranks (ft::world())
-/// each track a contiguous share and rank 0 gathers them back into `particles`; collective profiles
-/// are summed over the ranks every turn. Throws InputError for bad monitor options.
+/// each track a contiguous share and rank 0 gathers them back into `particles` (unless
+/// options.particles_are_share: then each rank tracks the share it holds and keeps it); collective
+/// profiles are summed over the ranks every turn. Throws InputError for bad monitor options.
 TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& options);
 
 // ---------------------------------------------------------------------------------------------

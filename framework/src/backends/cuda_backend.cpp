@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdlib>
 #include <fstream>
@@ -175,6 +176,71 @@ void download(const cuda::Driver& d, std::vector<T>& v, CUdeviceptr src, size_t 
   check(d.memcpy_dtoh(v.data() + first, src, n * sizeof(T)), "cuMemcpyDtoH(particles)");
 }
 
+/// `f(host array, device array)` for every particle array, in the order of DeviceParticles.
+template <class P, class D, class F>
+void for_each_particle_array(P& p, D& dp, F f) {
+  f(p.x, dp.x);
+  f(p.px, dp.px);
+  f(p.y, dp.y);
+  f(p.py, dp.py);
+  f(p.zeta, dp.zeta);
+  f(p.delta, dp.delta);
+  f(p.ptau, dp.ptau);
+  f(p.rpp, dp.rpp);
+  f(p.rvv, dp.rvv);
+  f(p.state, dp.state);
+  f(p.lost_turn, dp.lost_turn);
+  f(p.lost_element, dp.lost_element);
+}
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+/// Device arrays for `capacity` particles (freed with the object), and the copies of particles
+/// [first, first + count) between them and the host, timed into the run's statistics (copies
+/// from pageable host memory are synchronous). The single-particle and the collective paths
+/// share it.
+class DeviceParticleBuffers {
+ public:
+  DeviceParticleBuffers(const cuda::Driver& d, size_t capacity, CudaRunStats& stats) : m_d(d), m_stats(stats) {
+    const size_t n = std::max<size_t>(capacity, 1);
+    const Particles types;  // empty: only the element types of its arrays are used
+    for_each_particle_array(types, m_dp, [&](const auto& host, CUdeviceptr& device) {
+      check_alloc(m_d, &device, n * sizeof(host[0]), "cuMemAlloc(particles)");
+    });
+  }
+  ~DeviceParticleBuffers() {
+    const Particles types;
+    for_each_particle_array(types, m_dp, [&](const auto&, CUdeviceptr device) {
+      if (device) m_d.mem_free(device);
+    });
+  }
+  DeviceParticleBuffers(const DeviceParticleBuffers&) = delete;
+  DeviceParticleBuffers& operator=(const DeviceParticleBuffers&) = delete;
+
+  DeviceParticles& arrays() { return m_dp; }
+  void upload(const Particles& p, size_t first, size_t count) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for_each_particle_array(p, m_dp, [&](const auto& host, CUdeviceptr device) {
+      ft::upload(m_d, device, host, first, count);
+    });
+    m_stats.upload_seconds += seconds_since(t0);
+  }
+  void download(Particles& p, size_t first, size_t count) {
+    const auto t0 = std::chrono::steady_clock::now();
+    for_each_particle_array(p, m_dp, [&](auto& host, CUdeviceptr device) {
+      ft::download(m_d, host, device, first, count);
+    });
+    m_stats.download_seconds += seconds_since(t0);
+  }
+
+ private:
+  const cuda::Driver& m_d;
+  CudaRunStats& m_stats;
+  DeviceParticles m_dp{};
+};
+
 }  // namespace
 
 void CudaBackend::track(Particles& particles, const TrackOptions& options) {
@@ -333,21 +399,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
                                              "a run with per-turn callbacks (monitors, checkpoints)")
                               .resident;
 
-  DeviceParticles dp{};
-  CUdeviceptr* arrays[] = {&dp.x, &dp.px, &dp.y, &dp.py, &dp.zeta, &dp.delta, &dp.ptau, &dp.rpp, &dp.rvv};
-  for (CUdeviceptr* a : arrays) check_alloc(d, a, resident * sizeof(double), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.state, resident * sizeof(int32_t), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.lost_turn, resident * sizeof(int32_t), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.lost_element, resident * sizeof(int64_t), "cuMemAlloc(particles)");
-  struct Freer {
-    const cuda::Driver& d;
-    DeviceParticles& dp;
-    ~Freer() {
-      for (CUdeviceptr p : {dp.x, dp.px, dp.y, dp.py, dp.zeta, dp.delta, dp.ptau, dp.rpp, dp.rvv, dp.state,
-                            dp.lost_turn, dp.lost_element})
-        if (p) d.mem_free(p);
-    }
-  } freer{d, dp};
+  DeviceParticleBuffers buffers(d, resident, m_stats);
+  DeviceParticles& dp = buffers.arrays();
 
   CUevent ev0, ev1;
   check(d.event_create(&ev0, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -359,35 +412,7 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
   for (size_t first = 0; first < n; first += resident) {
     const size_t count = std::min(resident, n - first);
     ++m_stats.chunks;
-    auto up = [&] {
-      upload(d, dp.x, particles.x, first, count);
-      upload(d, dp.px, particles.px, first, count);
-      upload(d, dp.y, particles.y, first, count);
-      upload(d, dp.py, particles.py, first, count);
-      upload(d, dp.zeta, particles.zeta, first, count);
-      upload(d, dp.delta, particles.delta, first, count);
-      upload(d, dp.ptau, particles.ptau, first, count);
-      upload(d, dp.rpp, particles.rpp, first, count);
-      upload(d, dp.rvv, particles.rvv, first, count);
-      upload(d, dp.state, particles.state, first, count);
-      upload(d, dp.lost_turn, particles.lost_turn, first, count);
-      upload(d, dp.lost_element, particles.lost_element, first, count);
-    };
-    auto down = [&] {
-      download(d, particles.x, dp.x, first, count);
-      download(d, particles.px, dp.px, first, count);
-      download(d, particles.y, dp.y, first, count);
-      download(d, particles.py, dp.py, first, count);
-      download(d, particles.zeta, dp.zeta, first, count);
-      download(d, particles.delta, dp.delta, first, count);
-      download(d, particles.ptau, dp.ptau, first, count);
-      download(d, particles.rpp, dp.rpp, first, count);
-      download(d, particles.rvv, dp.rvv, first, count);
-      download(d, particles.state, dp.state, first, count);
-      download(d, particles.lost_turn, dp.lost_turn, first, count);
-      download(d, particles.lost_element, dp.lost_element, first, count);
-    };
-    up();
+    buffers.upload(particles, first, count);
     const int64_t chunk_turns = options.callback_every > 0 ? options.callback_every : options.turns;
     int64_t done = 0;
     int n_particles = static_cast<int>(count);
@@ -423,11 +448,11 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
       m_stats.kernel_seconds += ms * 1e-3;
       done += turns_now;
       if (options.callback) {
-        down();
+        buffers.download(particles, first, count);
         if (!options.callback(done, particles)) break;
       }
     }
-    if (!options.callback) down();
+    if (!options.callback) buffers.download(particles, first, count);
   }
   d.event_destroy(ev0);
   d.event_destroy(ev1);
@@ -491,6 +516,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   Impl& impl = *m_impl;
   check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
   m_stats = CudaRunStats{};
+  const auto setup_start = std::chrono::steady_clock::now();
   const size_t n_elements = m_lattice.sequence().size();
   if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
     throw Error("a lattice with collective elements is tracked whole turns at a time (no element ranges)");
@@ -606,55 +632,18 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kk.segments[0]);
 
   // Particles on the device for the whole call.
-  DeviceParticles dp{};
-  CUdeviceptr* arrays[] = {&dp.x, &dp.px, &dp.y, &dp.py, &dp.zeta, &dp.delta, &dp.ptau, &dp.rpp, &dp.rvv};
-  const size_t alloc_n = std::max<size_t>(n, 1);
-  for (CUdeviceptr* a : arrays) check_alloc(d, a, alloc_n * sizeof(double), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.state, alloc_n * sizeof(int32_t), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.lost_turn, alloc_n * sizeof(int32_t), "cuMemAlloc(particles)");
-  check_alloc(d, &dp.lost_element, alloc_n * sizeof(int64_t), "cuMemAlloc(particles)");
-  struct Freer {
-    const cuda::Driver& d;
-    DeviceParticles& dp;
-    ~Freer() {
-      for (CUdeviceptr p : {dp.x, dp.px, dp.y, dp.py, dp.zeta, dp.delta, dp.ptau, dp.rpp, dp.rvv, dp.state,
-                            dp.lost_turn, dp.lost_element})
-        if (p) d.mem_free(p);
-    }
-  } freer{d, dp};
-  auto up = [&] {
-    upload(d, dp.x, particles.x, 0, n);
-    upload(d, dp.px, particles.px, 0, n);
-    upload(d, dp.y, particles.y, 0, n);
-    upload(d, dp.py, particles.py, 0, n);
-    upload(d, dp.zeta, particles.zeta, 0, n);
-    upload(d, dp.delta, particles.delta, 0, n);
-    upload(d, dp.ptau, particles.ptau, 0, n);
-    upload(d, dp.rpp, particles.rpp, 0, n);
-    upload(d, dp.rvv, particles.rvv, 0, n);
-    upload(d, dp.state, particles.state, 0, n);
-    upload(d, dp.lost_turn, particles.lost_turn, 0, n);
-    upload(d, dp.lost_element, particles.lost_element, 0, n);
-  };
+  m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
+  DeviceParticleBuffers buffers(d, n, m_stats);
+  DeviceParticles& dp = buffers.arrays();
+  // Back to the host: the particles and the last turn's profiles and fields.
   auto down = [&] {
-    download(d, particles.x, dp.x, 0, n);
-    download(d, particles.px, dp.px, 0, n);
-    download(d, particles.y, dp.y, 0, n);
-    download(d, particles.py, dp.py, 0, n);
-    download(d, particles.zeta, dp.zeta, 0, n);
-    download(d, particles.delta, dp.delta, 0, n);
-    download(d, particles.ptau, dp.ptau, 0, n);
-    download(d, particles.rpp, dp.rpp, 0, n);
-    download(d, particles.rvv, dp.rvv, 0, n);
-    download(d, particles.state, dp.state, 0, n);
-    download(d, particles.lost_turn, dp.lost_turn, 0, n);
-    download(d, particles.lost_element, dp.lost_element, 0, n);
+    buffers.download(particles, 0, n);
     for (size_t c = 0; c < K; ++c) {
       download(d, impl.snapshots[c].counts, impl.collective[c].counts, 0, impl.snapshots[c].counts.size());
       download(d, impl.snapshots[c].field, impl.collective[c].field, 0, impl.snapshots[c].field.size());
     }
   };
-  if (n > 0) up();
+  if (n > 0) buffers.upload(particles, 0, n);
 
   const GlobalLimits limits = m_lattice.limits();
   double beta0 = particles.beta0;

@@ -5,16 +5,46 @@
 #include <cmath>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 #include "fusetrack/error.h"
 #include "fusetrack/memory_budget.h"
 #include "fusetrack/npy.h"
 #include "fusetrack/output_files.h"
+#include "particle_shards.hpp"
 
 namespace ft {
 
 namespace {
 
 const char* const kCoordinateNames[6] = {"x", "px", "y", "py", "zeta", "delta"};
+/// The arrays that write_particles writes besides the coordinates: accepted in a particle file and
+/// ignored (the particles start alive, ptau/rpp/rvv follow from delta, ids count from 0).
+const char* const kAcceptedExtras[7] = {"id", "ptau", "rpp", "rvv", "state", "lost_turn", "lost_element"};
+const char* const kExpectedArrays =
+    "expected the coordinates x, px, y, py, zeta, delta (all six), and optionally id, ptau, rpp, rvv, state, "
+    "lost_turn, lost_element (as fusetrack writes them; ignored on input)";
+
+int coordinate_index(const std::string& name) {
+  for (int k = 0; k < 6; ++k)
+    if (name == kCoordinateNames[k]) return k;
+  return -1;
+}
+
+bool is_accepted_extra(const std::string& name) {
+  for (const char* e : kAcceptedExtras)
+    if (name == e) return true;
+  return false;
+}
+
+/// Every coordinate must be given: a missing px or delta would silently start the particles at 0.
+void check_no_missing(const std::string& path, const char* what, const bool seen[6]) {
+  for (int k = 0; k < 6; ++k)
+    if (!seen[k]) {
+      InputLocation at{path};
+      at.field = kCoordinateNames[k];
+      throw InputError(at, fmt::format("the {} is missing; {}", what, kExpectedArrays));
+    }
+}
 
 bool ends_with(const std::string& s, const std::string& suffix) {
   return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
@@ -36,16 +66,20 @@ Particles read_csv(const std::string& path, double beta0) {
     }
   }
   std::vector<int> which(columns.size(), -1);
+  bool seen[6] = {false, false, false, false, false, false};
   for (size_t c = 0; c < columns.size(); ++c) {
-    for (int k = 0; k < 6; ++k)
-      if (columns[c] == kCoordinateNames[k]) which[c] = k;
-    if (which[c] < 0 && columns[c] != "state" && columns[c] != "lost_turn" && columns[c] != "lost_element" &&
-        columns[c] != "id") {
-      InputLocation at{path};
-      at.field = columns[c];
-      throw InputError(at, "unknown column; expected x, px, y, py, zeta, delta");
+    InputLocation at{path};
+    at.field = columns[c];
+    const int k = coordinate_index(columns[c]);
+    if (k >= 0) {
+      if (seen[k]) throw InputError(at, "the column appears twice");
+      seen[k] = true;
+      which[c] = k;
+    } else if (!is_accepted_extra(columns[c])) {
+      throw InputError(at, fmt::format("unknown column; {}", kExpectedArrays));
     }
   }
+  check_no_missing(path, "column", seen);
   std::vector<std::array<double, 6>> rows;
   size_t line_no = 1;
   while (std::getline(in, line)) {
@@ -84,6 +118,7 @@ Particles read_npz_particles(const std::string& path, double beta0) {
   }
   size_t n = 0;
   bool any = false;
+  bool seen[6] = {false, false, false, false, false, false};
   std::vector<double> coords[6];
   for (int k = 0; k < 6; ++k) {
     auto it = a.find(kCoordinateNames[k]);
@@ -99,14 +134,26 @@ Particles read_npz_particles(const std::string& path, double beta0) {
       throw InputError(at, fmt::format("has {} entries, other arrays have {}", coords[k].size(), n));
     n = coords[k].size();
     any = true;
+    seen[k] = true;
     for (double v : coords[k])
       if (!std::isfinite(v)) throw InputError(at, "contains a value that is not finite");
   }
-  if (!any) throw InputError(InputLocation{path}, "no coordinate arrays found; expected x, px, y, py, zeta, delta");
+  std::string members;
+  for (const auto& [name, array] : a) members += (members.empty() ? "" : ", ") + name;
+  if (!any)
+    throw InputError(InputLocation{path},
+                     fmt::format("no coordinate arrays found (the archive holds: {}); {}", members, kExpectedArrays));
+  for (const auto& [name, array] : a)
+    if (coordinate_index(name) < 0 && !is_accepted_extra(name)) {
+      InputLocation at{path};
+      at.field = name;
+      throw InputError(at, fmt::format("unknown array; {}", kExpectedArrays));
+    }
+  check_no_missing(path, "array", seen);
   Particles p(n, beta0);
   for (size_t i = 0; i < n; ++i) {
     double c[6];
-    for (int k = 0; k < 6; ++k) c[k] = coords[k].empty() ? 0.0 : coords[k][i];
+    for (int k = 0; k < 6; ++k) c[k] = coords[k][i];
     p.set(i, c[0], c[1], c[2], c[3], c[4], c[5]);
   }
   return p;
@@ -115,9 +162,62 @@ Particles read_npz_particles(const std::string& path, double beta0) {
 }  // namespace
 
 Particles read_particles(const std::string& path, double beta0) {
+  if (is_particle_shard_index(path)) {
+    Particles p =
+        read_particle_shards(path, [beta0](const std::string& shard) { return read_particles(shard, beta0); });
+    for (size_t i = 0; i < p.size(); ++i) p.id[i] = static_cast<int64_t>(i);  // numbered as one set
+    return p;
+  }
   if (ends_with(path, ".csv")) return read_csv(path, beta0);
   if (ends_with(path, ".npz")) return read_npz_particles(path, beta0);
   throw InputError(InputLocation{path}, "unsupported particle file; use .npz or .csv");
+}
+
+Particles read_particle_set(const std::string& path, double beta0) {
+  if (is_particle_shard_index(path))
+    return read_particle_shards(path, [beta0](const std::string& shard) { return read_particle_set(shard, beta0); });
+  if (!ends_with(path, ".npz")) throw InputError(InputLocation{path}, "read_particle_set reads .npz files");
+  NpzArchive a;
+  try {
+    a = read_npz(path);
+  } catch (const Error& e) {
+    throw InputError(InputLocation{path}, e.what());
+  }
+  Particles p;
+  p.beta0 = beta0;
+  auto take = [&](const char* name, auto& to) {
+    InputLocation at{path};
+    at.field = name;
+    auto it = a.find(name);
+    if (it == a.end()) throw InputError(at, "the array is missing (read_particle_set reads files fusetrack wrote)");
+    try {
+      using T = typename std::decay_t<decltype(to)>::value_type;
+      if constexpr (std::is_same_v<T, double>) {
+        to = it->second.to_doubles();
+      } else {
+        const std::vector<int64_t> v = it->second.to_int64();
+        to.resize(v.size());
+        for (size_t i = 0; i < v.size(); ++i) to[i] = static_cast<T>(v[i]);
+      }
+    } catch (const Error& e) {
+      throw InputError(at, e.what());
+    }
+    if (to.size() != p.x.size()) throw InputError(at, fmt::format("has {} entries, x has {}", to.size(), p.x.size()));
+  };
+  take("x", p.x);
+  take("px", p.px);
+  take("y", p.y);
+  take("py", p.py);
+  take("zeta", p.zeta);
+  take("delta", p.delta);
+  take("ptau", p.ptau);
+  take("rpp", p.rpp);
+  take("rvv", p.rvv);
+  take("state", p.state);
+  take("lost_turn", p.lost_turn);
+  take("lost_element", p.lost_element);
+  take("id", p.id);
+  return p;
 }
 
 void write_particles(const std::string& path, const Particles& p) {

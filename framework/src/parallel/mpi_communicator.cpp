@@ -60,6 +60,11 @@ class MpiCommunicator : public Communicator {
               "MPI_Allreduce(profile)");
   }
 
+  void allreduce_sum(double* data, size_t count) override {
+    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+              "MPI_Allreduce(sums)");
+  }
+
   bool all(bool value) override {
     int v = value ? 1 : 0, out = 0;
     check_mpi(MPI_Allreduce(&v, &out, 1, MPI_INT, MPI_LAND, MPI_COMM_WORLD), "MPI_Allreduce(and)");

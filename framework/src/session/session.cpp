@@ -99,22 +99,39 @@ Particles make_repro_particles(const Lattice& lattice, size_t count, double ampl
 // ---------------------------------------------------------------------------------------------
 // Tracking a bunch
 
+namespace {
+
+/// The GPU backend's own account of the last track() call (zeros on the CPU).
+void add_device_times(const Backend& backend, TrackRun& run) {
+  const auto* gpu = dynamic_cast<const CudaBackend*>(&backend);
+  if (!gpu) return;
+  const CudaRunStats& s = gpu->last_stats();
+  run.setup_seconds = s.compile_seconds + s.setup_seconds;
+  run.upload_seconds = s.upload_seconds;
+  run.kernel_seconds = s.kernel_seconds;
+  run.download_seconds = s.download_seconds;
+}
+
+}  // namespace
+
 TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o) {
   // Several MPI ranks: each tracks a contiguous share of the particles; collective profiles are
-  // summed over the ranks every turn; rank 0 gathers the particles and holds the monitor.
+  // summed over the ranks every turn; rank 0 gathers the particles (unless each rank holds its
+  // own share) and holds the monitor.
   Communicator& comm = world();
   TrackRun run;
   run.root = comm.is_root();
   run.ranks = comm.size();
   run.backend = backend.name();
   const bool parallel = comm.size() > 1;
-  const size_t macroparticles = particles.size();
+  const bool split_here = parallel && !o.particles_are_share;
+  const size_t macroparticles = o.particles_are_share ? o.total_particles : particles.size();
   Particles share_particles;
-  if (parallel) {
+  if (split_here) {
     const Share share = share_of(particles.size(), comm.rank(), comm.size());
     share_particles = slice_particles(particles, share.begin, share.end);
   }
-  Particles& tracked = parallel ? share_particles : particles;
+  Particles& tracked = split_here ? share_particles : particles;
 
   TrackOptions options;
   options.turns = o.turns;
@@ -139,7 +156,12 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   // Under MPI the progress bar alone is not worth a gather: it comes with the monitor only.
   if (o.monitor || (!parallel && ProgressBar::wanted(mo.progress))) {
     monitor->attach(options, backend);
-    if (run.root) monitor->record(0, particles, nullptr);
+    if (parallel && o.particles_are_share) {  // the monitor's first record sees the whole bunch
+      const Particles all = comm.gather(particles);
+      if (run.root) monitor->record(0, all, nullptr);
+    } else if (run.root) {
+      monitor->record(0, particles, nullptr);
+    }
     if (parallel) {  // the monitor sees the whole bunch, on rank 0
       auto inner = options.callback;
       options.callback = [inner, &comm](int64_t done, const Particles& local) {
@@ -153,8 +175,13 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   backend.track(tracked, options);
   comm.barrier();
   run.seconds = elapsed_since(t0);
+  add_device_times(backend, run);
   monitor->finish();
-  if (parallel) particles = comm.gather(share_particles);
+  uint64_t counts[2] = {tracked.size(), tracked.alive_count()};
+  if (parallel) comm.allreduce_sum(counts, 2);
+  run.total = counts[0];
+  run.alive = counts[1];
+  if (split_here) particles = comm.gather(share_particles);
   run.collective = backend.collective_snapshots();
   if (o.monitor && run.root) run.monitor = std::move(monitor);
   return run;
