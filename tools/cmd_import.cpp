@@ -23,6 +23,7 @@ struct ImportArgs {
   std::string output;
   bool replace_unknown = false;
   bool ignore_radiation = false;
+  std::vector<std::string> trackcpp_header;  // KEY=VALUE
 };
 
 /// The text of the input file (for the format detection and the trackcpp reader).
@@ -45,6 +46,8 @@ void run_import(const ImportArgs& a) {
                      "value' and element blocks starting with 'fam_name NAME')");
   if (json_input && a.ignore_radiation)
     throw InputError(InputLocation{a.input}, "--ignore-radiation applies to trackcpp flat files only");
+  if (json_input && !a.trackcpp_header.empty())
+    throw InputError(InputLocation{a.input}, "--trackcpp-header applies to trackcpp flat files only");
   if (!json_input && a.replace_unknown)
     throw InputError(InputLocation{a.input}, "--replace-unknown-with-markers applies to Xsuite lines only");
   std::vector<std::string> warnings;
@@ -65,6 +68,8 @@ void run_import(const ImportArgs& a) {
   } else {
     TrackcppImportOptions options;
     options.ignore_radiation = a.ignore_radiation;
+    for (const std::string& assignment : a.trackcpp_header)
+      set_trackcpp_header_value(options.header, assignment, "--trackcpp-header");
     options.warnings = &warnings;
     converted = trackcpp_to_fusetrack(text, a.input, options);
     input_kind = "trackcpp flat file";
@@ -110,6 +115,10 @@ void add_import_command(CLI::App& app) {
                 "failing; this changes the physics");
   cmd->add_flag("--ignore-radiation", args->ignore_radiation,
                 "trackcpp files only: import a file with radiation_on set; fusetrack tracks without radiation");
+  cmd->add_option("--trackcpp-header", args->trackcpp_header,
+                  "trackcpp files only: use KEY=VALUE instead of the file's header line '% KEY ...' (cavity_on, "
+                  "vchamber_on, radiation_on, energy, harmonic_number); repeatable")
+      ->type_name("KEY=VALUE");
   cmd->add_option("--plugin", args->common.plugins,
                   "load an element plugin (.so) to check the result with; repeatable");
   cmd->callback([args] { run_import(*args); });
