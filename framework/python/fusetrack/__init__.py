@@ -32,7 +32,7 @@ from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
 
 __all__ = [
     "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro",
-    "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus",
+    "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus", "load_particle_arrays",
     "Error", "InputError", "PluginError", "DeviceError",
 ]
 
@@ -215,6 +215,26 @@ def _from_file(path, lattice_or_beta0) -> Particles:
     beta0 = (lattice_or_beta0.reference["beta0"] if isinstance(lattice_or_beta0, _ft.Lattice)
              else float(lattice_or_beta0))
     return Particles._read(os.fspath(path), beta0)
+
+
+def load_particle_arrays(path) -> dict:
+    """The arrays of a particle file written by ``fusetrack track -o`` as a dict of numpy arrays:
+    an ``.npz`` file, or the index of a shard set that several MPI ranks wrote (``out.npz`` with its
+    member ``fusetrack_shard_counts``, shards ``out.npz.d/rank0000.npz`` ...), concatenated in rank
+    order (the order of one process)."""
+    path = os.fspath(path)
+    with np.load(path) as index:
+        if "fusetrack_shard_counts" not in index.files:
+            return {name: index[name] for name in index.files}
+        counts = index["fusetrack_shard_counts"]
+    parts = []
+    for rank, count in enumerate(counts):
+        with np.load(f"{path}.d/rank{rank:04d}.npz") as shard:
+            part = {name: shard[name] for name in shard.files}
+        if len(part["x"]) != count:
+            raise InputError(f"{path}.d/rank{rank:04d}.npz: holds {len(part['x'])} particles, the index says {count}")
+        parts.append(part)
+    return {name: np.concatenate([part[name] for part in parts]) for name in parts[0]}
 
 
 def _particles_write(self, path) -> None:
