@@ -277,9 +277,9 @@ class XElement {
         if (get("rot_s_rad")) {  // xtrack BeamElement.xoinitialize: both given must agree
           const double given = num("rot_s_rad");
           if (!(std::fabs(given - rot) <= 1e-14 + 1e-14 * std::fabs(rot)))
-            throw InputError(at(key("rot_s_rad")),
-                             fmt::format("rot_s_rad = {:.17g} disagrees with atan2(_sin_rot_s, _cos_rot_s) = {:.17g}",
-                                         given, rot));
+            throw InputError(
+                at(key("rot_s_rad")),
+                fmt::format("rot_s_rad = {:.17g} disagrees with atan2(_sin_rot_s, _cos_rot_s) = {:.17g}", given, rot));
         } else if (rot != 0.0) {
           m_alignment["rot_s_rad"] = rot;
         }
@@ -517,21 +517,24 @@ Converted convert_limit_racetrack(XElement& e) {
   return out;
 }
 
+/// A semi-axis of xtrack's ellipse apertures: `name` (a, b) if given, else sqrt(`squ`) (a_squ,
+/// b_squ), else UNLIMITED (LimitEllipse.__init__, LimitRectEllipse.__init__).
+double ellipse_semi_axis(XElement& e, const char* name, const char* squ) {
+  if (e.get(name)) return e.num(name);
+  if (e.get(squ)) {
+    const double s = e.num(squ);
+    if (!(s > 0.0)) throw InputError(e.at(e.key(squ)), fmt::format("{} must be positive, got {}", squ, s));
+    return std::sqrt(s);
+  }
+  return kUnlimited;
+}
+
 Converted convert_limit_ellipse(XElement& e) {
   // xtrack stores a_squ, b_squ (and a_b_squ) and writes a = sqrt(a_squ), b = sqrt(b_squ) too;
   // LimitEllipse.__init__ prefers a, b; with neither, the axis is UNLIMITED.
-  auto axis = [&](const char* name, const char* squ) {
-    if (e.get(name)) return e.num(name);
-    if (e.get(squ)) {
-      const double s = e.num(squ);
-      if (!(s > 0.0)) throw InputError(e.at(e.key(squ)), fmt::format("{} must be positive, got {}", squ, s));
-      return std::sqrt(s);
-    }
-    return kUnlimited;
-  };
   Converted out;
-  const double a = axis("a", "a_squ");
-  const double b = axis("b", "b_squ");
+  const double a = ellipse_semi_axis(e, "a", "a_squ");
+  const double b = ellipse_semi_axis(e, "b", "b_squ");
   e.ignore("a_squ");
   e.ignore("b_squ");
   e.ignore("a_b_squ");  // derived
@@ -589,16 +592,16 @@ Converted convert_rf_multipole(XElement& e) {
     for (size_t k = 0; k < values.size(); ++k)
       for (size_t n = kMaxMultipoleOrder + 1; n < values[k].size(); ++n)
         if (values[k][n] != 0.0)
-          throw InputError(e.at(fmt::format("{}[{}]", e.key(arrays[k]), n)),
-                           fmt::format("RF multipole order {} exceeds fusetrack's maximum order {}", n,
-                                       kMaxMultipoleOrder));
+          throw InputError(
+              e.at(fmt::format("{}[{}]", e.key(arrays[k]), n)),
+              fmt::format("RF multipole order {} exceeds fusetrack's maximum order {}", n, kMaxMultipoleOrder));
     order = kMaxMultipoleOrder;  // only zeros above: they add nothing to the kick
   }
   e.ignore("inv_factorial_order");
   e.require_zero("absolute_time", "RF phase from absolute time (absolute_time = 1) is not modelled");
   e.read_alignment();
-  out.def = {{"type", "RFMultipole"},       {"voltage", e.num("voltage")}, {"frequency", e.num("frequency")},
-             {"lag", e.num("lag")},         {"phase", e.num("phase")},     {"order", static_cast<int>(order)}};
+  out.def = {{"type", "RFMultipole"}, {"voltage", e.num("voltage")}, {"frequency", e.num("frequency")},
+             {"lag", e.num("lag")},   {"phase", e.num("phase")},     {"order", static_cast<int>(order)}};
   for (size_t k = 0; k < values.size(); ++k) {
     values[k].resize(static_cast<size_t>(order + 1), 0.0);
     out.def[arrays[k]] = values[k];
@@ -609,18 +612,9 @@ Converted convert_rf_multipole(XElement& e) {
 Converted convert_limit_rect_ellipse(XElement& e) {
   // xtrack LimitRectEllipse: max_x, max_y (default UNLIMITED) and the ellipse as a_squ, b_squ
   // (or a, b; UNLIMITED when neither is given).
-  auto axis = [&](const char* name, const char* squ) {
-    if (e.get(name)) return e.num(name);
-    if (e.get(squ)) {
-      const double s = e.num(squ);
-      if (!(s > 0.0)) throw InputError(e.at(e.key(squ)), fmt::format("{} must be positive, got {}", squ, s));
-      return std::sqrt(s);
-    }
-    return kUnlimited;
-  };
   Converted out;
-  const double a = axis("a", "a_squ");
-  const double b = axis("b", "b_squ");
+  const double a = ellipse_semi_axis(e, "a", "a_squ");
+  const double b = ellipse_semi_axis(e, "b", "b_squ");
   e.ignore("a_b_squ");  // derived
   out.def = {{"type", "LimitRectEllipse"},
              {"max_x", e.num("max_x", kUnlimited)},
@@ -643,14 +637,12 @@ Converted convert_limit_polygon(XElement& e) {
   if (xs.size() < 3)
     throw InputError(e.at(e.key("x_vertices")), fmt::format("a polygon needs at least 3 vertices, got {}", xs.size()));
   if (xs.size() > kMaxVertices)
-    throw InputError(e.at(e.key("x_vertices")), fmt::format("{} vertices; fusetrack's LimitPolygon takes at most {}",
-                                                            xs.size(), kMaxVertices));
+    throw InputError(e.at(e.key("x_vertices")),
+                     fmt::format("{} vertices; fusetrack's LimitPolygon takes at most {}", xs.size(), kMaxVertices));
   for (const char* f : {"x_normal", "y_normal", "resc_fac"}) e.ignore(f);
   e.read_alignment();
-  out.def = {{"type", "LimitPolygon"},
-             {"n_vertices", static_cast<int>(xs.size())},
-             {"x_vertices", xs},
-             {"y_vertices", ys}};
+  out.def = {
+      {"type", "LimitPolygon"}, {"n_vertices", static_cast<int>(xs.size())}, {"x_vertices", xs}, {"y_vertices", ys}};
   return out;
 }
 
@@ -808,7 +800,8 @@ Converted convert_bend(XElement& e, Converter& cv, bool rbend) {
     const bool entry = side[1] == 'n';
     long long active = e.integer(pre + "active", 1);
     const long long edge_model = e.choice(pre + "model", kEdgeModels);
-    if (edge_model == -1) active = 0;  // 'suppressed'
+    if (edge_model == -1)
+      active = 0;  // 'suppressed'
     else if (edge_model != 0 && active)
       e.unsupported(pre + "model", "only the linear edge model is supported");
     def[pre + "active"] = active ? 1 : 0;
@@ -995,123 +988,142 @@ std::string problem_list(const std::map<std::string, Problem>& problems, const s
   return s;
 }
 
-}  // namespace
+// ---- the steps of xsuite_to_fusetrack ----
 
-bool is_xsuite_line(const nlohmann::ordered_json& doc) {
-  if (!doc.is_object()) return false;
-  if (doc.contains("element_names")) return true;
-  if (doc.contains("line") && doc.at("line").is_object() && doc.at("line").contains("element_names")) return true;
-  return doc.contains("line") && doc.contains("particle");
+/// The parts of the line in either layout: {"elements", "element_names", ...} or
+/// {"line": {...}, "particle": {...}}.
+struct LineLayout {
+  const json* line = nullptr;
+  const json* elements = nullptr;
+  const json* names = nullptr;
+  std::string prefix;  // "line." in the older layout: the path of the fields in the file
+};
+
+LineLayout read_layout(const json& doc, Converter& cv) {
+  if (!doc.is_object()) throw InputError(InputLocation{cv.file}, "an Xsuite line must be a JSON object");
+  LineLayout l;
+  const bool old_layout = !doc.contains("element_names") && doc.contains("line");
+  l.line = old_layout ? &doc.at("line") : &doc;
+  l.prefix = old_layout ? "line." : "";
+  if (!l.line->is_object())
+    throw InputError(cv.at("line"), fmt::format("expected an object, got {}", json_type_name(*l.line)));
+  for (const char* key : {"elements", "element_names"})
+    if (!l.line->contains(key)) throw InputError(cv.at(l.prefix + key), "required field of an Xsuite line is missing");
+  l.elements = &l.line->at("elements");
+  l.names = &l.line->at("element_names");
+  if (!l.names->is_array())
+    throw InputError(cv.at(l.prefix + "element_names"),
+                     fmt::format("expected an array of names, got {}", json_type_name(*l.names)));
+  if (l.names->empty()) throw InputError(cv.at(l.prefix + "element_names"), "the line is empty");
+  return l;
 }
 
-nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, const std::string& file,
-                                           const XsuiteImportOptions& options) {
-  Converter cv(file, options);
-  if (!doc.is_object()) throw InputError(InputLocation{file}, "an Xsuite line must be a JSON object");
+/// The sequence of names, with the number of uses of each.
+struct NameSequence {
+  std::vector<std::string> names;
+  std::unordered_map<std::string, long> uses;
+};
 
-  // The layout: {"elements", "element_names", ...} or {"line": {...}, "particle": {...}}.
-  const bool old_layout = !doc.contains("element_names") && doc.contains("line");
-  const json& line = old_layout ? doc.at("line") : doc;
-  const std::string prefix = old_layout ? "line." : "";
-  if (!line.is_object()) throw InputError(cv.at("line"), fmt::format("expected an object, got {}", json_type_name(line)));
-  for (const char* key : {"elements", "element_names"})
-    if (!line.contains(key)) throw InputError(cv.at(prefix + key), "required field of an Xsuite line is missing");
-  const json& elements = line.at("elements");
-  const json& names = line.at("element_names");
-  if (!names.is_array())
-    throw InputError(cv.at(prefix + "element_names"),
-                     fmt::format("expected an array of names, got {}", json_type_name(names)));
-  if (names.empty()) throw InputError(cv.at(prefix + "element_names"), "the line is empty");
-
-  const json null_value;
-  const json& config_doc =
-      line.contains("config") ? line.at("config") : (doc.contains("config") ? doc.at("config") : null_value);
-  cv.config = read_config(config_doc, line.contains("config") ? prefix + "config" : "config", cv);
-  const json reference = read_reference(doc, line, cv);
-
-  // Sequence names, their first index and number of uses.
-  std::vector<std::string> sequence;
-  sequence.reserve(names.size());
-  std::unordered_map<std::string, long> first_index, uses;
-  for (size_t i = 0; i < names.size(); ++i) {
-    if (!names[i].is_string())
-      throw InputError(cv.at(fmt::format("{}element_names[{}]", prefix, i)),
-                       fmt::format("expected an element name, got {}", json_type_name(names[i])));
-    const std::string& n = names[i].get_ref<const std::string&>();
-    sequence.push_back(n);
-    first_index.emplace(n, static_cast<long>(i));
-    ++uses[n];
+NameSequence read_sequence(const LineLayout& l, Converter& cv) {
+  NameSequence s;
+  s.names.reserve(l.names->size());
+  for (size_t i = 0; i < l.names->size(); ++i) {
+    const json& n = (*l.names)[i];
+    if (!n.is_string())
+      throw InputError(cv.at(fmt::format("{}element_names[{}]", l.prefix, i)),
+                       fmt::format("expected an element name, got {}", json_type_name(n)));
+    s.names.push_back(n.get_ref<const std::string&>());
+    ++s.uses[s.names.back()];
   }
+  return s;
+}
 
-  // name -> element object. A list (older dicts) is zipped with element_names like
-  // xtrack Line.from_dict does: for a repeated name the last entry wins.
+/// name -> element object. A list (older dicts) is zipped with element_names like xtrack
+/// Line.from_dict does: for a repeated name the last entry wins.
+std::unordered_map<std::string, const json*> elements_by_name(const LineLayout& l, const NameSequence& sequence,
+                                                              Converter& cv) {
   std::unordered_map<std::string, const json*> by_name;
+  const json& elements = *l.elements;
   if (elements.is_object()) {
     for (auto it = elements.begin(); it != elements.end(); ++it) by_name[it.key()] = &it.value();
-  } else if (elements.is_array()) {
-    if (elements.size() != names.size())
-      throw InputError(cv.at(prefix + "elements"),
-                       fmt::format("a list of elements must have one entry per element_names entry: {} elements for "
-                                   "{} names",
-                                   elements.size(), names.size()));
-    long differing = 0;
-    for (size_t i = 0; i < elements.size(); ++i) {
-      auto [it, inserted] = by_name.emplace(sequence[i], &elements[i]);
-      if (!inserted) {
-        if (*it->second != elements[i]) ++differing;
-        it->second = &elements[i];
-      }
-    }
-    if (differing)
-      cv.warnings.push_back(
-          fmt::format("{} entries of the element list repeat a name with different contents; as in "
-                      "Xsuite, the last entry of each name is used",
-                      differing));
-  } else {
-    throw InputError(
-        cv.at(prefix + "elements"),
-        fmt::format("expected an object mapping names to elements (or a list), got {}", json_type_name(elements)));
+    return by_name;
   }
+  if (!elements.is_array())
+    throw InputError(
+        cv.at(l.prefix + "elements"),
+        fmt::format("expected an object mapping names to elements (or a list), got {}", json_type_name(elements)));
+  if (elements.size() != sequence.names.size())
+    throw InputError(cv.at(l.prefix + "elements"),
+                     fmt::format("a list of elements must have one entry per element_names entry: {} elements for "
+                                 "{} names",
+                                 elements.size(), sequence.names.size()));
+  long differing = 0;
+  for (size_t i = 0; i < elements.size(); ++i) {
+    auto [it, inserted] = by_name.emplace(sequence.names[i], &elements[i]);
+    if (!inserted) {
+      if (*it->second != elements[i]) ++differing;
+      it->second = &elements[i];
+    }
+  }
+  if (differing)
+    cv.warnings.push_back(
+        fmt::format("{} entries of the element list repeat a name with different contents; as in "
+                    "Xsuite, the last entry of each name is used",
+                    differing));
+  return by_name;
+}
 
-  // Convert each definition once, in order of first use.
-  std::vector<std::string> unique;
-  std::unordered_map<std::string, Converted> converted;
+/// The element object of `name`, through Replica chains ({"__class__": "Replica", "parent_name": ...}).
+const json& resolve_element(const std::string& name, size_t index, const std::string& prefix,
+                            const std::unordered_map<std::string, const json*>& by_name, const std::string& file) {
+  InputLocation where{file};
+  where.element_index = static_cast<long>(index);
+  where.element_name = name;
+  auto found = by_name.find(name);
+  if (found == by_name.end()) {
+    where.field = fmt::format("{}element_names[{}]", prefix, index);
+    throw InputError(where, fmt::format("'{}' is not defined in \"elements\"", name));
+  }
+  const json* obj = found->second;
+  std::set<std::string> visited{name};
+  for (;;) {
+    if (!obj->is_object() || !obj->contains("__class__") || !obj->at("__class__").is_string()) {
+      where.field = "__class__";
+      throw InputError(where, "an Xsuite element must be an object with a \"__class__\" string");
+    }
+    if (obj->at("__class__") != "Replica") return *obj;
+    where.element_type = "Replica";
+    where.field = "parent_name";
+    if (!obj->contains("parent_name") || !obj->at("parent_name").is_string())
+      throw InputError(where, "a Replica needs a \"parent_name\" string");
+    const std::string parent = obj->at("parent_name").get<std::string>();
+    if (!visited.insert(parent).second)
+      throw InputError(where, fmt::format("Replica chain through '{}' is circular", parent));
+    auto p = by_name.find(parent);
+    if (p == by_name.end()) throw InputError(where, fmt::format("parent '{}' is not defined in \"elements\"", parent));
+    obj = p->second;
+  }
+}
+
+/// Each definition converted once, in order of first use (unknown classes counted in cv, and
+/// replaced by markers if the options say so).
+struct ConvertedDefinitions {
+  std::vector<std::string> order;
+  std::unordered_map<std::string, Converted> by_name;
+};
+
+ConvertedDefinitions convert_definitions(const NameSequence& sequence, const LineLayout& l,
+                                         const std::unordered_map<std::string, const json*>& by_name, Converter& cv,
+                                         const XsuiteImportOptions& options) {
+  ConvertedDefinitions result;
   std::set<std::string> seen;
-  for (size_t i = 0; i < sequence.size(); ++i) {
-    const std::string& name = sequence[i];
+  for (size_t i = 0; i < sequence.names.size(); ++i) {
+    const std::string& name = sequence.names[i];
     if (!seen.insert(name).second) continue;
     const long index = static_cast<long>(i);
-    InputLocation where{file};
-    where.element_index = index;
-    where.element_name = name;
-    // Resolve the element (and Replica chains: {"__class__": "Replica", "parent_name": ...}).
-    auto found = by_name.find(name);
-    if (found == by_name.end()) {
-      where.field = fmt::format("{}element_names[{}]", prefix, i);
-      throw InputError(where, fmt::format("'{}' is not defined in \"elements\"", name));
-    }
-    const json* obj = found->second;
-    std::set<std::string> visited{name};
-    for (;;) {
-      if (!obj->is_object() || !obj->contains("__class__") || !obj->at("__class__").is_string()) {
-        where.field = "__class__";
-        throw InputError(where, "an Xsuite element must be an object with a \"__class__\" string");
-      }
-      if (obj->at("__class__") != "Replica") break;
-      where.element_type = "Replica";
-      where.field = "parent_name";
-      if (!obj->contains("parent_name") || !obj->at("parent_name").is_string())
-        throw InputError(where, "a Replica needs a \"parent_name\" string");
-      const std::string parent = obj->at("parent_name").get<std::string>();
-      if (!visited.insert(parent).second)
-        throw InputError(where, fmt::format("Replica chain through '{}' is circular", parent));
-      auto p = by_name.find(parent);
-      if (p == by_name.end())
-        throw InputError(where, fmt::format("parent '{}' is not defined in \"elements\"", parent));
-      obj = p->second;
-    }
-    const std::string cls = obj->at("__class__").get<std::string>();
-    XElement e(cv, *obj, index, name, cls, uses.at(name));
+    const json& obj = resolve_element(name, i, l.prefix, by_name, cv.file);
+    const std::string cls = obj.at("__class__").get<std::string>();
+    XElement e(cv, obj, index, name, cls, sequence.uses.at(name));
     Converted out;
     if (!convert_element(e, cv, out)) {
       auto [it, inserted] = cv.unknown_classes.try_emplace(cls);
@@ -1121,67 +1133,79 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
         it->second.first_name = name;
         it->second.cls = cls;
       }
-      it->second.count += uses.at(name);
-      if (obj->contains("length") && !is_zero_like(obj->at("length"))) it->second.has_length = true;
+      it->second.count += sequence.uses.at(name);
+      if (obj.contains("length") && !is_zero_like(obj.at("length"))) it->second.has_length = true;
       if (!options.replace_unknown_with_markers) continue;
       out.def = {{"type", "Marker"}};
     }
-    unique.push_back(name);
-    converted.emplace(name, std::move(out));
+    result.order.push_back(name);
+    result.by_name.emplace(name, std::move(out));
   }
+  return result;
+}
 
-  if ((!cv.unknown_classes.empty() && !options.replace_unknown_with_markers) || !cv.unsupported_fields.empty()) {
-    // Locate the first problem; list them all.
-    InputLocation where{file};
-    long first = std::numeric_limits<long>::max();
-    auto consider = [&](const Problem& p) {
-      if (p.first_index < first) {
-        first = p.first_index;
-        where.element_index = p.first_index;
-        where.element_name = p.first_name;
-        where.element_type = p.cls;
-        where.field = p.field;
-      }
-    };
-    std::string message;
-    if (!cv.unknown_classes.empty() && !options.replace_unknown_with_markers) {
-      for (const auto& [k, p] : cv.unknown_classes) consider(p);
-      std::string firsts;
-      for (const std::string& k : cv.unknown_order) {
-        const Problem& p = cv.unknown_classes.at(k);
-        firsts += fmt::format("{}#{} '{}' ({})", firsts.empty() ? "" : ", ", p.first_index, p.first_name, p.cls);
-      }
-      message = fmt::format(
-          "unsupported Xsuite element classes: {} (first: {}); fusetrack has no such element "
-          "types (replace them by markers with --replace-unknown-with-markers, which changes the "
-          "physics)",
-          problem_list(cv.unknown_classes, cv.unknown_order, false), firsts);
+/// Throws, listing them all and locating the first, if there are unknown classes (not replaced)
+/// or unsupported fields.
+void refuse_problems(const Converter& cv, const XsuiteImportOptions& options) {
+  const bool refuse_unknown = !cv.unknown_classes.empty() && !options.replace_unknown_with_markers;
+  if (!refuse_unknown && cv.unsupported_fields.empty()) return;
+  InputLocation where{cv.file};
+  long first = std::numeric_limits<long>::max();
+  auto consider = [&](const Problem& p) {
+    if (p.first_index < first) {
+      first = p.first_index;
+      where.element_index = p.first_index;
+      where.element_name = p.first_name;
+      where.element_type = p.cls;
+      where.field = p.field;
     }
-    if (!cv.unsupported_fields.empty()) {
-      for (const auto& [k, p] : cv.unsupported_fields) consider(p);
-      message += fmt::format(
-          "{}unsupported Xsuite element fields (they change the tracking and fusetrack cannot "
-          "reproduce them): {}",
-          message.empty() ? "" : "; ", problem_list(cv.unsupported_fields, cv.field_order, true));
+  };
+  std::string message;
+  if (refuse_unknown) {
+    for (const auto& [k, p] : cv.unknown_classes) consider(p);
+    std::string firsts;
+    for (const std::string& k : cv.unknown_order) {
+      const Problem& p = cv.unknown_classes.at(k);
+      firsts += fmt::format("{}#{} '{}' ({})", firsts.empty() ? "" : ", ", p.first_index, p.first_name, p.cls);
     }
-    throw InputError(where, message);
+    message = fmt::format(
+        "unsupported Xsuite element classes: {} (first: {}); fusetrack has no such element "
+        "types (replace them by markers with --replace-unknown-with-markers, which changes the "
+        "physics)",
+        problem_list(cv.unknown_classes, cv.unknown_order, false), firsts);
   }
+  if (!cv.unsupported_fields.empty()) {
+    for (const auto& [k, p] : cv.unsupported_fields) consider(p);
+    message += fmt::format(
+        "{}unsupported Xsuite element fields (they change the tracking and fusetrack cannot "
+        "reproduce them): {}",
+        message.empty() ? "" : "; ", problem_list(cv.unsupported_fields, cv.field_order, true));
+  }
+  throw InputError(where, message);
+}
 
-  // Names for the half drifts of thick cavities: unique among all names of the line.
-  std::set<std::string> taken(sequence.begin(), sequence.end());
+/// fusetrack's "elements" and "sequence": each thick cavity between two half drifts (named
+/// NAME/half_drift, unique among all names of the line).
+struct FusetrackLine {
+  json elements = json::object();
+  json sequence = json::array();
+  long thick_cavities = 0;  // uses of thick cavities in the sequence
+};
+
+FusetrackLine assemble_line(ConvertedDefinitions& definitions, const NameSequence& sequence,
+                            const std::unordered_map<std::string, const json*>& by_name) {
+  FusetrackLine out;
+  std::set<std::string> taken(sequence.names.begin(), sequence.names.end());
   for (const auto& [n, v] : by_name) {
     (void)v;
     taken.insert(n);
   }
   std::unordered_map<std::string, std::string> half_drift_name;
-  long thick_cavities = 0;
-
   // ordered_json's operator[] searches linearly: append to the underlying vector (names unique).
-  json out_elements = json::object();
-  auto& element_list = static_cast<json::object_t::Container&>(out_elements.get_ref<json::object_t&>());
-  element_list.reserve(2 * unique.size());
-  for (const std::string& name : unique) {
-    Converted& c = converted.at(name);
+  auto& element_list = static_cast<json::object_t::Container&>(out.elements.get_ref<json::object_t&>());
+  element_list.reserve(2 * definitions.order.size());
+  for (const std::string& name : definitions.order) {
+    Converted& c = definitions.by_name.at(name);
     if (c.half_drift != 0.0) {
       std::string dn = name + "/half_drift";
       while (taken.count(dn)) dn += "_";
@@ -1189,19 +1213,21 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
       half_drift_name[name] = dn;
       element_list.emplace_back(dn,
                                 json{{"type", c.half_drift_exact ? "DriftExact" : "Drift"}, {"length", c.half_drift}});
-      thick_cavities += uses.at(name);
+      out.thick_cavities += sequence.uses.at(name);
     }
     element_list.emplace_back(name, std::move(c.def));
   }
-  json out_sequence = json::array();
-  for (const std::string& name : sequence) {
+  for (const std::string& name : sequence.names) {
     auto h = half_drift_name.find(name);
-    if (h != half_drift_name.end()) out_sequence.push_back(h->second);
-    out_sequence.push_back(name);
-    if (h != half_drift_name.end()) out_sequence.push_back(h->second);
+    if (h != half_drift_name.end()) out.sequence.push_back(h->second);
+    out.sequence.push_back(name);
+    if (h != half_drift_name.end()) out.sequence.push_back(h->second);
   }
+  return out;
+}
 
-  // Warnings.
+/// The warnings of the whole conversion, in the order the user reads them.
+void emit_warnings(Converter& cv, long thick_cavities, const XsuiteImportOptions& options) {
   for (const std::string& cls : cv.unknown_order) {
     const Problem& p = cv.unknown_classes.at(cls);
     cv.warnings.push_back(
@@ -1222,15 +1248,43 @@ nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, co
         "fusetrack's is set to the largest finite value");
   if (options.warnings)
     for (const std::string& w : cv.warnings) options.warnings->push_back(w);
+}
+
+}  // namespace
+
+bool is_xsuite_line(const nlohmann::ordered_json& doc) {
+  if (!doc.is_object()) return false;
+  if (doc.contains("element_names")) return true;
+  if (doc.contains("line") && doc.at("line").is_object() && doc.at("line").contains("element_names")) return true;
+  return doc.contains("line") && doc.contains("particle");
+}
+
+nlohmann::ordered_json xsuite_to_fusetrack(const nlohmann::ordered_json& doc, const std::string& file,
+                                           const XsuiteImportOptions& options) {
+  Converter cv(file, options);
+  const LineLayout layout = read_layout(doc, cv);
+  const json null_value;
+  const json& line = *layout.line;
+  const json& config_doc =
+      line.contains("config") ? line.at("config") : (doc.contains("config") ? doc.at("config") : null_value);
+  cv.config = read_config(config_doc, line.contains("config") ? layout.prefix + "config" : "config", cv);
+  const json reference = read_reference(doc, line, cv);
+
+  const NameSequence sequence = read_sequence(layout, cv);
+  const auto by_name = elements_by_name(layout, sequence, cv);
+  ConvertedDefinitions definitions = convert_definitions(sequence, layout, by_name, cv, options);
+  refuse_problems(cv, options);
+  FusetrackLine converted = assemble_line(definitions, sequence, by_name);
+  emit_warnings(cv, converted.thick_cavities, options);
 
   const double limit = cv.config.global_xy_limit > 0.0 ? cv.config.global_xy_limit : std::numeric_limits<double>::max();
   json result;
   result["fusetrack_lattice"] = 1;
-  result["description"] = fmt::format("converted from the Xsuite line {} ({} elements)", file, sequence.size());
+  result["description"] = fmt::format("converted from the Xsuite line {} ({} elements)", file, sequence.names.size());
   result["reference"] = reference;
   result["global_aperture"] = {{"x", limit}, {"y", limit}};
-  result["elements"] = std::move(out_elements);
-  result["sequence"] = std::move(out_sequence);
+  result["elements"] = std::move(converted.elements);
+  result["sequence"] = std::move(converted.sequence);
   return result;
 }
 
