@@ -65,22 +65,28 @@ FT_FUNCTION double ft_box_muller(double u1, double u2) {
   return r * ft::portable::cos(6.283185307179586 * u2);
 }
 
-/// Inverse CDF of a piecewise-linear non-negative density p on the increasing grid x (n points) with
-/// cumulative mass cum (cum[0] = 0, trapezoidal): the x at which the mass is u * cum[n - 1], exact for the
-/// linear density of the segment, mass(t) = h (p0 t + (p1 - p0) t^2 / 2).
-FT_FUNCTION double ft_piecewise_linear_quantile(const double* x, const double* p, const double* cum, int n, double u) {
-  const double target = u * cum[n - 1];
-  // j: the first index with cum[j] > target (std::upper_bound), clamped to [1, n - 1].
+/// The first index j in [0, n] with a[j] > value (a increasing): std::upper_bound.
+FT_FUNCTION int ft_upper_bound(const double* a, int n, double value) {
   int lo = 0, count = n;
   while (count > 0) {
     const int step = count / 2;
-    if (!(target < cum[lo + step])) {
+    if (!(value < a[lo + step])) {
       lo += step + 1;
       count -= step + 1;
     } else {
       count = step;
     }
   }
+  return lo;
+}
+
+/// Inverse CDF of a piecewise-linear non-negative density p on the increasing grid x (n points) with
+/// cumulative mass cum (cum[0] = 0, trapezoidal): the x at which the mass is u * cum[n - 1], exact for the
+/// linear density of the segment, mass(t) = h (p0 t + (p1 - p0) t^2 / 2).
+FT_FUNCTION double ft_piecewise_linear_quantile(const double* x, const double* p, const double* cum, int n, double u) {
+  const double target = u * cum[n - 1];
+  // j: the first index with cum[j] > target, clamped to [1, n - 1].
+  const int lo = ft_upper_bound(cum, n, target);
   int j = lo < 1 ? 1 : (lo > n - 1 ? n - 1 : lo);
   while (j > 1 && cum[j] == cum[j - 1] && cum[j - 1] >= target) --j;  // skip empty segments
   const double h = x[j] - x[j - 1];
@@ -98,17 +104,7 @@ FT_FUNCTION double ft_piecewise_linear_quantile(const double* x, const double* p
 FT_FUNCTION double ft_interpolate(const double* x, const double* y, int n, double t) {
   if (t <= x[0]) return y[0];
   if (t >= x[n - 1]) return y[n - 1];
-  int lo = 0, count = n;  // first index with x[j] > t
-  while (count > 0) {
-    const int step = count / 2;
-    if (!(t < x[lo + step])) {
-      lo += step + 1;
-      count -= step + 1;
-    } else {
-      count = step;
-    }
-  }
-  const int j = lo;
+  const int j = ft_upper_bound(x, n, t);
   const double w = (t - x[j - 1]) / (x[j] - x[j - 1]);
   return y[j - 1] + (y[j] - y[j - 1]) * w;
 }
