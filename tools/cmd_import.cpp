@@ -9,9 +9,8 @@
 
 #include "cli_common.h"
 #include "fusetrack/error.h"
+#include "fusetrack/lattice_file.h"
 #include "fusetrack/output_files.h"
-#include "fusetrack/trackcpp_import.h"
-#include "fusetrack/xsuite_import.h"
 
 namespace ft::cli {
 
@@ -51,29 +50,22 @@ void run_import(const ImportArgs& a) {
   if (!json_input && a.replace_unknown)
     throw InputError(InputLocation{a.input}, "--replace-unknown-with-markers applies to Xsuite lines only");
   std::vector<std::string> warnings;
-  nlohmann::ordered_json converted;
-  std::string input_kind;
-  if (json_input) {
-    const nlohmann::ordered_json doc = parse_json_file(a.input);
-    if (!is_xsuite_line(doc))
-      throw InputError(InputLocation{a.input},
-                       "not an Xsuite line: expected \"elements\" and \"element_names\" (xtrack Line.to_dict()), or "
-                       "the older {\"line\": ..., \"particle\": ...} layout");
-    XsuiteImportOptions options;
-    options.replace_unknown_with_markers = a.replace_unknown;
-    options.warnings = &warnings;
-    converted = xsuite_to_fusetrack(doc, a.input, options);
-    const auto& names = doc.contains("element_names") ? doc.at("element_names") : doc.at("line").at("element_names");
-    input_kind = fmt::format("Xsuite line, {} elements", names.size());
-  } else {
-    TrackcppImportOptions options;
-    options.ignore_radiation = a.ignore_radiation;
-    for (const std::string& assignment : a.trackcpp_header)
-      set_trackcpp_header_value(options.header, assignment, "--trackcpp-header");
-    options.warnings = &warnings;
-    converted = trackcpp_to_fusetrack(text, a.input, options);
-    input_kind = "trackcpp flat file";
-  }
+  LatticeFileOptions options;
+  options.xsuite.replace_unknown_with_markers = a.replace_unknown;
+  options.xsuite.warnings = &warnings;
+  options.trackcpp.ignore_radiation = a.ignore_radiation;
+  for (const std::string& assignment : a.trackcpp_header)
+    set_trackcpp_header_value(options.trackcpp.header, assignment, "--trackcpp-header");
+  options.trackcpp.warnings = &warnings;
+  const LatticeDocument imported = lattice_document_from_text(text, a.input, options);
+  if (imported.format == LatticeFileFormat::fusetrack)
+    throw InputError(InputLocation{a.input},
+                     "not an Xsuite line: expected \"elements\" and \"element_names\" (xtrack Line.to_dict()), or "
+                     "the older {\"line\": ..., \"particle\": ...} layout");
+  const nlohmann::ordered_json& converted = imported.document;
+  const std::string input_kind = imported.format == LatticeFileFormat::xsuite_line
+                                     ? fmt::format("Xsuite line, {} elements", imported.source_elements)
+                                     : "trackcpp flat file";
   for (const std::string& w : warnings) fmt::print(stderr, "warning: {}\n", w);
 
   // Load the result before writing it, so that a file that is written also loads.

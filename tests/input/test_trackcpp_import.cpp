@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fusetrack/lattice_file.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/trackcpp_import.h"
 #include "fusetrack/tracker.h"
@@ -763,4 +764,26 @@ TEST_CASE("load_lattice reads a trackcpp flat file directly: the same lattice as
       ft::lattice_from_json(ft::import_trackcpp_file(fixture_path(), {}), fixture_path(), builtin_registry());
   CHECK(ft::lattice_to_json(direct) == ft::lattice_to_json(imported));
   CHECK(direct.sequence().size() == imported.sequence().size());
+}
+
+TEST_CASE("load_lattice with the importers' options: header values of a trackcpp file, warnings") {
+  ft::LatticeFileOptions options;
+  std::vector<std::string> warnings;
+  options.trackcpp.warnings = &warnings;
+  ft::set_trackcpp_header_value(options.trackcpp.header, "cavity_on=false", "test");
+  const ft::Lattice lattice = ft::load_lattice(fixture_path(), builtin_registry(), options);
+  const ft::Lattice plain = ft::load_lattice(fixture_path(), builtin_registry());
+  auto count = [](const ft::Lattice& l, const std::string& type) {
+    size_t n = 0;
+    for (const auto& entry : l.sequence()) n += l.definitions()[entry.definition].type->name == type;
+    return n;
+  };
+  CHECK(count(plain, "Cavity") == 1);
+  CHECK(count(lattice, "Cavity") == 0);
+  CHECK(lattice.sequence().size() == plain.sequence().size() - 2);  // Drift(L/2), Cavity, Drift(L/2) -> Drift
+  CHECK(lattice.circumference() == doctest::Approx(plain.circumference()).epsilon(1e-15));
+  CHECK(contains(fmt::format("{}", fmt::join(warnings, "\n")), "cavities tracked as drifts"));
+  const ft::LatticeDocument document = ft::read_lattice_document(fixture_path(), options);
+  CHECK(document.format == ft::LatticeFileFormat::trackcpp_flat_file);
+  CHECK(document.source_elements == 51);
 }
