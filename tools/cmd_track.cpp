@@ -2,6 +2,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 
@@ -32,7 +33,7 @@ struct TrackArgs {
   double emittance_nx = 0.0, emittance_ny = 0.0, sigma_zeta = 0.0, sigma_delta = 0.0;
   uint64_t seed = 1;
   // Matched longitudinal bunch and monitors (collective lattices).
-  size_t matched = 0;
+  double matched = 0;  // a count, given as 1000000 or 1e6
   std::string distribution = "gaussian";
   double mu = 1.5;
   bool potential_well = false;
@@ -56,7 +57,8 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
   o.bucket.threads = threads_per_rank(a.common);
   Communicator& comm = world();
   MatchedBunchReport r = match_longitudinal_bunch(lattice, o);
-  const Share share = share_of(a.matched, comm.rank(), comm.size());
+  const size_t count = static_cast<size_t>(a.matched);
+  const Share share = share_of(count, comm.rank(), comm.size());
   Particles particles = sample_matched_bunch(r, a.seed, share.begin, share.size(), o.bucket.threads);
   LongitudinalSums sums = longitudinal_sums(particles);
   double sum_array[5] = {sums.count, sums.zeta, sums.zeta2, sums.delta, sums.delta2};
@@ -68,7 +70,7 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
              r.bucket.eta, r.bucket.zeta_s, r.bucket.zeta_left, r.bucket.zeta_right, r.bucket_height, r.qs0);
   fmt::print("matched     {} {}{}: sigma_zeta {:.6g} m (RF alone {:.6g} m), sigma_delta {:.4e}, samples {:.6g} m / "
              "{:.4e}\n",
-             a.matched, r.distribution, r.distribution == "binomial" ? fmt::format(" (mu {})", r.mu) : "",
+             count, r.distribution, r.distribution == "binomial" ? fmt::format(" (mu {})", r.mu) : "",
              r.sigma_zeta, r.sigma_zeta_rf, r.sigma_delta, r.sigma_zeta_sample, r.sigma_delta_sample);
   if (r.potential_well) {
     if (!lattice.has_collective())
@@ -114,7 +116,11 @@ Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
 Particles initial_particles(const TrackArgs& a, const Lattice& lattice, size_t* total) {
   Communicator& comm = world();
   if (a.matched > 0) {
-    *total = a.matched;
+    InputLocation at;
+    at.field = "--matched";
+    if (!(a.matched <= 1e15) || a.matched != std::floor(a.matched))
+      throw InputError(at, fmt::format("expects a whole number of particles (1000000 or 1e6), got {}", a.matched));
+    *total = static_cast<size_t>(a.matched);
     return matched_particles(a, lattice);
   }
   Particles all = whole_initial_particles(a, lattice);
@@ -275,6 +281,7 @@ void add_track_command(CLI::App& app) {
   cmd->add_option("--matched", args->matched,
                   "instead of a file or grid: N particles of a longitudinal bunch matched to the RF bucket "
                   "(rms length --sigma-zeta)")
+      ->check(CLI::NonNegativeNumber)
       ->excludes("--particles")
       ->excludes("--grid")
       ->excludes("--gaussian");
