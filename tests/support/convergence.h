@@ -14,26 +14,23 @@
 namespace ft_test {
 
 /// Sum of the absolute differences of the transverse coordinates and zeta.
-inline double distance(const ft::ParticleView &a, const ft::ParticleView &b) {
-  return std::fabs(a.x - b.x) + std::fabs(a.px - b.px) + std::fabs(a.y - b.y) +
-         std::fabs(a.py - b.py) + std::fabs(a.zeta - b.zeta);
+inline double distance(const ft::ParticleView& a, const ft::ParticleView& b) {
+  return std::fabs(a.x - b.x) + std::fabs(a.px - b.px) + std::fabs(a.y - b.y) + std::fabs(a.py - b.py) +
+         std::fabs(a.zeta - b.zeta);
 }
 
 /// distance(track(n), reference) for each step count n; track(n) returns the
 /// particle tracked with n steps.
 template <class Track>
-std::vector<double> errors_at(std::initializer_list<int> step_counts,
-                              const ft::ParticleView &reference, Track track) {
+std::vector<double> errors_at(std::initializer_list<int> step_counts, const ft::ParticleView& reference, Track track) {
   std::vector<double> errors;
-  for (const int n : step_counts)
-    errors.push_back(distance(track(n), reference));
+  for (const int n : step_counts) errors.push_back(distance(track(n), reference));
   return errors;
 }
 
 /// Each doubling of the step count divides the error by 2^order, within a
 /// relative tolerance.
-inline void check_convergence_order(const std::vector<double> &errors,
-                                    int order, double tolerance = 0.25) {
+inline void check_convergence_order(const std::vector<double>& errors, int order, double tolerance = 0.25) {
   const double expected = std::pow(2.0, order);
   for (size_t i = 0; i + 1 < errors.size(); ++i) {
     CAPTURE(errors[i]);
@@ -43,4 +40,4 @@ inline void check_convergence_order(const std::vector<double> &errors,
   }
 }
 
-} // namespace ft_test
+}  // namespace ft_test
