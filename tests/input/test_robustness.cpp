@@ -129,10 +129,10 @@ TEST_CASE("particle files: each bad input names the file, the column or array, a
   CHECK(contains(csv_error("empty.csv", ""), "empty file; expected a header line"));
   CHECK(contains(csv_error("column.csv", "x,energy\n1,2\n"), "energy"));
   CHECK(contains(csv_error("column.csv", "x,energy\n1,2\n"), "unknown column"));
-  CHECK(contains(csv_error("word.csv", "x,y\n1,abc\n"), "line 2: 'abc' is not a number"));
-  CHECK(contains(csv_error("inf.csv", "x,y\n1,2\n3,1e999\n"), "line 3: value is not finite"));
-  CHECK(contains(csv_error("ragged.csv", "x,y\n1\n"), "line 2 has 1 columns, the header has 2"));
-  CHECK(contains(csv_error("wide.csv", "x,y\n1,2,3\n"), "line 2 has too many columns"));
+  CHECK(contains(csv_error("word.csv", "x,px,y,py,zeta,delta\n1,abc,0,0,0,0\n"), "line 2: 'abc' is not a number"));
+  CHECK(contains(csv_error("inf.csv", "x,px,y,py,zeta,delta\n1,2,0,0,0,0\n3,1e999,0,0,0,0\n"), "line 3: value is not finite"));
+  CHECK(contains(csv_error("ragged.csv", "x,px,y,py,zeta,delta\n1\n"), "line 2 has 1 columns, the header has 6"));
+  CHECK(contains(csv_error("wide.csv", "x,px,y,py,zeta,delta\n1,2,3,4,5,6,7\n"), "line 2 has too many columns"));
   CHECK(contains(csv_error("p.txt", "x\n1\n"), "unsupported particle file; use .npz or .csv"));
   const std::string lengths = (dir / "lengths.npz").string();
   ft::write_npz(lengths, {{"x", ft::NpyArray::from(std::vector<double>{1, 2})},
