@@ -1,0 +1,108 @@
+// Deterministic reductions of per-particle quantities into bins, written once for the CPU and the
+// GPU (fma off: the same integers on both sides). Every contribution is converted to a fixed-point
+// integer before it is added, so sums are exact and do not depend on the order of summation
+// (threads, GPU atomics, MPI ranks): bitwise the same result on CPU, GPU and any rank count.
+//
+//  slice moments  per zeta slice (SliceGrid of collective.h, nearest or linear weights): the weight
+//                 and the weighted sums of the six coordinates and of the ten products of the
+//                 transverse ones (beam-beam slices: centroids and the Sigma matrix);
+//  charge grid    charge on a 2D or 3D grid of nodes with cloud-in-cell weights (space charge).
+//
+// Fixed point. A quantity q with declared range |q| <= R (the host chooses the scale from R and the
+// largest particle count, fusetrack/reduction.h) is added as round(w q s) with w the particle's
+// integer deposit weight and s a power of two; a particle with a coordinate outside its range adds
+// nothing and is counted separately, never clamped in silence.
+#pragma once
+#include "fusetrack/device/collective.h"
+#include "fusetrack/device/qualifiers.h"
+
+namespace ft {
+
+/// round(v) to the nearest integer, halves up: floor(v + 0.5) is the same on host and device
+/// (no rounding-mode dependence). |v| must be below 2^62 (the host's scales guarantee it).
+FT_FUNCTION long long fixed_point_round(double v) { return static_cast<long long>(floor(v + 0.5)); }
+
+/// Accumulators of one slice: [0] the weight (kProfileUnit per macroparticle), then the first
+/// moments of x, px, y, py, zeta, delta, then the products xx, xpx, xy, xpy, pxpx, pxy, pxpy, yy,
+/// ypy, pypy of the transverse coordinates.
+constexpr int kSliceFirstMoments = 6;
+constexpr int kSliceSecondMoments = 10;
+constexpr int kSliceAccumulators = 1 + kSliceFirstMoments + kSliceSecondMoments;
+
+/// The index pairs (i, j) of the second moments, in accumulator order (coordinates 0..3 = x px y py).
+FT_FUNCTION void slice_second_moment_pair(int k, int* i, int* j) {
+  const int pairs[kSliceSecondMoments][2] = {{0, 0}, {0, 1}, {0, 2}, {0, 3}, {1, 1},
+                                             {1, 2}, {1, 3}, {2, 2}, {2, 3}, {3, 3}};
+  *i = pairs[k][0];
+  *j = pairs[k][1];
+}
+
+/// Declared ranges and fixed-point scales (powers of two, chosen on the host) of the quantities.
+struct SliceMomentScales {
+  double range[kSliceFirstMoments];  // |coordinate| <= range
+  double scale[kSliceAccumulators];  // [0] unused (weights are integers already)
+};
+
+/// The slices (0, 1 or 2) that the particle with coordinates c = (x, px, y, py, zeta, delta)
+/// contributes to, and its contributions out[b][k] to accumulator k of slice bins[b]. Returns -1 for
+/// a particle with a coordinate outside its range (it contributes nothing), else the slice count.
+FT_FUNCTION int slice_moment_contributions(const SliceGrid& g, const SliceMomentScales& s, const double c[6],
+                                           int bins[2], long long out[2][kSliceAccumulators]) {
+  for (int k = 0; k < kSliceFirstMoments; ++k)
+    if (!(c[k] >= -s.range[k] && c[k] <= s.range[k])) return -1;
+  unsigned long long weights[2];
+  const int n = profile_deposit(g, c[4], bins, weights);
+  for (int b = 0; b < n; ++b) {
+    const double w = static_cast<double>(weights[b]);
+    out[b][0] = static_cast<long long>(weights[b]);
+    for (int k = 0; k < kSliceFirstMoments; ++k) out[b][1 + k] = fixed_point_round((w * c[k]) * s.scale[1 + k]);
+    for (int k = 0; k < kSliceSecondMoments; ++k) {
+      int i, j;
+      slice_second_moment_pair(k, &i, &j);
+      const double product = c[i] * c[j];
+      out[b][1 + kSliceFirstMoments + k] = fixed_point_round((w * product) * s.scale[1 + kSliceFirstMoments + k]);
+    }
+  }
+  return n;
+}
+
+/// A grid of nodes x_i = min + i / inv_d (i = 0 .. n - 1) in 2 or 3 dimensions (x, y[, zeta]),
+/// node index (iz * n[1] + iy) * n[0] + ix. Cloud-in-cell weights per dimension are integers of
+/// `weight_bits` bits (1D weights add up to 2^weight_bits exactly), their products exact.
+struct ChargeGridSpec {
+  int dims;         // 2 or 3
+  int n[3];         // nodes per dimension (>= 2)
+  double min[3];    // [m] first node
+  double inv_d[3];  // [1/m] inverse node spacing
+  int weight_bits;  // bits of a 1D weight; dims * weight_bits + log2(particles) < 63 (host checks)
+};
+
+/// The nodes (4 in 2D, 8 in 3D) a particle at `pos` deposits into and their integer weights (their
+/// sum is 2^(dims * weight_bits)). Returns 0 when the particle is not inside the grid (it deposits
+/// nothing and is counted by the caller).
+FT_FUNCTION int charge_deposit(const ChargeGridSpec& g, const double pos[3], long long nodes[8],
+                               unsigned long long weights[8]) {
+  long long index[3] = {0, 0, 0};
+  unsigned long long w1[3][2] = {{1, 0}, {1, 0}, {1, 0}};
+  const unsigned long long unit = 1ull << g.weight_bits;
+  for (int d = 0; d < g.dims; ++d) {
+    const double u = (pos[d] - g.min[d]) * g.inv_d[d];
+    if (!(u >= 0.0 && u < static_cast<double>(g.n[d] - 1))) return 0;
+    const double lower = floor(u);
+    unsigned long long right = static_cast<unsigned long long>((u - lower) * static_cast<double>(unit) + 0.5);
+    if (right > unit) right = unit;
+    index[d] = static_cast<long long>(lower);
+    w1[d][0] = unit - right;
+    w1[d][1] = right;
+  }
+  const int corners = 1 << g.dims;
+  for (int c = 0; c < corners; ++c) {
+    const int ox = c & 1, oy = (c >> 1) & 1, oz = (c >> 2) & 1;
+    const long long iz = g.dims == 3 ? index[2] + oz : 0;
+    nodes[c] = (iz * g.n[1] + index[1] + oy) * g.n[0] + index[0] + ox;
+    weights[c] = w1[0][ox] * w1[1][oy] * (g.dims == 3 ? w1[2][oz] : 1ull);
+  }
+  return corners;
+}
+
+}  // namespace ft
