@@ -50,7 +50,12 @@ class SliceMomentReducer {
   /// Sums the integers over the ranks of `comm`, in place, on every rank.
   void allreduce(Communicator& comm);
 
+  /// Adds integer accumulators computed elsewhere with this reducer's grid and scales (the GPU's:
+  /// fusetrack/cuda_reduction.h), and the particles they left out.
+  void add_accumulators(const std::vector<uint64_t>& acc, uint64_t out_of_range);
+
   SliceMoments moments() const;
+  const SliceGrid& grid() const { return m_grid; }
   /// The raw integer accumulators, kSliceAccumulators per slice (two's complement in uint64).
   const std::vector<uint64_t>& accumulators() const { return m_acc; }
   /// Alive particles left out because a coordinate was outside its declared range.
@@ -78,6 +83,8 @@ class ChargeGridReducer {
   void add(const ChargeGridReducer& other);
   void allreduce(Communicator& comm);
 
+  /// Adds integer accumulators computed elsewhere with this reducer's spec (the GPU's).
+  void add_accumulators(const std::vector<uint64_t>& acc, uint64_t outside);
   /// Macroparticles per node (node index (iz * ny + iy) * nx + ix).
   std::vector<double> charge() const;
   const std::vector<uint64_t>& accumulators() const { return m_acc; }

@@ -97,10 +97,12 @@ void SliceMomentReducer::deposit(const Particles& p, int threads) {
   });
 }
 
-void SliceMomentReducer::add(const SliceMomentReducer& other) {
-  require_same_size(m_acc.size(), other.m_acc.size(), "slice moments");
-  for (size_t k = 0; k < m_acc.size(); ++k) m_acc[k] += other.m_acc[k];
-  m_out_of_range += other.m_out_of_range;
+void SliceMomentReducer::add(const SliceMomentReducer& other) { add_accumulators(other.m_acc, other.m_out_of_range); }
+
+void SliceMomentReducer::add_accumulators(const std::vector<uint64_t>& acc, uint64_t out_of_range) {
+  require_same_size(m_acc.size(), acc.size(), "slice moments");
+  for (size_t k = 0; k < m_acc.size(); ++k) m_acc[k] += acc[k];
+  m_out_of_range += out_of_range;
 }
 
 void SliceMomentReducer::allreduce(Communicator& comm) {
@@ -182,10 +184,12 @@ void ChargeGridReducer::deposit(const Particles& p, int threads) {
   });
 }
 
-void ChargeGridReducer::add(const ChargeGridReducer& other) {
-  require_same_size(m_acc.size(), other.m_acc.size(), "charge grid");
-  for (size_t k = 0; k < m_acc.size(); ++k) m_acc[k] += other.m_acc[k];
-  m_outside += other.m_outside;
+void ChargeGridReducer::add(const ChargeGridReducer& other) { add_accumulators(other.m_acc, other.m_outside); }
+
+void ChargeGridReducer::add_accumulators(const std::vector<uint64_t>& acc, uint64_t outside) {
+  require_same_size(m_acc.size(), acc.size(), "charge grid");
+  for (size_t k = 0; k < m_acc.size(); ++k) m_acc[k] += acc[k];
+  m_outside += outside;
 }
 
 void ChargeGridReducer::allreduce(Communicator& comm) {
