@@ -99,6 +99,36 @@ void take_range(const std::vector<double>& v, const char* name, double& lo, doub
   hi = v[1];
 }
 
+/// Cartesian scans: the border of the stable region per x column, and its statistics.
+void print_columns(const DaSummary& summary, const char* unit) {
+  fmt::print("{:>10} {:>14} {:>16} {:>16}\n", "delta", fmt::format("x [{}]", unit), fmt::format("y_high [{}]", unit),
+             fmt::format("y_low [{}]", unit));
+  for (const auto& r : summary.per_column)
+    fmt::print("{:>10.3g} {:>14.6g} {:>16.6g} {:>16.6g}\n", r.delta, r.x, r.y_high, r.y_low);
+  fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: over the columns whose point nearest y = 0 "
+             "survives, the vertical border min(|y_high|, |y_low|) reached from it before the first loss)\n",
+             summary.da_min, summary.da_mean, summary.da_max, unit);
+}
+
+/// Options of the grid not chosen are an error, not silently ignored (--nx without --grid cartesian
+/// used to run the default polar scan).
+void refuse_options_of_the_other_grid(const CLI::App& cmd, const std::string& grid) {
+  const bool cartesian = grid == "cartesian";
+  const std::vector<const char*> polar_only = {"--angles", "--angle-range", "--amplitudes", "--amplitude-range",
+                                               "--refine"};
+  const std::vector<const char*> cartesian_only = {"--nx", "--ny", "--x-range", "--y-range"};
+  std::string given;
+  for (const char* name : cartesian ? polar_only : cartesian_only)
+    if (cmd.get_option(name)->count() > 0) given += (given.empty() ? "" : ", ") + std::string(name);
+  if (given.empty()) return;
+  InputLocation at;
+  at.field = "--grid";
+  throw InputError(at, fmt::format("{} {} only for --grid {}, but the grid is {}{}", given,
+                                   given.find(',') == std::string::npos ? "applies" : "apply",
+                                   cartesian ? "polar" : "cartesian", grid,
+                                   cartesian ? "" : " (the default); add --grid cartesian"));
+}
+
 int run_da(DaArgs a) {
   DaConfig& c = a.config;
   c.grid = a.grid == "cartesian" ? DaGrid::Cartesian : DaGrid::Polar;
@@ -194,6 +224,7 @@ int run_da(DaArgs a) {
                      std::max<double>(1.0, static_cast<double>(summary.refinement_particle_turns) +
                                                static_cast<double>(c.turns) * static_cast<double>(scan.particles.size())));
   }
+  if (c.grid == DaGrid::Cartesian) print_columns(summary, unit);
   fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", a.output);
   if (a.plots) make_da_plots(a.output);
   return kOk;
@@ -217,8 +248,8 @@ void run_da_merge(const MergeArgs& m) {
   write_da_results(scan, summary, m.output, lattice_file);
   fmt::print("merged {} particles of the scan of {}: survivors {} after {} turns\n", scan.particles.size(),
              lattice_file, scan.particles.alive_count(), scan.config.turns);
-  if (scan.config.grid == DaGrid::Polar)
-    fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g}\n", summary.da_min, summary.da_mean, summary.da_max);
+  fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g}{}\n", summary.da_min, summary.da_mean, summary.da_max,
+             scan.config.grid == DaGrid::Polar ? "" : " (cartesian: vertical border per column)");
   fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", m.output);
   if (m.plots) make_da_plots(m.output);
 }
@@ -273,7 +304,8 @@ void add_da_command(CLI::App& app) {
                   "job arrays: track only part i of N of the initial conditions (i/N, 0 <= i < N) and write "
                   "part_i_of_N.json/.npz; `fusetrack da-merge` joins the parts");
   add_common_options(*cmd, a->common);
-  cmd->callback([a] {
+  cmd->callback([a, cmd] {
+    refuse_options_of_the_other_grid(*cmd, a->grid);
     const int rc = run_da(*a);
     if (rc != kOk) throw CLI::RuntimeError(rc);
   });

@@ -101,6 +101,52 @@ TEST_CASE("DA of a linear ring with one circular aperture equals the aperture ma
     if (scan.particles.state[i] <= 0) CHECK(scan.particles.lost_element[i] == 3);
 }
 
+TEST_CASE("DA on a cartesian grid: the border per column follows the stable ellipse of a circular aperture") {
+  // The same ring: with px = py = 0 at the start the peak excursions at the aperture are x0 sqrt(bx_QD / bx_QF) and
+  // y0 sqrt(by_QD / by_QF); with independent (irrational) tunes both peaks meet, so the stable launch region is the
+  // ellipse (x0 / da_x)^2 + (y0 / da_y)^2 < 1 and the border of column x is da_y sqrt(1 - (x / da_x)^2).
+  const double L = 5.0, k1l = 0.18, radius = 0.01;
+  const double s_half = L * k1l / 2.0, mu = 2.0 * std::asin(s_half);
+  const double beta_max = 2 * L * (1 + s_half) / std::sin(mu), beta_min = 2 * L * (1 - s_half) / std::sin(mu);
+  const double da_x = radius * std::sqrt(beta_max / beta_min), da_y = radius * std::sqrt(beta_min / beta_max);
+  const Lattice lattice = fodo_with_aperture(radius);
+  DaConfig c;
+  c.grid = DaGrid::Cartesian;
+  c.turns = 3000;
+  c.nx = 5;
+  c.x_min = -0.8 * da_x;
+  c.x_max = 0.8 * da_x;
+  c.ny = 49;
+  c.y_min = -1.2 * da_y;
+  c.y_max = 1.2 * da_y;
+  c.around_closed_orbit = false;
+  DaScan scan = make_da_scan(lattice, c);
+  auto cpu = make_cpu_backend(lattice);
+  DaRunOptions ro;
+  REQUIRE(run_da_scan(scan, *cpu, ro));
+  const DaSummary s = summarize_da(scan);
+  REQUIRE(s.per_column.size() == 5);
+  CHECK(s.per_angle.empty());
+  const double step = (c.y_max - c.y_min) / (c.ny - 1);
+  std::vector<double> borders;
+  for (const DaColumnResult& r : s.per_column) {
+    const double expected = da_y * std::sqrt(1.0 - (r.x / da_x) * (r.x / da_x));
+    CAPTURE(r.x);
+    CAPTURE(expected);
+    CAPTURE(r.y_high);
+    CAPTURE(r.y_low);
+    // The last surviving grid point lies within one step inside the border (2% for the finite number of turns).
+    CHECK(r.y_high <= expected * 1.001);
+    CHECK(r.y_high >= expected - step - 0.02 * da_y);
+    CHECK(r.y_low >= -expected * 1.001);
+    CHECK(r.y_low <= -(expected - step - 0.02 * da_y));
+    borders.push_back(std::min(std::fabs(r.y_high), std::fabs(r.y_low)));
+  }
+  CHECK(s.da_min == *std::min_element(borders.begin(), borders.end()));
+  CHECK(s.da_max == *std::max_element(borders.begin(), borders.end()));
+  CHECK(s.da_max > 0.0);
+}
+
 TEST_CASE("DA: bad arguments give clear errors") {
   auto message = [](const DaConfig& c) { return ft::test::error_message([&] { validate_da_config(c); }); };
   DaConfig c;

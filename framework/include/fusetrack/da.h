@@ -97,16 +97,30 @@ struct DaAngleResult {
   double da_refined = 0.0;        // after bisection (NaN when refinement is off)
 };
 
+/// Cartesian grids: the border of the stable region along one x column. Starting from the point
+/// of the column nearest y = 0, the largest y reached upwards and the smallest reached downwards
+/// before the first point lost before the last turn (the start itself when the neighbour is
+/// lost; NaN both when the start is lost).
+struct DaColumnResult {
+  double delta = 0.0;
+  double x = 0.0;       // column [amplitude units]
+  double y_high = 0.0;  // border above the start
+  double y_low = 0.0;   // border below the start
+};
+
 struct DaSummary {
   std::vector<DaAngleResult> per_angle;
+  std::vector<DaColumnResult> per_column;  // cartesian grids
   std::vector<int64_t> turn_checkpoints;          // turns at which the DA is evaluated
   std::vector<std::vector<double>> da_vs_turns;   // [delta][checkpoint]: min over angles of the DA for that many turns
-  double da_min = 0.0, da_mean = 0.0, da_max = 0.0;  // over angles, of da_last_stable (or refined)
+  // Polar: over angles, of da_last_stable (or refined). Cartesian: over the columns whose start
+  // survives, of the vertical border min(|y_high|, |y_low|) (one side when the grid has one).
+  double da_min = 0.0, da_mean = 0.0, da_max = 0.0;
   int64_t refinement_particle_turns = 0;
   int64_t fine_grid_particle_turns_estimate = 0;
 };
 
-/// DA per angle and against turns (polar grids), min/mean/max over angles.
+/// DA per angle and against turns (polar grids) or the border per column (cartesian), min/mean/max.
 DaSummary summarize_da(const DaScan& scan);
 
 /// Adaptive refinement: bisection along each ray, tracking the midpoints for the full number of

@@ -296,6 +296,55 @@ int64_t loss_turn(const Particles& p, size_t i) {
 
 }  // namespace
 
+namespace {
+
+/// min, mean, max of `values` into the summary (0 when empty).
+void set_statistics(const std::vector<double>& values, DaSummary& s) {
+  if (values.empty()) return;
+  s.da_min = *std::min_element(values.begin(), values.end());
+  s.da_max = *std::max_element(values.begin(), values.end());
+  double sum = 0;
+  for (double v : values) sum += v;
+  s.da_mean = sum / static_cast<double>(values.size());
+}
+
+/// Cartesian grids (point (i, j) of delta d at d * nx * ny + j * nx + i): the border per column.
+void summarize_columns(const DaScan& scan, DaSummary& s) {
+  const DaConfig& c = scan.config;
+  const size_t nx = static_cast<size_t>(c.nx), ny = static_cast<size_t>(c.ny);
+  std::vector<double> borders;
+  for (size_t d = 0; d < c.deltas.size(); ++d) {
+    for (size_t i = 0; i < nx; ++i) {
+      auto at = [&](size_t j) { return d * nx * ny + j * nx + i; };
+      auto alive = [&](size_t j) { return scan.particles.state[at(j)] > 0; };
+      size_t start = 0;
+      for (size_t j = 1; j < ny; ++j)
+        if (std::fabs(scan.grid_y[at(j)]) < std::fabs(scan.grid_y[at(start)])) start = j;
+      DaColumnResult r;
+      r.delta = c.deltas[d];
+      r.x = scan.grid_x[at(start)];
+      if (!alive(start)) {
+        r.y_high = r.y_low = kNaN;
+        s.per_column.push_back(r);
+        continue;
+      }
+      size_t hi = start, lo = start;
+      while (hi + 1 < ny && alive(hi + 1)) ++hi;
+      while (lo > 0 && alive(lo - 1)) --lo;
+      r.y_high = scan.grid_y[at(hi)];
+      r.y_low = scan.grid_y[at(lo)];
+      s.per_column.push_back(r);
+      const bool up = start + 1 < ny, down = start > 0;
+      const double border = up && down ? std::min(std::fabs(r.y_high), std::fabs(r.y_low))
+                                       : (up ? std::fabs(r.y_high) : std::fabs(r.y_low));
+      borders.push_back(border);
+    }
+  }
+  set_statistics(borders, s);
+}
+
+}  // namespace
+
 DaSummary summarize_da(const DaScan& scan) {
   DaSummary s;
   const DaConfig& c = scan.config;
@@ -303,7 +352,10 @@ DaSummary summarize_da(const DaScan& scan) {
   for (int64_t t = 1; t < c.turns; t = std::max<int64_t>(t + 1, static_cast<int64_t>(std::llround(t * 1.5))))
     s.turn_checkpoints.push_back(t);
   s.turn_checkpoints.push_back(c.turns);
-  if (c.grid != DaGrid::Polar) return s;
+  if (c.grid != DaGrid::Polar) {
+    summarize_columns(scan, s);
+    return s;
+  }
   const size_t per_delta = static_cast<size_t>(c.angles) * static_cast<size_t>(c.amplitudes);
   std::vector<double> values;
   for (size_t d = 0; d < c.deltas.size(); ++d) {
@@ -340,13 +392,7 @@ DaSummary summarize_da(const DaScan& scan) {
     s.da_vs_turns.push_back(da_t);
   }
   for (const auto& r : s.per_angle) values.push_back(r.da_last_stable);
-  if (!values.empty()) {
-    s.da_min = *std::min_element(values.begin(), values.end());
-    s.da_max = *std::max_element(values.begin(), values.end());
-    double sum = 0;
-    for (double v : values) sum += v;
-    s.da_mean = sum / static_cast<double>(values.size());
-  }
+  set_statistics(values, s);
   return s;
 }
 
@@ -458,6 +504,17 @@ void write_da_results(const DaScan& scan, const DaSummary& s, const std::string&
                     {"da_last_stable", r.da_last_stable},
                     {"da_refined", std::isnan(r.da_refined) ? json(nullptr) : json(r.da_refined)}});
   j["per_angle"] = rows;
+  if (c.grid == DaGrid::Cartesian) {
+    j["definition"] =
+        "per column (x): from the point nearest y = 0, the largest y (y_high) and smallest y (y_low) reached before "
+        "the first point lost before the last turn (null: the start is lost); da_min/mean/max: over the columns "
+        "whose start survives, of min(|y_high|, |y_low|)";
+    json cols = json::array();
+    auto value = [](double v) { return std::isnan(v) ? json(nullptr) : json(v); };
+    for (const auto& r : s.per_column)
+      cols.push_back({{"delta", r.delta}, {"x", r.x}, {"y_high", value(r.y_high)}, {"y_low", value(r.y_low)}});
+    j["per_column"] = cols;
+  }
   j["turn_checkpoints"] = s.turn_checkpoints;
   json vs = json::array();
   for (const auto& v : s.da_vs_turns) {
@@ -473,6 +530,12 @@ void write_da_results(const DaScan& scan, const DaSummary& s, const std::string&
   }
   write_file_atomically((fs::path(directory) / "summary.json").string(), j.dump(2) + "\n");
   write_file_atomically((fs::path(directory) / "summary.csv").string(), [&](std::ostream& csv) {
+    if (c.grid == DaGrid::Cartesian) {
+      csv << "delta,x,y_high,y_low\n";
+      for (const auto& r : s.per_column)
+        csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g}\n", r.delta, r.x, r.y_high, r.y_low);
+      return;
+    }
     csv << "delta,angle_deg,da_first_loss,da_last_stable,da_refined\n";
     for (const auto& r : s.per_angle)
       csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g},{:.10g}\n", r.delta, r.angle, r.da_first_loss,
