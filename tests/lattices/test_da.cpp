@@ -180,6 +180,17 @@ TEST_CASE("DA: bad arguments give clear errors") {
                                " --turns 0 --device cpu --no-plots");
   CHECK(rc2 == 2);
   CHECK(out2.find("--turns") != std::string::npos);
+  // Options of the other grid are refused, naming them, instead of silently running the default polar grid.
+  const std::string fodo = " da " + ft::test::source_path("lattices/fodo_ring.json") + " --device cpu --no-plots -o " +
+                           (fs::temp_directory_path() / "fusetrack_da_bad").string();
+  const auto [rc3, out3] = run(fusetrack_binary() + fodo + " --nx 5 --y-range -0.01 0.01");
+  CHECK(rc3 == 2);
+  CHECK(out3.find("--nx, --y-range") != std::string::npos);
+  CHECK(out3.find("--grid cartesian") != std::string::npos);
+  const auto [rc4, out4] = run(fusetrack_binary() + fodo + " --grid cartesian --angles 5");
+  CHECK(rc4 == 2);
+  CHECK(out4.find("--angles") != std::string::npos);
+  CHECK(out4.find("--grid polar") != std::string::npos);
 }
 
 TEST_CASE("DA: a killed scan resumes to results identical to an uninterrupted run") {
