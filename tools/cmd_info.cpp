@@ -15,11 +15,42 @@ namespace {
 struct InfoArgs {
   CommonOptions common;
   bool fields = true;
+  bool markdown = false;
 };
+
+/// `|` inside a Markdown table cell must be escaped.
+std::string markdown_cell(const std::string& text) {
+  std::string out;
+  for (char ch : text) {
+    if (ch == '|') out += '\\';
+    out += ch == '\n' ? ' ' : ch;
+  }
+  return out;
+}
+
+/// The README's table of built-in element types (between its markers <!-- element-types begin/end -->),
+/// written from the registry so that it cannot drift: the types of the built-in plugin only, in registry order.
+void print_markdown_types(const ElementRegistry& registry) {
+  fmt::print("| type | kind | fields (derived ones left out) | description |\n|---|---|---|---|\n");
+  for (const ElementType* t : registry.types()) {
+    if (!t->plugin || t->plugin->name() != "builtin") continue;
+    std::string fields;
+    for (const auto& f : t->fields)
+      if (!f.derived)
+        fields +=
+            (fields.empty() ? "" : ", ") + ("`" + f.name + (f.count > 1 ? fmt::format("[{}]", f.count) : "") + "`");
+    fmt::print("| `{}` | {} | {} | {} |\n", t->name, t->is_collective() ? "collective" : (t->thick ? "thick" : "thin"),
+               fields, markdown_cell(t->doc));
+  }
+}
 
 void run_info(const InfoArgs& a) {
   ElementRegistry registry;
   load_plugins(registry, a.common);
+  if (a.markdown) {
+    print_markdown_types(registry);
+    return;
+  }
   fmt::print("fusetrack 0.1.0, plugin ABI version {}\n", FT_PLUGIN_ABI_VERSION);
   fmt::print("core library: {}\n", ElementRegistry::core_library_directory());
   fmt::print("plugin search path: ");
@@ -64,6 +95,8 @@ void add_info_command(CLI::App& app) {
   auto args = std::make_shared<InfoArgs>();
   CLI::App* cmd = app.add_subcommand("info", "list plugins, element types (fields, units, defaults) and devices");
   cmd->add_flag("--fields,!--no-fields", args->fields, "show the fields of each element type");
+  cmd->add_flag("--markdown", args->markdown,
+                "print only the Markdown table of the built-in element types (the README's table is this output)");
   add_common_options(*cmd, args->common, false);
   cmd->callback([args] { run_info(*args); });
 }
