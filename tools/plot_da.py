@@ -31,6 +31,13 @@ def main(directory):
         sel = data["delta_index"] == d
         sc = ax.scatter(data["grid_x"][sel], data["grid_y"][sel], c=np.log10(lost_turn[sel]), s=12, cmap="viridis",
                         vmin=0, vmax=np.log10(max(turns, 10)))
+        # Cartesian grids: the border per column (y_high, y_low; summary.json "per_column").
+        cols = [c for c in summary.get("per_column", []) if c["delta"] == delta and c["y_high"] is not None]
+        if cols:
+            xs = [c["x"] for c in cols]
+            ax.plot(xs, [c["y_high"] for c in cols], "r-", lw=1, label="border per column")
+            ax.plot(xs, [c["y_low"] for c in cols], "r-", lw=1)
+            ax.legend(fontsize=8)
         ax.set_xlabel(f"x [{unit}]")
         ax.set_ylabel(f"y [{unit}]")
         ax.set_title(f"survival, delta = {delta:g}")
@@ -71,7 +78,7 @@ def main(directory):
         fig.tight_layout()
         fig.savefig(os.path.join(directory, "da_vs_turns.png"), dpi=120)
         plt.close(fig)
-    print(f"plots: {directory}/survival.png, da_vs_angle.png, da_vs_turns.png")
+    print(f"plots: {directory}/survival.png" + (", da_vs_angle.png, da_vs_turns.png" if rows else ""))
 
 
 if __name__ == "__main__":
