@@ -7,7 +7,8 @@ Parameters in the range of published MBA rings (MAX IV: 3 GeV, 528 m, 20 7-bend 
 combined-function bends with a defocusing gradient and sextupole components, vertically focusing
 in the bends; ESRF-EBS: 6 GeV, 844 m, 32 hybrid 7BA cells): here 20 arcs of 7 unit cells, each unit
 cell = focusing quadrupole QF, chromatic sextupole SF, and a combined-function sector bend BD
-(gradient k1 < 0 and sextupole k2 < 0: the vertical chromatic family) of 2 pi / 140 rad; between
+(gradient k1 < 0 and sextupole k2 < 0: the vertical chromatic family) of 2 pi / 140 rad, phase
+advances 2/7 of 2 pi per unit cell in both planes (the sextupoles' geometric terms cancel per arc); between
 the arcs a 5 m straight with a doublet, and one 500 MHz RF cavity. The arc is a periodic
 unit-cell structure, not a dispersion-free achromat (no matching section): a simplification.
 
@@ -30,8 +31,16 @@ ANGLE = 2 * math.pi / N_BENDS
 L_BEND, L_QF, L_SF, L_QS = 1.1, 0.25, 0.15, 0.2
 D_SHORT = 0.1
 L_STRAIGHT = 5.0
-TARGET_UNIT_MU = (0.285, 0.105)   # unit-cell phase advances / 2 pi
-TARGET_TUNE = (47.21, 17.78)
+# Unit-cell phase advances / 2 pi: (2/7, 2/7), so that the first-order geometric driving terms of the
+# sextupoles cancel over the 7 unit cells of each arc: each term h_jklm sums exp(i (j-k) mu_x + i (l-m) mu_y)
+# over the cells and vanishes for N = 7 identical cells when 7 (p mu_x + q mu_y) is an integer while
+# p mu_x + q mu_y is not: (p, q) = (1, 0) for h_21000 and h_10110, (3, 0) for h_30000, (1, 2) for h_10200,
+# (1, -2) for h_10020 (J. Bengtsson, SLS Note 9/97; the principle of the multi-bend achromat, e.g.
+# MAX IV's 7BA with arc phase advances near integers); here p mu_x + q mu_y = 2/7, 6/7, 6/7, -2/7.
+# The former (0.285, 0.105) left the vertical terms uncancelled (7 (mu_x - 2 mu_y) = 0.525) and
+# the vertical DA at 0.2 mm; with (2/7, 2/7) it is about 2 mm (1000 turns), the horizontal 5.5 mm.
+TARGET_UNIT_MU = (2.0 / 7.0, 2.0 / 7.0)
+TARGET_TUNE = (43.21, 42.78)   # the arcs give 40 / 40 (20 x 7 x 2/7), the straights the rest
 TARGET_XI = 1.5
 
 
@@ -221,7 +230,7 @@ def ring_residual(k):
 
 
 # a coarse grid for the start (the tunes are not monotonic in the doublet strengths), then Newton
-grid = [(0.05 * i, 0.05 * j) for i in range(-20, 21) for j in range(10, 51)]
+grid = [(0.1 * i, 0.1 * j) for i in range(-30, 31) for j in range(-30, 31)]
 start = min(grid, key=lambda k: sum(v * v for v in ring_residual(k)))
 elements["qs1"]["kn"][1], elements["qs2"]["kn"][1] = newton(start, ring_residual)
 
