@@ -32,11 +32,12 @@ def main(directory):
         sc = ax.scatter(data["grid_x"][sel], data["grid_y"][sel], c=np.log10(lost_turn[sel]), s=12, cmap="viridis",
                         vmin=0, vmax=np.log10(max(turns, 10)))
         # Cartesian grids: the border per column (y_high, y_low; summary.json "per_column").
-        cols = [c for c in summary.get("per_column", []) if c["delta"] == delta and c["y_high"] is not None]
+        # A column whose start point is lost (null) breaks the line.
+        cols = [c for c in summary.get("per_column", []) if c["delta"] == delta]
         if cols:
             xs = [c["x"] for c in cols]
-            ax.plot(xs, [c["y_high"] for c in cols], "r-", lw=1, label="border per column")
-            ax.plot(xs, [c["y_low"] for c in cols], "r-", lw=1)
+            for key, label in (("y_high", "border per column"), ("y_low", None)):
+                ax.plot(xs, [np.nan if c[key] is None else c[key] for c in cols], "r.-", lw=1, label=label)
             ax.legend(fontsize=8)
         ax.set_xlabel(f"x [{unit}]")
         ax.set_ylabel(f"y [{unit}]")
