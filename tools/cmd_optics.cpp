@@ -29,6 +29,8 @@ struct OpticsArgs {
   int64_t tracking_turns = 1024;
   std::string twiss_table;  // --twiss-table out.csv|out.npz
   std::string plot;         // --plot out.png|.pdf|.svg
+  bool strict = false;      // --strict: a tune disagreement is an error
+  double normalized_step = OpticsOptions{}.normalized_step;
 };
 
 bool has_extension(const std::string& path, std::initializer_list<const char*> extensions) {
@@ -63,10 +65,7 @@ void plot_twiss_table(const std::string& table_file, const std::string& plot, co
     fmt::print("plot         {}\n", plot);
 }
 
-void run_twiss_table(const OpticsArgs& a, const Lattice& lattice, const LinearOptics& o, const OpticsOptions& options) {
-  const auto t0 = std::chrono::steady_clock::now();
-  const TwissTable t = compute_twiss_table(lattice, o, options);
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+void run_twiss_table(const OpticsArgs& a, const TwissTable& t, double seconds) {
   fmt::print("along ring   {} rows (start + {} elements) in {:.3f} s; phase advance mu_x {:.10f}, mu_y {:.10f}; "
              "max coupling {:.3g}\n",
              t.size(), t.size() - 1, seconds, t.q1, t.q2, t.max_coupling);
@@ -114,12 +113,31 @@ void run_optics(const OpticsArgs& a) {
   options.force_4d = a.force_4d;
   options.delta0 = a.delta0;
   options.threads = a.common.threads;
+  options.normalized_step = a.normalized_step;
   const LinearOptics o = compute_linear_optics(lattice, options);
   if (o.six_d && a.delta0 != 0.0)
     fmt::print(stderr, "note: --delta0 applies to the 4D method only (the RF fixes delta in 6D); add --4d to use it\n");
   TrackedTunes tracked;
   const bool with_tracking = a.tracking_turns > 0;
   if (with_tracking) tracked = tunes_by_tracking(lattice, o, a.tracking_turns, options);
+
+  // The table along the ring gives the integer part of the tunes (phase advance); without
+  // --twiss-table / --plot a failure there only costs the total tunes.
+  const bool want_table = !a.twiss_table.empty() || !a.plot.empty();
+  TwissTable table;
+  double table_seconds = 0.0;
+  std::string table_error;
+  {
+    const auto t0 = std::chrono::steady_clock::now();
+    try {
+      table = compute_twiss_table(lattice, o, options);
+    } catch (const Error& e) {
+      if (want_table) throw;
+      table_error = e.what();
+    }
+    table_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  }
+  const bool have_totals = table_error.empty();
 
   const auto& ref = lattice.reference();
   fmt::print("lattice      {} ({} elements, circumference {:.10g} m)\n", a.lattice, lattice.sequence().size(),
@@ -136,16 +154,46 @@ void run_optics(const OpticsArgs& a) {
   for (const auto& row : o.map.matrix)
     fmt::print("  {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e} {:>15.8e}\n", row[0], row[1], row[2], row[3],
                row[4], row[5]);
-  fmt::print("tunes        Qx {:.10f}  Qy {:.10f}  Qs {}   (one-turn matrix)\n", o.qx, o.qy, num(o.qs, "{:.10f}"));
-  if (with_tracking)
+  // The tunes of the method's map: in 6D the eigen-tunes of the 6x6 matrix (synchro-betatron
+  // coupling included, as Xsuite's and MAD-X's 6D twiss), in 4D those of the 4D matrix.
+  const double mqx = o.six_d ? o.qx_6d : o.qx, mqy = o.six_d ? o.qy_6d : o.qy, mqs = o.six_d ? o.qs_6d : o.qs;
+  fmt::print("tunes        Qx {:.10f}  Qy {:.10f}  Qs {}   ({})\n", mqx, mqy, num(mqs, "{:.10f}"),
+             o.six_d ? "eigen-tunes of the 6D one-turn matrix" : "4D one-turn matrix, delta fixed");
+  if (o.six_d)
+    fmt::print("             Qx {:.10f}  Qy {:.10f}             (4D map, delta frozen: chromaticity and Twiss below)\n",
+               o.qx, o.qy);
+  if (have_totals)
+    fmt::print("total tunes  Qx {:.10f}  Qy {:.10f}   (integer part from the phase advance along the ring, 4D)\n",
+               table.qx_total, table.qy_total);
+  else
+    fmt::print(stderr, "warning: no total tunes (the element-by-element pass failed: {})\n", table_error);
+  bool tune_check_failed = false;
+  if (with_tracking) {
+    const double dqx = tracked.qx - mqx, dqy = tracked.qy - mqy, dqs = o.six_d ? tracked.qs - mqs : 0.0;
     fmt::print("             Qx {:.10f}  Qy {:.10f}  Qs {}   (tracking, {} turns; differences {:.1e}, {:.1e}{})\n",
-               tracked.qx, tracked.qy, num(tracked.qs, "{:.10f}"), tracked.turns, tracked.qx - o.qx,
-               tracked.qy - o.qy, o.six_d ? fmt::format(", {:.1e}", tracked.qs - o.qs) : std::string());
+               tracked.qx, tracked.qy, num(tracked.qs, "{:.10f}"), tracked.turns, dqx, dqy,
+               o.six_d ? fmt::format(", {:.1e}", dqs) : std::string());
+    // Transverse: the matrix and the tracked tunes agree to ~1e-10 on every bundled ring; 1e-7
+    // leaves room for amplitude detuning and close lines, and catches any real disagreement. Qs
+    // from a short record of a slow oscillation is less precise (NAFF error ~1e-8 / Qs turns).
+    const double limit = 1e-7, limit_s = 1e-5;
+    if (!(std::fabs(dqx) <= limit) || !(std::fabs(dqy) <= limit) || !(std::fabs(dqs) <= limit_s)) {
+      tune_check_failed = true;
+      fmt::print(stderr,
+                 "WARNING: the tunes from tracking disagree with those of the one-turn matrix beyond tolerance "
+                 "(|dQx| = {:.3g}, |dQy| = {:.3g}, |dQs| = {:.3g}; limits {:g} transverse, {:g} longitudinal): the "
+                 "matrix tunes are not those of the ring's motion (non-linear at the probe amplitude, or the "
+                 "finite-difference matrix is wrong)\n",
+                 std::fabs(dqx), std::fabs(dqy), std::fabs(dqs), limit, limit_s);
+    }
+  }
   fmt::print("twiss        beta_x {:.8g} m, alpha_x {:.8g}, beta_y {:.8g} m, alpha_y {:.8g}\n", o.beta_x, o.alpha_x,
              o.beta_y, o.alpha_y);
   if (o.six_d) fmt::print("             beta_s {:.8g} m, alpha_s {:.8g}\n", o.beta_s, o.alpha_s);
   fmt::print("dispersion   Dx {:.8g} m, Dpx {:.8g}, Dy {:.8g} m, Dpy {:.8g}\n", o.dx, o.dpx, o.dy, o.dpy);
-  fmt::print("chromaticity Q'x {:.8g}, Q'y {:.8g}  (delta +- {:g})\n", o.dqx, o.dqy, o.delta_chrom);
+  fmt::print("chromaticity Q'x {:.8g}, Q'y {:.8g}  (4D map, five-point central differences over delta +- {:g}, "
+             "+- {:g})\n",
+             o.dqx, o.dqy, o.delta_chrom, 2 * o.delta_chrom);
   fmt::print("longitudinal slip factor eta {:.10g}, momentum compaction alpha_c {:.10g}, gamma_t {}\n", o.eta,
              o.alpha_c, num(o.gamma_tr));
 
@@ -167,8 +215,10 @@ void run_optics(const OpticsArgs& a) {
                                   {"amplitude_sqrt_m", options.tracking_amplitude},
                                   {"qx", tracked.qx},
                                   {"qy", tracked.qy},
-                                  {"qs", n(tracked.qs)}};
+                                  {"qs", n(tracked.qs)},
+                                  {"agrees_with_matrix", !tune_check_failed}};
     }
+    if (have_totals) j["tunes"]["total"] = {{"qx", table.qx_total}, {"qy", table.qy_total}};
     const std::string tmp = a.output + ".tmp";
     {
       std::ofstream out(tmp);
@@ -179,7 +229,8 @@ void run_optics(const OpticsArgs& a) {
     if (std::rename(tmp.c_str(), a.output.c_str()) != 0) throw Error(fmt::format("{}: cannot write file", a.output));
     fmt::print("output       {}\n", a.output);
   }
-  if (!a.twiss_table.empty() || !a.plot.empty()) run_twiss_table(a, lattice, o, options);
+  if (want_table) run_twiss_table(a, table, table_seconds);
+  if (tune_check_failed && a.strict) throw Error("optics: the tunes from tracking disagree with the matrix (--strict)");
 }
 
 }  // namespace
@@ -200,6 +251,13 @@ void add_optics_command(CLI::App& app) {
   cmd->add_option("--twiss-table", args->twiss_table,
                   "optics at every element (start, then each element's exit): beta, alpha, phase advance, "
                   "dispersion, closed orbit, coupled (Mais-Ripken) betas; .csv or .npz");
+  cmd->add_option("--normalized-step", args->normalized_step,
+                  "normalized amplitude [sqrt(m)] of the finite-difference steps of the final one-turn matrix "
+                  "(x: a sqrt(beta_x), px: a sqrt(gamma_x); 0: fixed steps, three-point)")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--strict", args->strict,
+               "exit with an error when the tunes from tracking disagree with the one-turn matrix (otherwise a "
+               "warning)");
   cmd->add_option("--plot", args->plot, "plot beta functions and dispersion against s (.png, .pdf or .svg)");
   add_common_options(*cmd, args->common, false);
   cmd->callback([args] { run_optics(*args); });

@@ -32,6 +32,7 @@
 namespace ft {
 
 using Matrix6 = std::array<std::array<double, 6>, 6>;  // row-major: m[out][in]
+inline constexpr double kNaNTune = __builtin_nan("");
 
 /// What to compute and how. Defaults suit rings from ~100 m to ~30 km.
 struct OpticsOptions {
@@ -56,6 +57,17 @@ struct OpticsOptions {
   /// (2 h eta C), below ~3e-8 for a 30,000-element ring with alpha_c ~ 1e-4. (xtrack's
   /// R-matrix steps are 1e-7 m, 1e-10, 1e-7 m, 1e-10, 1e-6 m, 1e-7.)
   std::array<double, 6> steps = {1e-7, 1e-8, 1e-7, 1e-8, 1e-5, 1e-6};
+  /// The final one-turn matrix (the one the tunes, Twiss and dispersion come from) is taken again
+  /// around the converged closed orbit with steps scaled to the optics and a five-point stencil
+  /// f' = (8 (f(h) - f(-h)) - (f(2h) - f(-2h))) / (12 h) (truncation ~ f^(5) h^4 / 30): the
+  /// transverse steps are one normalized amplitude, x: a sqrt(beta_x), px: a sqrt(gamma_x) (and
+  /// y, py alike; Twiss from the first matrix), so that the step means the same at a beta* of
+  /// 0.15 m as at a triplet of 20 km, where fixed steps in metres leave one column at the
+  /// rounding noise (1e-17 / 1e-8 relative) and another deep in the non-linear terms. a [sqrt(m)]:
+  /// the noise is ~1e-16 sqrt(N) sqrt(beta_max / beta) / a relative, the truncation ~(k a^2
+  /// beta^(3/2))^2 for a sextupole k; 1e-6 keeps both below ~1e-10 on the bundled and Xsuite
+  /// rings. 0: keep `steps` and the three-point stencil for the final matrix.
+  double normalized_step = 1e-6;
   /// Momentum step for the chromaticity and the slip factor: five-point central differences
   /// f' = (8 (f(d) - f(-d)) - (f(2d) - f(-2d))) / (12 d) over 4D closed orbits recomputed at
   /// delta_co + {-2, -1, 1, 2} delta_chrom (truncation ~ f^(5) d^4 / 30; the three-point
@@ -84,6 +96,8 @@ struct OneTurnMap {
   /// zeta after one turn minus zeta before, on the closed orbit [m] (4D: the path-length
   /// difference to the reference, -eta C delta to first order; 6D: ~0).
   double dzeta_per_turn = 0.0;
+  std::array<double, 6> steps{};  // finite-difference steps of `matrix` [m, 1]
+  int stencil_points = 3;         // 3: (f(h) - f(-h)) / 2h; 5: the five-point stencil
 };
 
 /// 4D closed orbit at fixed delta (delta restored after every element that changes it) and the
@@ -134,6 +148,11 @@ struct LinearOptics {
   // shifts the 6D tunes by ~3e-8 in the PSB); qs in [0, 0.5]: the longitudinal root of the 6D
   // matrix's characteristic polynomial (NaN in 4D).
   double qx = 0.0, qy = 0.0, qs = 0.0;
+  /// 6D eigen-tunes (6D method only, NaN in 4D): the three eigenvalue pairs e^{+-i 2 pi Q} of the
+  /// 6x6 one-turn matrix (as Xsuite's and MAD-X's 6D twiss), synchro-betatron coupling included;
+  /// qs_6d equals qs. Mode k is the one nearest the 4D tunes (qx, qy) and the longitudinal block.
+  double qx_6d = kNaNTune, qy_6d = kNaNTune, qs_6d = kNaNTune;
+
   // Twiss at the start, from the 4D map's uncoupled 2x2 blocks (twiss_from_block) [m, 1, 1/m]
   double beta_x = 0.0, alpha_x = 0.0, gamma_x = 0.0;
   double beta_y = 0.0, alpha_y = 0.0, gamma_y = 0.0;
@@ -198,6 +217,11 @@ double tune_from_tracking(const std::vector<double>& x, const std::vector<double
 struct TrackedTunes {
   int64_t turns = 0;
   double qx = 0.0, qy = 0.0, qs = 0.0;
+  /// 6D eigen-tunes (6D method only, NaN in 4D): the three eigenvalue pairs e^{+-i 2 pi Q} of the
+  /// 6x6 one-turn matrix (as Xsuite's and MAD-X's 6D twiss), synchro-betatron coupling included;
+  /// qs_6d equals qs. Mode k is the one nearest the 4D tunes (qx, qy) and the longitudinal block.
+  double qx_6d = kNaNTune, qy_6d = kNaNTune, qs_6d = kNaNTune;
+
 };
 TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optics, int64_t turns,
                                const OpticsOptions& options = {});
@@ -238,6 +262,10 @@ struct TwissTable {
   bool six_d = false;          // the closed orbit from the 6D map (RF) or the 4D one
   std::string mode_reason;
   double q1 = 0.0, q2 = 0.0;   // full tunes of modes 1 and 2 (mu_x, mu_y at the end) [1]
+  /// Total tunes: the fractional eigen-tunes of the 4D one-turn matrix (LinearOptics::qx, qy)
+  /// plus the integer part of the phase advance q1, q2 (round(q1 - qx) + qx): the integer from
+  /// the ring, the fraction from the matrix.
+  double qx_total = 0.0, qy_total = 0.0;
   /// Largest coupling along the ring, max over rows of beta_1y / beta_1x and beta_2x / beta_2y
   /// (0 for an uncoupled ring).
   double max_coupling = 0.0;
@@ -268,10 +296,21 @@ struct TwissTable {
 /// Optics at every element around the closed orbit of `optics` (from compute_linear_optics with
 /// the same options). Throws ft::Error when a probe is lost, or when the element-by-element pass
 /// disagrees with the one-turn tracking (orbit_closure > 1e-8, matrix_mismatch > 1e-5: the one-turn
-/// matrix's own finite-difference error is ~1e-8; a missed element effect is far larger).
+/// matrix's own finite-difference error is ~1e-8; a missed element effect is far larger); the
+/// message then names the first element whose stepping differs (element_stepping_mismatch).
+/// The element Jacobians carry zeta (5x6), so that zeta-dependent kicks (crab cavities) of the
+/// path length within the turn are in their product as they are in the one-turn matrix.
 TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options = {});
 /// The same, computing the closed orbit first.
 TwissTable compute_twiss_table(const Lattice& lattice, const OpticsOptions& options = {});
+
+/// One sequence entry tracked as compute_twiss_table steps it (ft::track_sequence_entry, delta
+/// restored) and by the CPU backend's whole-turn kernel restricted to it (TrackOptions element
+/// range, delta restored): the largest difference of their 5x6 Jacobians (x..zeta out, x..delta in,
+/// central differences with options.steps) around z over max(1, max |entry|). 0 when both run the
+/// same code; compute_twiss_table uses it to name the element when its checks fail.
+double element_stepping_mismatch(const Lattice& lattice, size_t e, const std::array<double, 6>& z,
+                                 const OpticsOptions& options = {});
 
 /// Writes the table as CSV (a header line of column names; name and type first) or as NPZ (one
 /// float64 array per numeric column, name and type as unicode arrays), chosen by the extension

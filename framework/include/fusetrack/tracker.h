@@ -72,4 +72,10 @@ class Backend {
 
 std::unique_ptr<Backend> make_cpu_backend(const Lattice& lattice);
 
+/// One sequence entry `e` on a block of particles as the CPU backend tracks it (its transformation
+/// around the element when it has one, the element's block function, the global limits of `b`);
+/// collective elements do nothing. Returns the element's error code (message in `err`). For
+/// element-by-element tools (the Twiss table) that must follow the backend exactly.
+int track_sequence_entry(const Lattice& lattice, size_t e, ft_particle_block& b, ft_error* err);
+
 }  // namespace ft

@@ -106,16 +106,22 @@ double trace(const Matrix6& a) {
 class RingTracker {
  public:
   RingTracker(const Lattice& lattice, bool freeze_delta, int threads)
-      : m_lattice(lattice), m_backend(make_cpu_backend(lattice)), m_threads(threads) {
+      : m_lattice(lattice), m_backend(make_cpu_backend(lattice)), m_threads(threads), m_freeze(freeze_delta) {
     if (freeze_delta) find_delta_changers();
   }
 
   size_t frozen_count() const { return m_cuts.size(); }
 
-  /// Tracks `turns` turns; per_turn(turns_done, particles) after each turn when given.
+  /// Tracks `turns` turns; per_turn(turns_done, particles) after each turn when given. With delta
+  /// frozen (the 4D map), every turn after the first also starts at the particles' initial zeta:
+  /// zeta is not periodic in 4D (it moves by the path-length difference every turn), and an
+  /// element whose transverse kick depends on zeta (a crab cavity, RFMultipole) would otherwise
+  /// see a drifting zeta, move the transverse orbit turn after turn and hide the betatron line of
+  /// small-amplitude particles (MAD-X's and Xsuite's 4D maps freeze zeta as well). One turn is
+  /// the map whose matrix the optics use, so the turn-by-turn motion is that matrix's.
   void track(Particles& p, int64_t turns, int64_t first_turn = 0,
              const std::function<void(int64_t, const Particles&)>& per_turn = {}) const {
-    if (m_cuts.empty()) {
+    if (!m_freeze || (m_cuts.empty() && turns == 1)) {
       TrackOptions o;
       o.collective = false;  // single-particle optics: collective elements are skipped
       o.turns = turns;
@@ -133,7 +139,11 @@ class RingTracker {
     }
     const size_t n_elements = m_lattice.sequence().size();
     std::vector<double> saved;
+    const std::vector<double> zeta_start = p.zeta;
     for (int64_t t = 0; t < turns; ++t) {
+      if (t > 0)
+        for (size_t i = 0; i < p.size(); ++i)
+          if (p.state[i] > 0) p.zeta[i] = zeta_start[i];
       saved = p.delta;
       size_t begin = 0;
       for (size_t k = 0; k <= m_cuts.size(); ++k) {
@@ -220,6 +230,7 @@ class RingTracker {
   const Lattice& m_lattice;
   std::unique_ptr<Backend> m_backend;
   int m_threads;
+  bool m_freeze;
   std::vector<size_t> m_cuts;  // sequence indices of the elements that change delta, ascending
 };
 
@@ -231,19 +242,23 @@ struct Probe {
   Matrix6 jac{};                      // d out / d in in (x, px, y, py, zeta, delta)
 };
 
+/// Central differences around z: three-point (f(h) - f(-h)) / 2h, or five-point
+/// (8 (f(h) - f(-h)) - (f(2h) - f(-2h))) / 12h; the offsets actually represented in floating
+/// point (z + h) - (z - h) are used for h.
 Probe probe_map(const RingTracker& tracker, const Lattice& lattice, const std::array<double, 6>& z,
-                const std::array<double, 6>& steps, const char* what) {
-  Particles p(13, lattice.reference().beta0());
+                const std::array<double, 6>& steps, const char* what, int points = 3) {
+  const int per_coordinate = points == 5 ? 4 : 2;
+  const double multiples[4] = {1.0, -1.0, 2.0, -2.0};
+  Particles p(static_cast<size_t>(1 + 6 * per_coordinate), lattice.reference().beta0());
   p.set(0, z[0], z[1], z[2], z[3], z[4], z[5]);
-  std::array<double, 6> din{};
-  for (int k = 0; k < 6; ++k) {
-    std::array<double, 6> zp = z, zm = z;
-    zp[k] += steps[k];
-    zm[k] -= steps[k];
-    din[k] = zp[k] - zm[k];  // the step actually represented
-    p.set(static_cast<size_t>(1 + 2 * k), zp[0], zp[1], zp[2], zp[3], zp[4], zp[5]);
-    p.set(static_cast<size_t>(2 + 2 * k), zm[0], zm[1], zm[2], zm[3], zm[4], zm[5]);
-  }
+  std::array<std::array<double, 4>, 6> offset{};
+  for (int k = 0; k < 6; ++k)
+    for (int j = 0; j < per_coordinate; ++j) {
+      std::array<double, 6> zj = z;
+      zj[k] += multiples[j] * steps[k];
+      offset[k][j] = zj[k] - z[k];
+      p.set(static_cast<size_t>(1 + per_coordinate * k + j), zj[0], zj[1], zj[2], zj[3], zj[4], zj[5]);
+    }
   tracker.track(p, 1);
   for (size_t i = 0; i < p.size(); ++i) {
     if (p.state[i] > 0) continue;
@@ -258,10 +273,15 @@ Probe probe_map(const RingTracker& tracker, const Lattice& lattice, const std::a
   r.in = z;
   p.coordinates(0, r.out.data());
   for (int k = 0; k < 6; ++k) {
-    double op[6], om[6];
-    p.coordinates(static_cast<size_t>(1 + 2 * k), op);
-    p.coordinates(static_cast<size_t>(2 + 2 * k), om);
-    for (int i = 0; i < 6; ++i) r.jac[i][k] = (op[i] - om[i]) / din[k];
+    double o[4][6];
+    for (int j = 0; j < per_coordinate; ++j) p.coordinates(static_cast<size_t>(1 + per_coordinate * k + j), o[j]);
+    for (int i = 0; i < 6; ++i) {
+      if (points == 5)
+        r.jac[i][k] = (8.0 * (o[0][i] - o[1][i]) - (o[2][i] - o[3][i])) /
+                      (8.0 * (offset[k][0] - offset[k][1]) - (offset[k][2] - offset[k][3]));
+      else
+        r.jac[i][k] = (o[0][i] - o[1][i]) / (offset[k][0] - offset[k][1]);
+    }
   }
   return r;
 }
@@ -329,7 +349,36 @@ OneTurnMap newton(const RingTracker& tracker, const Lattice& lattice, std::array
   m.iterations = iterations;
   m.residual = best_res;
   m.dzeta_per_turn = best.out[4] - best.in[4];
+  m.steps = o.steps;
+  m.stencil_points = 3;
   return m;
+}
+
+/// The final matrix of a converged map (OpticsOptions::normalized_step): the five-point stencil
+/// around the closed orbit, transverse steps of one normalized amplitude a (x: a sqrt(beta),
+/// px: a sqrt(gamma), Twiss from the Newton matrix's uncoupled blocks; a plane whose block is not
+/// stable keeps the fixed steps), zeta and delta steps as given.
+void refine_matrix(const RingTracker& tracker, const Lattice& lattice, OneTurnMap& m, const OpticsOptions& o) {
+  if (!(o.normalized_step > 0.0)) return;
+  const Matrix6& r = m.matrix;
+  std::array<double, 6> steps = o.steps;
+  for (size_t a = 0; a < 4; a += 2) {
+    const PlaneTwiss t = twiss_from_block(r[a][a], r[a][a + 1], r[a + 1][a], r[a + 1][a + 1]);
+    if (!t.stable || !(t.beta > 0.0) || !(t.gamma > 0.0)) continue;
+    steps[a] = o.normalized_step * std::sqrt(t.beta);
+    steps[a + 1] = o.normalized_step * std::sqrt(t.gamma);
+  }
+  const Probe pr = probe_map(tracker, lattice, m.closed_orbit, steps,
+                             m.six_d ? "6D one-turn matrix" : "4D one-turn matrix", 5);
+  // The transverse rows only: the zeta row sums the rounding of every drift's path length
+  // (~1e-16 L sqrt(N_drifts), ~1e-13 m in a 27 km ring), which over a normalized px step of
+  // ~1e-7 is ~1e-6 relative, while the Newton matrix's tiny fixed steps keep the orbit and its
+  // mirror image bit-symmetric in a ring without dispersion at the start (noise cancels). The
+  // pzeta row carries the zeta row's noise through the RF slope. Both stay from the Newton matrix.
+  const Matrix6 fine = to_pzeta(pr.jac, pr.in[5], pr.out[5], lattice.reference().beta0());
+  for (size_t i = 0; i < 4; ++i) m.matrix[i] = fine[i];
+  m.steps = steps;
+  m.stencil_points = 5;
 }
 
 void check_options(const OpticsOptions& o) {
@@ -339,6 +388,11 @@ void check_options(const OpticsOptions& o) {
       at.field = std::string("optics step for ") + kCoordinateNames[k];
       throw InputError(at, fmt::format("must be a positive finite number, got {}", o.steps[k]));
     }
+  if (!(o.normalized_step >= 0.0) || !std::isfinite(o.normalized_step)) {
+    InputLocation at;
+    at.field = "normalized_step";
+    throw InputError(at, fmt::format("must be a finite number >= 0, got {}", o.normalized_step));
+  }
   if (!(o.delta_chrom > 0.0) || !std::isfinite(o.delta_chrom)) {
     InputLocation at;
     at.field = "delta_chrom";
@@ -376,11 +430,15 @@ struct Engine {
   /// zeta: where the orbit starts longitudinally (0, or the 6D closed orbit's zeta, which matters
   /// for elements whose transverse kick depends on zeta, such as RF multipoles).
   OneTurnMap map_4d(double delta, const std::array<double, 4>& guess, double zeta = 0.0) {
-    return newton(frozen(), lattice, {guess[0], guess[1], guess[2], guess[3], zeta, delta}, {0, 1, 2, 3}, options,
-                  false);
+    OneTurnMap m = newton(frozen(), lattice, {guess[0], guess[1], guess[2], guess[3], zeta, delta}, {0, 1, 2, 3},
+                          options, false);
+    refine_matrix(frozen(), lattice, m, options);
+    return m;
   }
   OneTurnMap map_6d(const std::array<double, 6>& guess) {
-    return newton(full(), lattice, guess, {0, 1, 2, 3, 4, 5}, options, true);
+    OneTurnMap m = newton(full(), lattice, guess, {0, 1, 2, 3, 4, 5}, options, true);
+    refine_matrix(full(), lattice, m, options);
+    return m;
   }
   /// 6D if the longitudinal block of the full matrix around the 4D orbit is stable.
   OneTurnMap choose(std::string& reason) {
@@ -444,6 +502,157 @@ double longitudinal_two_cos(const Matrix6& m, double exclude_a, double exclude_b
   const double sep = std::min(std::fabs(u0 - exclude_a), std::fabs(u0 - exclude_b));
   if (!std::isfinite(u) || std::fabs(u - u0) > 0.25 * sep) return u0;
   return u;
+}
+
+/// A non-zero solution of a v = 0 for a singular N x N complex matrix (rank N - 1): Gaussian
+/// elimination with full pivoting, the last unknown (in pivot order) set to 1.
+template <size_t N>
+std::array<std::complex<double>, N> null_vector_of(std::array<std::array<std::complex<double>, N>, N> a) {
+  std::array<size_t, N> col{};
+  for (size_t k = 0; k < N; ++k) col[k] = k;
+  for (size_t k = 0; k + 1 < N; ++k) {
+    size_t pr = k, pc = k;
+    for (size_t r = k; r < N; ++r)
+      for (size_t c = k; c < N; ++c)
+        if (std::abs(a[r][c]) > std::abs(a[pr][pc])) pr = r, pc = c;
+    std::swap(a[k], a[pr]);
+    for (auto& row : a) std::swap(row[k], row[pc]);
+    std::swap(col[k], col[pc]);
+    if (a[k][k] == 0.0) break;
+    for (size_t r = k + 1; r < N; ++r) {
+      const std::complex<double> f = a[r][k] / a[k][k];
+      for (size_t c = k; c < N; ++c) a[r][c] -= f * a[k][c];
+    }
+  }
+  std::array<std::complex<double>, N> y{};
+  y[N - 1] = 1.0;
+  for (size_t k = N - 1; k-- > 0;) {
+    std::complex<double> sum = 0.0;
+    for (size_t c = k + 1; c < N; ++c) sum += a[k][c] * y[c];
+    y[k] = a[k][k] == 0.0 ? std::complex<double>(1.0) : -sum / a[k][k];
+  }
+  std::array<std::complex<double>, N> v{};
+  for (size_t k = 0; k < N; ++k) v[col[k]] = y[k];
+  return v;
+}
+
+/// The 6D eigen-tunes (qx, qy, qs) of a stable 6x6 symplectic one-turn matrix (eigenvalues
+/// e^{+-i 2 pi Q}; Xsuite / MAD-X 6D twiss). The matrix is first scaled with the 4D Twiss
+/// (x -> x / sqrt(beta_x), px -> px sqrt(beta_x), zeta, pzeta with beta_s), a symplectic
+/// similarity that keeps the eigenvalues and brings the entries to ~1. For a symplectic M,
+/// det(M - lambda) / lambda^3 is a cubic in u = lambda + 1/lambda = 2 cos 2 pi Q,
+/// u^3 + c1 u^2 + (c2 - 3) u + c3 - 2 c1 (c_k from Newton's identities on tr M^k, see
+/// longitudinal_two_cos). The longitudinal root is polished by Newton from the zeta-pzeta block's
+/// trace, the two others are the roots of the deflated quadratic (then polished on the cubic);
+/// the horizontal one is the root whose eigenvector has the larger share in (x, px). Q or 1 - Q
+/// as the 4D tune (x, y) or in [0, 0.5] (s). NaN where a root is not in (-2, 2).
+std::array<double, 3> six_d_eigen_tunes(const Matrix6& m, double beta_x, double beta_y, double beta_s, double qx4,
+                                        double qy4) {
+  const double scale[6] = {std::sqrt(beta_x), 1.0 / std::sqrt(beta_x), std::sqrt(beta_y), 1.0 / std::sqrt(beta_y),
+                           std::sqrt(std::fabs(beta_s)), 1.0 / std::sqrt(std::fabs(beta_s))};
+  Matrix6 a{};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j) a[i][j] = m[i][j] * scale[j] / scale[i];
+  const Matrix6 a2 = multiply(a, a);
+  const Matrix6 a3 = multiply(a2, a);
+  const double t1 = trace(a), t2 = trace(a2), t3 = trace(a3);
+  const double e1 = t1, e2 = (t1 * t1 - t2) / 2.0, e3 = (t1 * t1 * t1 - 3.0 * t1 * t2 + 2.0 * t3) / 6.0;
+  const double c2u = -e1, c1u = e2 - 3.0, c0u = -e3 + 2.0 * e1;  // u^3 + c2u u^2 + c1u u + c0u
+  auto p = [&](double u) { return ((u + c2u) * u + c1u) * u + c0u; };
+  auto dp = [&](double u) { return (3.0 * u + 2.0 * c2u) * u + c1u; };
+  auto polish = [&](double u) {
+    for (int it = 0; it < 50; ++it) {
+      const double d = dp(u);
+      if (d == 0.0 || !std::isfinite(d)) break;
+      const double step = p(u) / d;
+      u -= step;
+      if (std::fabs(step) <= 1e-16 * std::max(1.0, std::fabs(u))) break;
+    }
+    return u;
+  };
+  std::array<double, 3> q = {kNaN, kNaN, kNaN};
+  const double us = polish(a[4][4] + a[5][5]);
+  // Deflation: (u - us)(u^2 + b u + c).
+  const double b = c2u + us, c = c1u + us * b;
+  const double disc = b * b - 4.0 * c;
+  if (!std::isfinite(us) || !(disc >= 0.0)) return q;
+  const double big = -0.5 * (b + std::copysign(std::sqrt(disc), b));
+  double r1 = big, r2 = big != 0.0 ? c / big : 0.0;
+  r1 = polish(r1);
+  r2 = polish(r2);
+  // x share of each root's eigenvector.
+  auto x_share = [&](double u) {
+    const double cs = 0.5 * u;
+    if (!(std::fabs(cs) < 1.0)) return kNaN;
+    const std::complex<double> lambda(cs, std::sqrt(1.0 - cs * cs));
+    std::array<std::array<std::complex<double>, 6>, 6> sys{};
+    for (size_t i = 0; i < 6; ++i)
+      for (size_t j = 0; j < 6; ++j) sys[i][j] = a[i][j] - (i == j ? lambda : std::complex<double>(0.0));
+    const auto v = null_vector_of<6>(sys);
+    const double sx = std::norm(v[0]) + std::norm(v[1]), sy = std::norm(v[2]) + std::norm(v[3]);
+    return sx / (sx + sy);
+  };
+  if (x_share(r2) > x_share(r1)) std::swap(r1, r2);
+  auto tune = [](double u, double q4) {
+    const double cs = 0.5 * u;
+    if (!(std::fabs(cs) < 1.0)) return kNaN;
+    const double t = std::acos(cs) / (2.0 * kPi);  // [0, 0.5]
+    return q4 > 0.5 ? 1.0 - t : t;
+  };
+  q[0] = tune(r1, qx4);
+  q[1] = tune(r2, qy4);
+  q[2] = tune(us, 0.0);
+  return q;
+}
+
+/// The 6D eigen-tunes, exact where planes decouple: the planes x, y, s are grouped by the non-zero
+/// 2x2 blocks that join them (central differences of an uncoupled plane give exact zeros); a plane
+/// alone has the tune of its 2x2 block (twiss_from_block), two joined planes the Edwards-Teng
+/// eigen-tunes of their 4x4 block (transverse_tunes; a double root, Qx = Qy, is exact there and
+/// not in the cubic, whose roots would then carry sqrt(rounding) ~ 1e-7), all three the cubic of
+/// six_d_eigen_tunes.
+std::array<double, 3> six_d_tunes(const Matrix6& m, double beta_x, double beta_y, double beta_s, double qx4,
+                                  double qy4) {
+  auto joined = [&](size_t p, size_t q) {
+    for (size_t i = 0; i < 2; ++i)
+      for (size_t k = 0; k < 2; ++k)
+        if (m[2 * p + i][2 * q + k] != 0.0 || m[2 * q + i][2 * p + k] != 0.0) return true;
+    return false;
+  };
+  const bool xy = joined(0, 1), xs = joined(0, 2), ys = joined(1, 2);
+  const int links = static_cast<int>(xy) + static_cast<int>(xs) + static_cast<int>(ys);
+  if (links >= 2) return six_d_eigen_tunes(m, beta_x, beta_y, beta_s, qx4, qy4);
+  std::array<double, 3> q = {kNaN, kNaN, kNaN};
+  auto single = [&](size_t p) {
+    const PlaneTwiss t = twiss_from_block(m[2 * p][2 * p], m[2 * p][2 * p + 1], m[2 * p + 1][2 * p],
+                                          m[2 * p + 1][2 * p + 1]);
+    return t.stable ? t.tune : kNaN;
+  };
+  auto pair = [&](size_t p, size_t r) {
+    Matrix6 sub{};
+    const size_t idx[4] = {2 * p, 2 * p + 1, 2 * r, 2 * r + 1};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 4; ++k) sub[i][k] = m[idx[i]][idx[k]];
+    try {
+      return transverse_tunes(sub);
+    } catch (const Error&) {
+      return std::array<double, 2>{kNaN, kNaN};
+    }
+  };
+  if (links == 0) {
+    q = {single(0), single(1), single(2)};
+  } else if (xy) {
+    const auto t = pair(0, 1);
+    q = {t[0], t[1], single(2)};
+  } else if (xs) {
+    const auto t = pair(0, 2);
+    q = {t[0], single(1), t[1]};
+  } else {
+    const auto t = pair(1, 2);
+    q = {single(0), t[0], t[1]};
+  }
+  if (std::isfinite(q[2])) q[2] = std::min(q[2], 1.0 - q[2]);
+  return q;
 }
 
 nlohmann::ordered_json number(double v) {
@@ -563,7 +772,6 @@ void find_orbit_and_maps(Engine& eng, LinearOptics& o) {
   o.circumference = lattice.circumference();
   o.beta0 = lattice.reference().beta0();
   o.gamma0 = lattice.reference().gamma0();
-  o.steps = options.steps;
   o.delta_chrom = options.delta_chrom;
 
   o.map = eng.choose(o.mode_reason);
@@ -575,6 +783,7 @@ void find_orbit_and_maps(Engine& eng, LinearOptics& o) {
                                    {o.closed_orbit[0], o.closed_orbit[1], o.closed_orbit[2], o.closed_orbit[3]},
                                    o.closed_orbit[4])
                      : o.map;
+  o.steps = o.map.steps;
 }
 
 }  // namespace
@@ -613,6 +822,10 @@ LinearOptics compute_linear_optics(const Lattice& lattice, const OpticsOptions& 
       const double qs = std::acos(0.5 * u) / (2.0 * kPi);  // in [0, 0.5]
       o.qs = qs;
     }
+    const auto q6 = six_d_tunes(m, o.beta_x, o.beta_y, o.beta_s, o.qx, o.qy);
+    o.qx_6d = q6[0];
+    o.qy_6d = q6[1];
+    o.qs_6d = q6[2];
   }
 
   // Dispersion: the derivative of the 4D fixed point with respect to delta,
@@ -895,7 +1108,14 @@ nlohmann::ordered_json optics_to_json(const LinearOptics& o) {
   if (o.six_d) j["one_turn_matrix_4d"] = {{"rows", matrix_json(o.map_4d.matrix)}};
   j["finite_difference_steps"] = {{"x", o.steps[0]},    {"px", o.steps[1]},   {"y", o.steps[2]},
                                   {"py", o.steps[3]},   {"zeta", o.steps[4]}, {"delta", o.steps[5]}};
-  j["tunes"] = {{"qx", o.qx}, {"qy", o.qy}, {"qs", number(o.qs)}};
+  j["finite_difference_steps"]["stencil_points"] = o.map.stencil_points;
+  // qx, qy: the method's map (6D eigen-tunes in 6D); qx_4d, qy_4d: the 4D map (delta frozen).
+  j["tunes"] = {{"qx", o.six_d ? o.qx_6d : o.qx},
+                {"qy", o.six_d ? o.qy_6d : o.qy},
+                {"qs", number(o.qs)},
+                {"qx_4d", o.qx},
+                {"qy_4d", o.qy},
+                {"source", o.six_d ? "eigenvalues of the 6D one-turn matrix" : "4D one-turn matrix"}};
   j["twiss"] = {{"betx", o.beta_x}, {"alfx", o.alpha_x}, {"gamx", o.gamma_x},
                 {"bety", o.beta_y}, {"alfy", o.alpha_y}, {"gamy", o.gamma_y},
                 {"dx", o.dx},             {"dpx", o.dpx},            {"dy", o.dy},
@@ -914,12 +1134,16 @@ namespace {
 using Complex = std::complex<double>;
 using CVector4 = std::array<Complex, 4>;
 
-/// One element's linear map around the closed orbit, delta frozen: d(x, px, y, py)_out /
-/// d(x, px, y, py, delta)_in, row-major (4 rows of 5).
-using ElementJacobian = std::array<double, 20>;
+/// One element's linear map around the closed orbit, delta frozen: d(x, px, y, py, zeta)_out /
+/// d(x, px, y, py, zeta, delta)_in, row-major (5 rows of 6). zeta is kept: an element whose
+/// transverse kick depends on zeta (a crab cavity) couples the path length of earlier elements
+/// into the transverse motion within the turn, which the one-turn matrix contains.
+constexpr size_t kJacRows = 5, kJacCols = 6;
+using ElementJacobian = std::array<double, kJacRows * kJacCols>;
 
-/// Takes particles through one sequence entry at a time with the element's CPU function, as the
-/// CPU backend does for a single-particle element (collective elements are skipped, as in
+/// Takes particles through one sequence entry at a time with the CPU backend's own per-entry
+/// function (ft::track_sequence_entry: the transformation around the element when it has one,
+/// the element, the global limits; collective elements are skipped, as in
 /// TrackOptions::collective = false). With `freeze_delta`, delta is restored after the element
 /// (the 4D map of RingTracker).
 class ElementStepper {
@@ -931,41 +1155,17 @@ class ElementStepper {
   }
 
   void step(Particles& p, size_t e) {
-    const auto& entry = m_lattice.sequence()[e];
-    const ElementDefinition& def = m_lattice.definitions()[entry.definition];
-    if (!def.type->track_block) return;
+    const ElementDefinition& def = m_lattice.element(e);
     if (m_freeze) m_saved = p.delta;
     ft_particle_block b = p.block(0, p.size());
     b.limit_x = m_limit_x;
     b.limit_y = m_limit_y;
     b.turn = 0;
     b.element_index = static_cast<int64_t>(e);
-    // An element with a transformation (misalignment, tilt; fusetrack/device/transform.h), as the
-    // CPU backend runs it: into the element's frame, the element with the global limit lifted,
-    // back out, then the global limit (the probes are all alive here).
-    const std::vector<uint64_t>* transform = m_lattice.transform_block(entry.definition);
-    const unsigned char* block = transform ? reinterpret_cast<const unsigned char*>(transform->data()) : nullptr;
-    if (block) {
-      b.limit_x = b.limit_y = std::numeric_limits<double>::infinity();
-      for (size_t i = 0; i < p.size(); ++i) {
-        ParticleView v = p.view(i);
-        transform_entry(block, v);
-        p.store(i, v);
-      }
-    }
     ft_error err{};
-    if (def.type->track_block(m_lattice.params(entry.definition), &b, &err) != 0)
+    if (track_sequence_entry(m_lattice, e, b, &err) != 0)
       throw Error(fmt::format("optics along the ring: element #{} '{}' ({}) failed: {}", e, def.name, def.type->name,
                               err.message));
-    if (block) {
-      const GlobalLimits limits{m_limit_x, m_limit_y, {0, 0, 0, 0, 0, 0}};
-      for (size_t i = 0; i < p.size(); ++i) {
-        ParticleView v = p.view(i);
-        transform_exit(block, v);
-        apply_element_limits(v, limits);
-        p.store(i, v);
-      }
-    }
     for (size_t i = 0; i < p.size(); ++i) {
       if (p.state[i] <= 0)
         throw Error(fmt::format("optics along the ring: a probe particle near the closed orbit was lost at element #{} "
@@ -985,6 +1185,33 @@ class ElementStepper {
   double m_limit_x = 0.0, m_limit_y = 0.0;
   std::vector<double> m_saved;
 };
+
+/// Puts the centre z into particle 0 and z +- steps[k] into particles 1 + 2k, 2 + 2k (13 in all);
+/// returns the represented offsets (z + h) - (z - h).
+std::array<double, kJacCols> set_probes(Particles& p, const double* z, const std::array<double, 6>& steps) {
+  std::array<double, kJacCols> step_in{};
+  p.set(0, z[0], z[1], z[2], z[3], z[4], z[5]);
+  for (size_t k = 0; k < kJacCols; ++k) {
+    double zp[6], zm[6];
+    std::copy(z, z + 6, zp);
+    std::copy(z, z + 6, zm);
+    zp[k] += steps[k];
+    zm[k] -= steps[k];
+    step_in[k] = zp[k] - zm[k];
+    p.set(1 + 2 * k, zp[0], zp[1], zp[2], zp[3], zp[4], zp[5]);
+    p.set(2 + 2 * k, zm[0], zm[1], zm[2], zm[3], zm[4], zm[5]);
+  }
+  return step_in;
+}
+
+ElementJacobian jacobian_of_probes(const Particles& p, const std::array<double, kJacCols>& step_in) {
+  ElementJacobian j{};
+  const std::vector<double>* out[kJacRows] = {&p.x, &p.px, &p.y, &p.py, &p.zeta};
+  for (size_t i = 0; i < kJacRows; ++i)
+    for (size_t k = 0; k < kJacCols; ++k)
+      j[kJacCols * i + k] = ((*out[i])[1 + 2 * k] - (*out[i])[2 + 2 * k]) / step_in[k];
+  return j;
+}
 
 /// 2 cos mu of the two eigenmodes of a 4x4 symplectic (x, px, y, py) block (Edwards-Teng; see
 /// transverse_tunes), mode 1 the one closer to the x block. Throws on a coupling resonance.
@@ -1100,10 +1327,14 @@ std::array<CVector4, 2> transverse_eigenvectors(const std::array<std::array<doub
   return modes;
 }
 
-CVector4 propagate(const ElementJacobian& j, const CVector4& v) {
-  CVector4 r{};
-  for (size_t i = 0; i < 4; ++i)
-    r[i] = j[5 * i] * v[0] + j[5 * i + 1] * v[1] + j[5 * i + 2] * v[2] + j[5 * i + 3] * v[3];
+/// (x, px, y, py, zeta): an eigenvector with its zeta part, 0 at the start (zeta starts every
+/// turn of the 4D map at the orbit's zeta) and filled in along the ring.
+using CVector5 = std::array<Complex, 5>;
+
+CVector5 propagate(const ElementJacobian& j, const CVector5& v) {
+  CVector5 r{};
+  for (size_t i = 0; i < kJacRows; ++i)
+    for (size_t k = 0; k < kJacRows; ++k) r[i] += j[kJacCols * i + k] * v[k];
   return r;
 }
 
@@ -1133,35 +1364,61 @@ TwissTable compute_twiss_table(const Lattice& lattice, const OpticsOptions& opti
   return compute_twiss_table(lattice, o, options);
 }
 
-TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options) {
-  check_options(options);
-  check_lattice(lattice);
-  const size_t n = lattice.sequence().size();
-  const double beta0 = lattice.reference().beta0();
-  TwissTable t;
-  t.circumference = lattice.circumference();
-  t.six_d = optics.six_d;
-  t.mode_reason = optics.mode_reason;
-  const size_t rows = n + 1;
-  t.name.resize(rows);
-  t.type.resize(rows);
-  for (auto* c : {&t.s, &t.x, &t.px, &t.y, &t.py, &t.zeta, &t.delta, &t.beta_x, &t.alpha_x, &t.mu_x, &t.beta_y,
-                  &t.alpha_y, &t.mu_y, &t.dx, &t.dpx, &t.dy, &t.dpy, &t.beta_1x, &t.alpha_1x, &t.beta_1y,
-                  &t.alpha_1y, &t.beta_2x, &t.alpha_2x, &t.beta_2y, &t.alpha_2y})
-    c->resize(rows);
+namespace {
 
-  // Pass 1: the closed orbit through every element and each element's Jacobian around it.
+/// Pass 1 of the table: the closed orbit through every element and each element's Jacobian.
+struct ElementPass {
+  std::vector<ElementJacobian> jacobians;
+  /// Their product: d(x, px, y, py, zeta)_end / d(x, px, y, py, zeta, delta)_start (the delta row
+  /// is (0, ..., 0, 1): delta frozen).
+  std::array<std::array<double, kJacCols>, kJacRows> product{};
+};
+
+/// One element tracked by the element-by-element pass (ElementStepper) and by the CPU backend's
+/// whole-turn kernel restricted to that element (TrackOptions element range, delta restored after
+/// it as RingTracker does): the largest difference of their Jacobians around z over
+/// max(1, max |entry|).
+double stepping_mismatch(const Lattice& lattice, Backend& backend, size_t e, const double* z,
+                         const std::array<double, 6>& steps) {
+  Particles a(1 + 2 * kJacCols, lattice.reference().beta0());
+  const auto step_in = set_probes(a, z, steps);
+  Particles b = a;
+  const std::vector<double> delta_in = a.delta;
+  ElementStepper stepper(lattice, true);
+  stepper.step(a, e);
+  TrackOptions o;
+  o.collective = false;
+  o.turns = 1;
+  o.element_begin = e;
+  o.element_end = e + 1;
+  o.threads = 1;
+  backend.track(b, o);
+  for (size_t i = 0; i < b.size(); ++i)
+    if (b.state[i] > 0 && b.delta[i] != delta_in[i]) {
+      ParticleView v = b.view(i);
+      v.update_delta(delta_in[i]);
+      b.store(i, v);
+    }
+  const ElementJacobian ja = jacobian_of_probes(a, step_in), jb = jacobian_of_probes(b, step_in);
+  double diff = 0.0, scale = 1.0;
+  for (size_t k = 0; k < ja.size(); ++k) {
+    diff = std::max(diff, std::fabs(ja[k] - jb[k]));
+    scale = std::max(scale, std::fabs(jb[k]));
+  }
+  return std::isfinite(diff) ? diff / scale : std::numeric_limits<double>::infinity();
+}
+
+ElementPass element_pass(const Lattice& lattice, const std::array<double, 6>& start, const OpticsOptions& options,
+                         TwissTable& t) {
+  const size_t n = lattice.sequence().size();
   // Particle 0 follows the orbit; 1 + 2k and 2 + 2k start each element at the orbit +- the step in
-  // coordinate kIndex[k] (x, px, y, py, delta).
-  constexpr size_t kIndex[5] = {0, 1, 2, 3, 5};
-  const std::array<double, 6> start = optics.map_4d.closed_orbit;
-  Particles p(11, beta0);
+  // coordinate k (x, px, y, py, zeta, delta).
+  Particles p(1 + 2 * kJacCols, lattice.reference().beta0());
   p.set(0, start[0], start[1], start[2], start[3], start[4], start[5]);
   ElementStepper stepper(lattice, true);
-  std::vector<ElementJacobian> jac(n);
-  // Product of the element Jacobians: 4 x 5 (delta column), with the implicit row (0, 0, 0, 0, 1).
-  std::array<std::array<double, 5>, 4> product{};
-  for (size_t i = 0; i < 4; ++i) product[i][i] = 1.0;
+  ElementPass pass;
+  pass.jacobians.resize(n);
+  for (size_t i = 0; i < kJacRows; ++i) pass.product[i][i] = 1.0;
   auto record_orbit = [&](size_t row) {
     t.x[row] = p.x[0];
     t.px[row] = p.px[0];
@@ -1177,78 +1434,90 @@ TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optic
   for (size_t e = 0; e < n; ++e) {
     double z[6];
     p.coordinates(0, z);
-    double step_in[5];
-    for (size_t k = 0; k < 5; ++k) {
-      double zp[6], zm[6];
-      std::copy(z, z + 6, zp);
-      std::copy(z, z + 6, zm);
-      zp[kIndex[k]] += options.steps[kIndex[k]];
-      zm[kIndex[k]] -= options.steps[kIndex[k]];
-      step_in[k] = zp[kIndex[k]] - zm[kIndex[k]];
-      p.set(1 + 2 * k, zp[0], zp[1], zp[2], zp[3], zp[4], zp[5]);
-      p.set(2 + 2 * k, zm[0], zm[1], zm[2], zm[3], zm[4], zm[5]);
-    }
+    const auto step_in = set_probes(p, z, options.steps);
     stepper.step(p, e);
-    ElementJacobian& j = jac[e];
-    const std::vector<double>* out[4] = {&p.x, &p.px, &p.y, &p.py};
-    for (size_t i = 0; i < 4; ++i)
-      for (size_t k = 0; k < 5; ++k) j[5 * i + k] = ((*out[i])[1 + 2 * k] - (*out[i])[2 + 2 * k]) / step_in[k];
-    std::array<std::array<double, 5>, 4> next{};
-    for (size_t i = 0; i < 4; ++i)
-      for (size_t k = 0; k < 5; ++k) {
-        double sum = k == 4 ? j[5 * i + 4] : 0.0;
-        for (size_t m = 0; m < 4; ++m) sum += j[5 * i + m] * product[m][k];
+    const ElementJacobian& j = pass.jacobians[e] = jacobian_of_probes(p, step_in);
+    std::array<std::array<double, kJacCols>, kJacRows> next{};
+    for (size_t i = 0; i < kJacRows; ++i)
+      for (size_t k = 0; k < kJacCols; ++k) {
+        double sum = k == kJacCols - 1 ? j[kJacCols * i + k] : 0.0;
+        for (size_t m = 0; m < kJacRows; ++m) sum += j[kJacCols * i + m] * pass.product[m][k];
         next[i][k] = sum;
       }
-    product = next;
+    pass.product = next;
     const ElementDefinition& def = lattice.element(e);
     t.name[e + 1] = def.name;
     t.type[e + 1] = def.type->name;
     t.s[e + 1] = e + 1 < n ? lattice.sequence()[e + 1].s : t.circumference;
     record_orbit(e + 1);
   }
+  return pass;
+}
 
-  // Checks against the one-turn tracking: the orbit closes and the product is the 4D matrix.
+/// Checks of pass 1 against the one-turn tracking: the orbit closes and the product of the
+/// element Jacobians is the 4D one-turn matrix. On failure, finds the first element whose
+/// stepping differs from the backend's kernel and names it.
+void check_element_pass(const Lattice& lattice, const LinearOptics& optics, const ElementPass& pass,
+                        const OpticsOptions& options, TwissTable& t) {
+  const size_t n = lattice.sequence().size();
+  const std::array<double, 6>& start = optics.map_4d.closed_orbit;
   t.orbit_closure = std::max({std::fabs(t.x[n] - start[0]), std::fabs(t.px[n] - start[1]),
                               std::fabs(t.y[n] - start[2]), std::fabs(t.py[n] - start[3])});
-  {
-    const Matrix6& r = optics.map_4d.matrix;
-    const double per_delta = dpzeta_ddelta(start[5], beta0);  // the matrix's delta column is per pzeta
-    double diff = 0.0, scale = 1.0;
-    for (size_t i = 0; i < 4; ++i)
-      for (size_t k = 0; k < 5; ++k) {
-        const double ref = k < 4 ? r[i][k] : r[i][5] * per_delta;
-        diff = std::max(diff, std::fabs(product[i][k] - ref));
-        scale = std::max(scale, std::fabs(ref));
-      }
-    t.matrix_mismatch = diff / scale;
+  const Matrix6& r = optics.map_4d.matrix;
+  const double per_delta = dpzeta_ddelta(start[5], lattice.reference().beta0());  // r's last column is per pzeta
+  double diff = 0.0, scale = 1.0;
+  for (size_t i = 0; i < kJacRows; ++i)
+    for (size_t k = 0; k < kJacCols; ++k) {
+      const double ref = k < 5 ? r[i][k] : r[i][5] * per_delta;
+      diff = std::max(diff, std::fabs(pass.product[i][k] - ref));
+      scale = std::max(scale, std::fabs(ref));
+    }
+  t.matrix_mismatch = diff / scale;
+  if (t.orbit_closure <= 1e-8 && t.matrix_mismatch <= 1e-5) return;
+  std::string culprit = "no single element's stepping differs from the whole-turn kernel (largest difference below 1e-9)";
+  auto backend = make_cpu_backend(lattice);
+  for (size_t e = 0; e < n; ++e) {
+    const double z[6] = {t.x[e], t.px[e], t.y[e], t.py[e], t.zeta[e], t.delta[e]};
+    const double d = stepping_mismatch(lattice, *backend, e, z, options.steps);
+    if (!(d <= 1e-9)) {
+      const ElementDefinition& def = lattice.element(e);
+      culprit = fmt::format("element #{} '{}' ({}) is tracked differently element by element and by the whole-turn "
+                            "kernel (relative Jacobian difference {:.3g})",
+                            e, def.name, def.type->name, d);
+      break;
+    }
   }
-  if (!(t.orbit_closure <= 1e-8) || !(t.matrix_mismatch <= 1e-5))
-    throw Error(fmt::format(
-        "optics along the ring: tracking element by element disagrees with tracking whole turns (orbit closure "
-        "{:.3g}, relative matrix difference {:.3g}); the optics would not be those of the ring",
-        t.orbit_closure, t.matrix_mismatch));
+  throw Error(fmt::format(
+      "optics along the ring: tracking element by element disagrees with tracking whole turns (orbit closure "
+      "{:.3g}, relative matrix difference {:.3g}); {}; the optics would not be those of the ring",
+      t.orbit_closure, t.matrix_mismatch, culprit));
+}
 
-  // Normal form at the start.
+/// Pass 2: the eigenvectors and the dispersion, from the start through every element.
+void propagate_optics(const ElementPass& pass, TwissTable& t) {
+  const size_t n = pass.jacobians.size();
+  // Normal form at the start (4x4 transverse block of the product; zeta starts at 0).
   std::array<std::array<double, 4>, 4> m4{};
   for (size_t i = 0; i < 4; ++i)
-    for (size_t k = 0; k < 4; ++k) m4[i][k] = product[i][k];
-  std::array<CVector4, 2> v = transverse_eigenvectors(m4);
-  const std::array<CVector4, 2> v_start = v;
-  std::array<double, 4> d{};
+    for (size_t k = 0; k < 4; ++k) m4[i][k] = pass.product[i][k];
+  const std::array<CVector4, 2> v4 = transverse_eigenvectors(m4);
+  std::array<CVector5, 2> v{};
+  for (size_t m = 0; m < 2; ++m)
+    for (size_t i = 0; i < 4; ++i) v[m][i] = v4[m][i];
+  const std::array<CVector5, 2> v_start = v;
+  // Dispersion: (I - R4) D = dR/ddelta at the start, zeta part 0.
+  std::array<double, kJacRows> d{};
   {
     std::vector<std::vector<double>> a(4, std::vector<double>(4));
     std::vector<double> b(4);
     for (size_t i = 0; i < 4; ++i) {
-      for (size_t k = 0; k < 4; ++k) a[i][k] = (i == k ? 1.0 : 0.0) - product[i][k];
-      b[i] = product[i][4];
+      for (size_t k = 0; k < 4; ++k) a[i][k] = (i == k ? 1.0 : 0.0) - pass.product[i][k];
+      b[i] = pass.product[i][kJacCols - 1];
     }
     if (!solve(a, b))
       throw Error("optics along the ring: I - R (4x4) is singular: cannot compute the dispersion (integer tune?)");
     for (size_t i = 0; i < 4; ++i) d[i] = b[i];
   }
-
-  // Pass 2: eigenvectors and dispersion element by element.
   double phase[2] = {0.0, 0.0};
   double last_arg[2] = {std::arg(v[0][0]), std::arg(v[1][2])};
   auto record_optics = [&](size_t row) {
@@ -1277,12 +1546,15 @@ TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optic
   };
   record_optics(0);
   for (size_t e = 0; e < n; ++e) {
-    const ElementJacobian& j = jac[e];
+    const ElementJacobian& j = pass.jacobians[e];
     v[0] = propagate(j, v[0]);
     v[1] = propagate(j, v[1]);
-    std::array<double, 4> dn{};
-    for (size_t i = 0; i < 4; ++i)
-      dn[i] = j[5 * i] * d[0] + j[5 * i + 1] * d[1] + j[5 * i + 2] * d[2] + j[5 * i + 3] * d[3] + j[5 * i + 4];
+    std::array<double, kJacRows> dn{};
+    for (size_t i = 0; i < kJacRows; ++i) {
+      double sum = j[kJacCols * i + kJacCols - 1];
+      for (size_t k = 0; k < kJacRows; ++k) sum += j[kJacCols * i + k] * d[k];
+      dn[i] = sum;
+    }
     d = dn;
     const double args[2] = {std::arg(v[0][0]), std::arg(v[1][2])};
     for (int k = 0; k < 2; ++k) {
@@ -1293,18 +1565,56 @@ TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optic
   }
   t.q1 = t.mu_x[n];
   t.q2 = t.mu_y[n];
-  // Periodicity: v(end) = e^{i mu} v(start).
-  for (int k = 0; k < 2; ++k) {
+  // Periodicity: v(end) = e^{i mu} v(start) in the transverse components.
+  for (size_t k = 0; k < 2; ++k) {
     const Complex turn = std::polar(1.0, phase[k]);
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < 4; ++i) {
-      diff += std::norm(v[static_cast<size_t>(k)][i] - turn * v_start[static_cast<size_t>(k)][i]);
-      norm += std::norm(v_start[static_cast<size_t>(k)][i]);
+      diff += std::norm(v[k][i] - turn * v_start[k][i]);
+      norm += std::norm(v_start[k][i]);
     }
     t.periodicity_error = std::max(t.periodicity_error, std::sqrt(diff / norm));
   }
+}
+
+/// Total tune: the fraction q of the one-turn matrix plus the integer part of the phase advance mu.
+double total_tune(double mu, double q) { return std::round(mu - q) + q; }
+
+}  // namespace
+
+double element_stepping_mismatch(const Lattice& lattice, size_t e, const std::array<double, 6>& z,
+                                 const OpticsOptions& options) {
+  check_options(options);
+  check_lattice(lattice);
+  if (e >= lattice.sequence().size())
+    throw Error(fmt::format("element_stepping_mismatch: no sequence entry #{} (the lattice has {})", e,
+                            lattice.sequence().size()));
+  auto backend = make_cpu_backend(lattice);
+  return stepping_mismatch(lattice, *backend, e, z.data(), options.steps);
+}
+
+TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optics, const OpticsOptions& options) {
+  check_options(options);
+  check_lattice(lattice);
+  const size_t rows = lattice.sequence().size() + 1;
+  TwissTable t;
+  t.circumference = lattice.circumference();
+  t.six_d = optics.six_d;
+  t.mode_reason = optics.mode_reason;
+  t.name.resize(rows);
+  t.type.resize(rows);
+  for (auto* c : {&t.s, &t.x, &t.px, &t.y, &t.py, &t.zeta, &t.delta, &t.beta_x, &t.alpha_x, &t.mu_x, &t.beta_y,
+                  &t.alpha_y, &t.mu_y, &t.dx, &t.dpx, &t.dy, &t.dpy, &t.beta_1x, &t.alpha_1x, &t.beta_1y,
+                  &t.alpha_1y, &t.beta_2x, &t.alpha_2x, &t.beta_2y, &t.alpha_2y})
+    c->resize(rows);
+  const ElementPass pass = element_pass(lattice, optics.map_4d.closed_orbit, options, t);
+  check_element_pass(lattice, optics, pass, options, t);
+  propagate_optics(pass, t);
+  t.qx_total = total_tune(t.q1, optics.qx);
+  t.qy_total = total_tune(t.q2, optics.qy);
   return t;
 }
+
 
 namespace {
 

@@ -127,6 +127,30 @@ const unsigned char* transform_of(const Lattice& lattice, uint32_t definition) {
   return block ? reinterpret_cast<const unsigned char*>(block->data()) : nullptr;
 }
 
+}  // namespace
+
+int track_sequence_entry(const Lattice& lattice, size_t e, ft_particle_block& b, ft_error* err) {
+  const uint32_t definition = lattice.sequence()[e].definition;
+  const ft_track_block_fn fn = lattice.definitions()[definition].type->track_block;
+  if (!fn) return 0;
+  const unsigned char* transform = transform_of(lattice, definition);
+  if (!transform) return fn(lattice.params(definition), &b, err);
+  // track_transformed works on at most kBlockSize particles.
+  const ft_particle_block whole = b;
+  for (int64_t first = 0; first < whole.count; first += static_cast<int64_t>(kBlockSize)) {
+    ft_particle_block part = whole;
+    part.count = std::min<int64_t>(static_cast<int64_t>(kBlockSize), whole.count - first);
+    part.x += first, part.px += first, part.y += first, part.py += first, part.zeta += first;
+    part.delta += first, part.ptau += first, part.rpp += first, part.rvv += first, part.state += first;
+    part.lost_turn += first, part.lost_element += first;
+    const int rc = track_transformed(fn, lattice.params(definition), transform, part, err);
+    if (rc != 0) return rc;
+  }
+  return 0;
+}
+
+namespace {
+
 class CpuBackend : public Backend {
  public:
   explicit CpuBackend(const Lattice& lattice) : m_lattice(lattice) {}
