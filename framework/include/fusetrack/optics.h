@@ -133,6 +133,15 @@ PlaneTwiss twiss_from_block(double m11, double m12, double m21, double m22);
 /// Throws ft::Error when a plane is unstable.
 std::array<double, 2> transverse_tunes(const Matrix6& m);
 
+/// 6D eigen-tunes (Qx, Qy, Qs) of a stable 6x6 symplectic one-turn matrix in (x, px, y, py, zeta,
+/// pzeta): its eigenvalues e^{+-i 2 pi Q} (Xsuite / MAD-X 6D twiss). Planes that no 2x2 block
+/// joins are solved exactly apart (2x2 trace, Edwards-Teng); three joined planes through the cubic
+/// in u = 2 cos 2 pi Q of the palindromic characteristic polynomial (after a Twiss scaling of
+/// the matrix, the longitudinal root polished by Newton, the other two from the deflated
+/// quadratic; the horizontal mode is the one whose eigenvector has the larger (x, px) share). Qx,
+/// Qy as Q or 1 - Q like qx_hint, qy_hint (the 4D tunes); Qs in [0, 0.5]. NaN for an unstable mode.
+std::array<double, 3> eigen_tunes_6d(const Matrix6& m, double qx_hint, double qy_hint);
+
 /// Everything at the start of the lattice.
 struct LinearOptics {
   // Reference and ring

@@ -712,6 +712,16 @@ OneTurnMap compute_one_turn_map(const Lattice& lattice, const OpticsOptions& opt
   return m;
 }
 
+std::array<double, 3> eigen_tunes_6d(const Matrix6& m, double qx_hint, double qy_hint) {
+  double beta[3];
+  for (size_t p = 0; p < 3; ++p) {
+    const PlaneTwiss t = twiss_from_block(m[2 * p][2 * p], m[2 * p][2 * p + 1], m[2 * p + 1][2 * p],
+                                          m[2 * p + 1][2 * p + 1]);
+    beta[p] = t.stable && t.beta > 0.0 ? t.beta : 1.0;
+  }
+  return six_d_tunes(m, beta[0], beta[1], beta[2], qx_hint, qy_hint);
+}
+
 PlaneTwiss twiss_from_block(double m11, double m12, double m21, double m22) {
   PlaneTwiss t;
   const double cos_mu = 0.5 * (m11 + m22);
@@ -1610,8 +1620,9 @@ TwissTable compute_twiss_table(const Lattice& lattice, const LinearOptics& optic
   const ElementPass pass = element_pass(lattice, optics.map_4d.closed_orbit, options, t);
   check_element_pass(lattice, optics, pass, options, t);
   propagate_optics(pass, t);
-  t.qx_total = total_tune(t.q1, optics.qx);
-  t.qy_total = total_tune(t.q2, optics.qy);
+  const auto q = transverse_tunes(optics.map_4d.matrix);  // as LinearOptics::qx, qy
+  t.qx_total = total_tune(t.q1, q[0]);
+  t.qy_total = total_tune(t.q2, q[1]);
   return t;
 }
 
