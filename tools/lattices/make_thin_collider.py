@@ -7,9 +7,19 @@ quadrupole spacing), 6 thin dipoles per cell (2400 in all, hxl = 2 pi / 2400), t
 next to the quadrupoles and a thin corrector per half cell; 7 TeV protons; 8 straight sections of six FODO
 cells without dipoles and one RF cavity (400 MHz, h = 35640, 16 MV above transition: lag 180 deg).
 Run from the repository root: python3 tools/lattices/make_thin_collider.py
+
+With --crab it writes lattices/thin_collider_crab.json instead: the same ring with 16 crab cavities
+(RFMultipole, order-0 normal term, 400.79 MHz, phase 90 deg so that the kick px -= knl0 sin(w zeta /
+beta0) vanishes on the reference), two in each straight with opposite signs, and one thin skew
+quadrupole (ksl1 = 2e-4 1/m) for a small linear coupling: the element types and couplings of an
+HL-LHC-like thin line (issue 20: zeta-dependent kicks in the optics along the ring, the 4D tracked
+tunes), without its high-beta insertions.
 """
 import json
 import math
+import sys
+
+CRAB = "--crab" in sys.argv[1:]
 
 ARCS, CELLS = 8, 50
 HALF_CELL = 33.5                      # quadrupole spacing [m]
@@ -53,6 +63,14 @@ sequence = []
 for a in range(ARCS):
     sequence.append({"line": "arc"})
     sequence += [{"line": "straight"}, "rf"] if a == 0 else [{"line": "straight"}]
+    if CRAB:
+        sequence += [f"crab_{a}_l", "d2", f"crab_{a}_r"] + (["skew"] if a == 0 else [])
+if CRAB:
+    for a in range(ARCS):
+        for side, sign in (("l", 1.0), ("r", -1.0)):
+            elements[f"crab_{a}_{side}"] = {"type": "RFMultipole", "frequency": 400.79e6,
+                                            "knl": [sign * 1e-6], "pn": [90.0]}
+    elements["skew"] = {"type": "Multipole", "ksl": [0.0, 2e-4]}
 
 doc = {
     "fusetrack_lattice": 1,
@@ -65,7 +83,13 @@ doc = {
     "lines": lines,
     "sequence": sequence,
 }
-with open("lattices/thin_collider_12k.json", "w") as f:
+out = "lattices/thin_collider_crab.json" if CRAB else "lattices/thin_collider_12k.json"
+if CRAB:
+    doc["description"] = ("Thin-lens collider ring of LHC size with 16 crab cavities (RFMultipole, 400.79 MHz, "
+                          "opposite pairs in the straights) and a thin skew quadrupole (ksl1 = 2e-4): "
+                          "written by tools/lattices/make_thin_collider.py --crab; otherwise as thin_collider_12k.json. "
+                          "A test lattice for the optics with zeta-dependent kicks, not a model of the HL-LHC.")
+with open(out, "w") as f:
     json.dump(doc, f, indent=1)
-n = ARCS * (CELLS * len(lines["cell"]) + 6 * 4) + 1
-print(f"lattices/thin_collider_12k.json: {n} elements")
+n = ARCS * (CELLS * len(lines["cell"]) + 6 * 4) + 1 + (ARCS * 3 + 1 if CRAB else 0)
+print(f"{out}: {n} elements")
