@@ -380,7 +380,8 @@ py::dict optics_dict(const LatticeHandle& h, bool force_4d, double delta0, int64
            {"alpha_x", o.alpha_x}, {"gamma_x", o.gamma_x}, {"beta_y", o.beta_y},   {"alpha_y", o.alpha_y},
            {"gamma_y", o.gamma_y}, {"beta_s", o.beta_s},   {"alpha_s", o.alpha_s}, {"dx", o.dx},
            {"dpx", o.dpx},         {"dy", o.dy},           {"dpy", o.dpy},         {"dqx", o.dqx},
-           {"dqy", o.dqy},         {"eta", o.eta},         {"alpha_c", o.alpha_c}, {"gamma_tr", o.gamma_tr}})
+           {"dqy", o.dqy},         {"eta", o.eta},         {"alpha_c", o.alpha_c}, {"gamma_tr", o.gamma_tr},
+           {"qx_6d", o.qx_6d},     {"qy_6d", o.qy_6d}})
     d[k] = v;
   d["residual"] = o.map.residual;
   d["iterations"] = o.map.iterations;
@@ -410,6 +411,8 @@ py::dict twiss_dict(const LatticeHandle& h, bool force_4d, double delta0, int th
   d["method"] = t.mode_reason;
   d["q1"] = t.q1;
   d["q2"] = t.q2;
+  d["qx_total"] = t.qx_total;
+  d["qy_total"] = t.qy_total;
   d["max_coupling"] = t.max_coupling;
   return d;
 }
