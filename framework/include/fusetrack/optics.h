@@ -279,8 +279,8 @@ struct TwissTable {
   /// (0 for an uncoupled ring).
   double max_coupling = 0.0;
   /// Checks of the element-by-element pass: max |orbit at the end - orbit at the start| over x,
-  /// px, y, py [m, 1]; max |product of the element Jacobians - 4D one-turn matrix| (transverse
-  /// rows, columns x..py and delta) over max(1, max |entry|); max over the two modes of
+  /// px, y, py [m, 1]; max |product of the element Jacobians - 4D one-turn matrix| (rows x..zeta,
+  /// columns x..zeta and delta) over max(1, max |entry|); max over the two modes of
   /// |v(end) - e^{i mu} v(start)| / |v(start)| (periodicity of the eigenvectors).
   double orbit_closure = 0.0, matrix_mismatch = 0.0, periodicity_error = 0.0;
 
