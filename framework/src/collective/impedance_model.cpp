@@ -45,6 +45,10 @@ const char* json_kind(const nlohmann::json& v) {
 
 }  // namespace
 
+// Slicing that resolves a resonator's wake for point samples (8 samples per period, 4 per decay time).
+constexpr double kUndersampledPeriod = 0.125;
+constexpr double kUndersampledDecay = 0.25;
+
 // ---- Resonator ---------------------------------------------------------------------------------
 
 Resonator::Resonator(double r_shunt, double frequency, double q, bool multi_turn)
@@ -82,8 +86,76 @@ double Resonator::wake(double t) const {
   return 2.0 * a * m_r_shunt * (c - a * s);
 }
 
+namespace {
+// h(sigma) = integral_0^1 (1 - u) e^{sigma u} du = (e^sigma - 1 - sigma) / sigma^2 (series for small sigma).
+Complex hat_half(Complex sigma) {
+  if (std::abs(sigma) < 0.5) {
+    Complex term(1.0, 0.0), sum(0.0, 0.0);  // sigma^k / (k + 2)!
+    double factorial = 2.0;
+    for (int k = 0; k < 24; ++k) {
+      sum += term / factorial;
+      term *= sigma;
+      factorial *= double(k + 3);
+    }
+    return sum;
+  }
+  return (std::exp(sigma) - 1.0 - sigma) / (sigma * sigma);
+}
+// e^{sigma m} h(-sigma) = (e^{sigma (m-1)} - e^{sigma m} (1 - sigma)) / sigma^2, m >= 1 (no overflow of e^{-sigma}).
+Complex hat_half_reflected(Complex sigma, int m) {
+  if (std::abs(sigma) < 0.5) return std::exp(sigma * double(m)) * hat_half(-sigma);
+  return (std::exp(sigma * double(m - 1)) - std::exp(sigma * double(m)) * (1.0 - sigma)) / (sigma * sigma);
+}
+}  // namespace
+
 void Resonator::add_wake_samples(double dt, int n, double* out) const {
-  for (int k = 0; k < n; ++k) out[k + n - 1] += wake(k * dt);  // W = 0 for k < 0
+  // Wake samples consistent with a piecewise-linear line density between slice centres: for
+  // lambda(t) = sum_j lambda_j hat((t - t_j) / dt), V(t_r) = sum_j lambda_j dt K_{r-j} exactly, with
+  //   K_m = integral_{-1}^{1} (1 - |u|) W((m + u) dt) du
+  // (the wake averaged with the linear-interpolation kernel). Point samples W(m dt) are wrong when
+  // the wake changes within a slice (a broadband resonator with 1 / alpha < dt: the sample W(0) =
+  // alpha R_s then dominates); K_m converges to W(m dt) when dt -> 0 and keeps the zeroth and first
+  // moments of W (Z(0) and dZ/df at 0) for any dt. W = sum Re(c e^{s t}) for t > 0 (wake_modes).
+  // Resolved (f_r dt <= 1/8, alpha dt <= 1/4):
+  // point samples W(k dt), as BLonD's time-domain wake (identical results). Otherwise averaged.
+  if (!(m_frequency * dt > kUndersampledPeriod || m_alpha * dt > kUndersampledDecay)) {
+    for (int k = 0; k < n; ++k) out[k + n - 1] += wake(k * dt);  // W = 0 for k < 0
+    return;
+  }
+  std::fprintf(stderr,
+               "warning: LongitudinalImpedance: resonator f_r = %.4g Hz, Q = %.4g is undersampled by slices of "
+               "dt = %.4g s (f_r dt = %.3g > %.3g or alpha dt = %.3g > %.3g, decay time 1/alpha = %.4g s): point "
+               "samples W(k dt) would be wrong, the wake is averaged over the slices instead (exact for a line "
+               "density linear between slice centres); Z above 1/(2 dt) = %.4g Hz is not resolved\n",
+               m_frequency, m_q, dt, m_frequency * dt, kUndersampledPeriod, m_alpha * dt, kUndersampledDecay,
+               1.0 / m_alpha, 0.5 / dt);
+  const std::vector<ft_wake_mode> modes = wake_modes();
+  if (modes.empty()) {  // critical damping: Gauss-Legendre on each half of the hat (20 points each)
+    static const double x[10] = {0.0765265211334973, 0.2277858511416451, 0.3737060887154195, 0.5108670019508271,
+                                 0.6360536807265150, 0.7463319064601508, 0.8391169718222188, 0.9122344282513259,
+                                 0.9639719272779138, 0.9931285991850949};
+    static const double w[10] = {0.1527533871307258, 0.1491729864726037, 0.1420961093183820, 0.1316886384491766,
+                                 0.1181945319615184, 0.1019301198172404, 0.0832767415767048, 0.0626720483341091,
+                                 0.0406014298003869, 0.0176140071391521};
+    for (int m = 0; m < n; ++m) {
+      double sum = 0.0;
+      for (int side = 0; side < 2; ++side)  // side 0: u in [-1, 0], side 1: u in [0, 1]
+        for (int i = 0; i < 10; ++i)
+          for (int sign = -1; sign <= 1; sign += 2) {
+            const double u01 = 0.5 * (1.0 + sign * x[i]);  // node in [0, 1]
+            const double u = side == 1 ? u01 : u01 - 1.0;
+            sum += 0.5 * w[i] * (1.0 - std::fabs(u)) * wake((m + u) * dt);
+          }
+      out[m + n - 1] += sum;
+    }
+    return;
+  }
+  for (const ft_wake_mode& mode : modes) {
+    const Complex c(mode.c_re, mode.c_im), sigma = Complex(mode.s_re, mode.s_im) * dt;
+    out[n - 1] += (c * hat_half(sigma)).real();  // m = 0: only u > 0 (W = 0 before the source)
+    for (int m = 1; m < n; ++m)
+      out[m + n - 1] += (c * (std::exp(sigma * double(m)) * hat_half(sigma) + hat_half_reflected(sigma, m))).real();
+  }
 }
 
 Complex Resonator::impedance(double f) const {
@@ -345,6 +417,55 @@ void model_destroy(void* state) { delete static_cast<ImpedanceModel*>(state); }
 
 }  // namespace ft::impedance
 
+namespace ft::impedance {
+namespace {
+// The frequency method's product Z(f_m) Lambda(f_m) is a circular convolution over the FFT window
+// T = 1 / df: a wake longer than T wraps around onto the bunch. Default: a window over which
+// the slowest resonator wake decays by e^{-kWindowDecays} (e^-28 ~ 1e-12), i.e.
+// df = alpha_min / 28 = 2 pi (f_r / 2Q) / 28 ~ (f_r / 2Q) / 4.5 for Q > 1/2, and a window covering
+// the longest wake table; capped at kMaxDefaultFft points (the user's frequency_resolution overrides).
+constexpr double kWindowDecays = 28.0;
+constexpr double kMaxDefaultFft = 16777216.0;  // 2^24 points: 256 MiB of complex spectrum
+
+double default_frequency_resolution(const ImpedanceModel& model, const LongitudinalImpedance& e, double beta0) {
+  double window = 0.0;  // [s]
+  std::string longest = "none";
+  for (const auto& source : model.sources) {
+    if (const auto* res = dynamic_cast<const Resonator*>(source.get())) {
+      for (const ft_wake_mode& m : res->wake_modes())
+        if (m.s_re < 0.0 && kWindowDecays / -m.s_re > window) {
+          window = kWindowDecays / -m.s_re;
+          longest = "resonator f_r = " + number(res->frequency()) + " Hz, Q = " + number(res->q()) +
+                    " (bandwidth f_r/2Q = " + number(res->frequency() / (2.0 * res->q())) + " Hz)";
+        }
+    } else if (const auto* table = dynamic_cast<const WakeTable*>(source.get())) {
+      if (2.0 * table->duration() > window) {
+        window = 2.0 * table->duration();
+        longest = "wake table of " + number(table->duration()) + " s";
+      }
+    }
+  }
+  const double dt = (e.zeta_max - e.zeta_min) / e.n_slices / (beta0 * kSpeedOfLight);
+  const double bunch_window = 2.0 * e.n_slices * dt;
+  if (!(window > bunch_window)) return 0.0;  // the smallest zero-padded FFT already covers the wakes
+  double df = 1.0 / window;
+  if (window / dt > kMaxDefaultFft) {
+    df = 1.0 / (kMaxDefaultFft * dt);
+    std::fprintf(stderr,
+                 "warning: LongitudinalImpedance: the longest wake (%s) needs an FFT window of %.4g s = %.4g "
+                 "points; capped at %.0f points (df = %.4g Hz): set frequency_resolution to choose\n",
+                 longest.c_str(), window, window / dt, kMaxDefaultFft, df);
+  } else {
+    std::fprintf(stderr,
+                 "LongitudinalImpedance: frequency method, default frequency_resolution %.4g Hz (FFT window %.4g "
+                 "s, >= %.0f points of %.4g s) from the longest wake: %s\n",
+                 df, 1.0 / df, std::ceil(1.0 / (df * dt)), dt, longest.c_str());
+  }
+  return df;
+}
+}  // namespace
+}  // namespace ft::impedance
+
 void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const char* json_definition,
                                         const char* base_directory, const ft_reference& reference,
                                         ft_collective_model& model) {
@@ -430,6 +551,8 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
   model.grid.zeta_max = e.zeta_max;
   model.method = method == "time" ? FT_SOLVE_TIME_DOMAIN : FT_SOLVE_FREQUENCY_DOMAIN;
   model.frequency_resolution = e.frequency_resolution;
+  if (model.method == FT_SOLVE_FREQUENCY_DOMAIN && e.frequency_resolution == 0.0)
+    model.frequency_resolution = default_frequency_resolution(*impedance_model, e, beta0);
   model.field_scale = -reference.q0 * kElementaryCharge * e.intensity;  // [C]: field = induced voltage [V]
   model.mode_count = static_cast<int32_t>(impedance_model->modes.size());
   model.modes = impedance_model->modes.empty() ? nullptr : impedance_model->modes.data();

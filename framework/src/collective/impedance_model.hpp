@@ -21,7 +21,8 @@ using Complex = std::complex<double>;
 class ImpedanceSource {
  public:
   virtual ~ImpedanceSource() = default;
-  /// out[k + n - 1] += W(k dt) [V/C] for k = -(n-1) .. n-1.
+  /// out[k + n - 1] += K_k [V/C] for k = -(n-1) .. n-1: W(k dt), or for a resonator W averaged
+  /// with the linear-interpolation kernel over (k-1, k+1) dt (see Resonator::add_wake_samples).
   virtual void add_wake_samples(double dt, int n, double* out) const = 0;
   /// Z(f) [Ohm] for f >= 0.
   virtual Complex impedance(double f) const = 0;
@@ -42,6 +43,8 @@ class Resonator : public ImpedanceSource {
   /// (Q < 1/2), none at critical damping (Q = 1/2, W = 2 alpha R e^{-alpha t}(1 - alpha t)).
   std::vector<ft_wake_mode> wake_modes() const;
   bool multi_turn() const { return m_multi_turn; }
+  double frequency() const { return m_frequency; }
+  double q() const { return m_q; }
 
  private:
   double m_r_shunt, m_frequency, m_q;
@@ -90,6 +93,7 @@ class ImpedanceTable : public ImpedanceSource {
 class WakeTable : public ImpedanceSource {
  public:
   explicit WakeTable(PiecewiseLinear wake) : m_wake(std::move(wake)) {}
+  double duration() const { return m_wake.x.back(); }
   void add_wake_samples(double dt, int n, double* out) const override;
   Complex impedance(double f) const override;
 
