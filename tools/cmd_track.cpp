@@ -44,9 +44,14 @@ struct TrackArgs {
   bool progress = false;
 };
 
-/// This rank's share of a matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves
-/// the same distribution and samples its own particles; the report on stdout (rank 0).
-Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
+/// A matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves the same
+/// distribution; its share is made where it is tracked (on the GPU: on the device).
+struct MatchedRun {
+  MatchedBunchReport report;
+  std::unique_ptr<MatchedBunchShare> share;  // this rank's particles, not yet made
+};
+
+MatchedRun matched_run(const TrackArgs& a, const Lattice& lattice) {
   MatchedBunchOptions o;
   o.distribution = a.distribution;
   o.mu = a.mu;
@@ -56,16 +61,17 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
   o.fma = parse_fma(a.common.fma);
   o.bucket.threads = threads_per_rank(a.common);
   Communicator& comm = world();
-  MatchedBunchReport r = match_longitudinal_bunch(lattice, o);
-  const size_t count = static_cast<size_t>(a.matched);
-  const Share share = share_of(count, comm.rank(), comm.size());
-  Particles particles = sample_matched_bunch(r, a.seed, share.begin, share.size(), o.bucket.threads);
-  LongitudinalSums sums = longitudinal_sums(particles);
-  double sum_array[5] = {sums.count, sums.zeta, sums.zeta2, sums.delta, sums.delta2};
-  comm.allreduce_sum(sum_array, 5);
-  sums = LongitudinalSums{sum_array[0], sum_array[1], sum_array[2], sum_array[3], sum_array[4]};
+  MatchedRun m;
+  m.report = match_longitudinal_bunch(lattice, o);
+  const Share share = share_of(static_cast<size_t>(a.matched), comm.rank(), comm.size());
+  m.share = std::make_unique<MatchedBunchShare>(m.report, a.seed, share.begin, share.size());
+  return m;
+}
+
+/// The matched bunch's report, with the sample moments of the particles made (all ranks).
+void print_matched(const TrackArgs& a, const Lattice& lattice, MatchedBunchReport r, const LongitudinalSums& sums) {
   set_sample_moments(r, sums);
-  if (!comm.is_root()) return particles;
+  const size_t count = static_cast<size_t>(a.matched);
   fmt::print("rf bucket   eta {:.6e}, stable zeta {:.6g} m, bucket [{:.6g}, {:.6g}] m, height delta {:.4e}, Qs {:.5e}\n",
              r.bucket.eta, r.bucket.zeta_s, r.bucket.zeta_left, r.bucket.zeta_right, r.bucket_height, r.qs0);
   fmt::print("matched     {} {}{}: sigma_zeta {:.6g} m (RF alone {:.6g} m), sigma_delta {:.4e}, samples {:.6g} m / "
@@ -81,7 +87,6 @@ Particles matched_particles(const TrackArgs& a, const Lattice& lattice) {
     if (!r.converged)
       fmt::print(stderr, "warning: the potential-well iteration did not converge (residual {:.2e})\n", r.residual);
   }
-  return particles;
 }
 
 /// The whole set of initial particles from a file, grid or Gaussian (every rank makes it).
@@ -112,17 +117,10 @@ Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
   return make_grid(beta0, g[0], g[1], static_cast<size_t>(g[2]), g[3], g[4], static_cast<size_t>(g[5]), a.delta);
 }
 
-/// This rank's share of the initial particles, and the size of the whole bunch.
+/// This rank's share of the initial particles (from a file, grid or Gaussian), and the size of the
+/// whole bunch.
 Particles initial_particles(const TrackArgs& a, const Lattice& lattice, size_t* total) {
   Communicator& comm = world();
-  if (a.matched > 0) {
-    InputLocation at;
-    at.field = "--matched";
-    if (!(a.matched <= 1e15) || a.matched != std::floor(a.matched))
-      throw InputError(at, fmt::format("expects a whole number of particles (1000000 or 1e6), got {}", a.matched));
-    *total = static_cast<size_t>(a.matched);
-    return matched_particles(a, lattice);
-  }
   Particles all = whole_initial_particles(a, lattice);
   *total = all.size();
   if (comm.size() == 1) return all;
@@ -137,6 +135,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 /// Where the time of the command went, on rank 0's clock.
 struct TimeBreakdown {
   double start = 0.0, initial = 0.0, output = 0.0, total = 0.0;
+  bool generated = false;  // a matched bunch made by run_tracking (TrackRun::generate_seconds)
 };
 
 void print_times(const TrackRun& run, const TimeBreakdown& t, double particle_turns, double passes) {
@@ -150,12 +149,18 @@ void print_times(const TrackRun& run, const TimeBreakdown& t, double particle_tu
                "bench counts)\n",
                run.kernel_seconds, passes / run.kernel_seconds, particle_turns / run.kernel_seconds);
   }
+  // A matched bunch made on the device counts inside the track() call; one made on the host before it.
+  const double on_device = run.generated_on_device ? run.generate_seconds : 0.0;
   const double rest =
-      run.seconds - run.setup_seconds - run.upload_seconds - run.kernel_seconds - run.download_seconds;
-  fmt::print("breakdown   {:.3f} s in all: start-up {:.3f} s, initial particles {:.3f} s, setup/compile {:.3f} s, "
+      run.seconds - run.setup_seconds - run.upload_seconds - run.kernel_seconds - run.download_seconds - on_device;
+  const std::string generation =
+      t.generated ? fmt::format(" (generation {:.3f} s on the {})", run.generate_seconds,
+                                run.generated_on_device ? "device" : "host")
+                  : std::string();
+  fmt::print("breakdown   {:.3f} s in all: start-up {:.3f} s, initial particles {:.3f} s{}, setup/compile {:.3f} s, "
              "upload {:.3f} s, kernels {:.3f} s, download {:.3f} s, rest of track() {:.3f} s, output {:.3f} s\n",
-             t.total, t.start, t.initial, run.setup_seconds, run.upload_seconds, run.kernel_seconds,
-             run.download_seconds, std::max(0.0, rest), t.output);
+             t.total, t.start, t.initial + run.generate_seconds, generation, run.setup_seconds, run.upload_seconds,
+             run.kernel_seconds, run.download_seconds, std::max(0.0, rest), t.output);
 }
 
 void run_track(const TrackArgs& a) {
@@ -180,7 +185,17 @@ void run_track(const TrackArgs& a) {
   times.start = seconds_since(t_start);
   const auto t_initial = std::chrono::steady_clock::now();
   size_t bunch_size = 0;
-  Particles particles = initial_particles(a, lattice, &bunch_size);
+  Particles particles;
+  MatchedRun matched;
+  if (a.matched > 0) {
+    at.field = "--matched";
+    if (!(a.matched <= 1e15) || a.matched != std::floor(a.matched))
+      throw InputError(at, fmt::format("expects a whole number of particles (1000000 or 1e6), got {}", a.matched));
+    bunch_size = static_cast<size_t>(a.matched);
+    matched = matched_run(a, lattice);  // the particles are made by run_tracking (on the GPU: on the device)
+  } else {
+    particles = initial_particles(a, lattice, &bunch_size);
+  }
   comm.barrier();
   times.initial = seconds_since(t_initial);
   TrackRunOptions options;
@@ -193,7 +208,10 @@ void run_track(const TrackArgs& a) {
   options.progress = a.progress ? "on" : "auto";
   options.particles_are_share = true;
   options.total_particles = bunch_size;
+  options.matched = matched.share.get();
+  options.keep_particles = !a.output.empty();  // nothing else reads the final particles
   const TrackRun run = run_tracking(lattice, *backend, particles, options);
+  times.generated = options.matched != nullptr;
   const auto t_output = std::chrono::steady_clock::now();
   if (!a.output.empty()) write_particle_shards(a.output, particles, comm);
   if (run.monitor) run.monitor->write(a.monitor);
@@ -203,6 +221,7 @@ void run_track(const TrackArgs& a) {
   if (!run.root) return;
   const bool parallel = run.ranks > 1;
 
+  if (matched.share) print_matched(a, lattice, matched.report, run.initial_sums);
   const double particle_turns = static_cast<double>(run.total) * static_cast<double>(a.turns);
   const double passes = particle_turns * static_cast<double>(lattice.sequence().size());
   fmt::print("lattice     {} ({} elements, {} definitions, circumference {:.6g} m)\n", a.lattice,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "fusetrack/codegen.h"
+#include "fusetrack/cuda_backend.h"
 #include "fusetrack/device/random.h"
 #include "fusetrack/nvrtc_compiler.h"
 
@@ -85,6 +86,16 @@ extern "C" __global__ void fusetrack_sample_longitudinal(ft::ft_longitudinal_sam
   if (i < n) ft::ft_sample_longitudinal(s, seed, first + i, zeta + i, delta + i);
 }
 )";
+  CompiledKernel k;
+  CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
+  CHECK(!k.cubin.empty());
+}
+
+TEST_CASE("NVRTC compiles the kernels that make matched bunches on the device (fma off)") {
+  const KernelSource src = matched_bunch_sampler_source();
+  CHECK(src.fma == FmaMode::Off);
+  for (const char* entry : {"fusetrack_sample_matched", "fusetrack_longitudinal_sums", "fusetrack_count_alive"})
+    CHECK(src.text.find(entry) != std::string::npos);
   CompiledKernel k;
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());

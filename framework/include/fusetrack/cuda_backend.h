@@ -2,6 +2,7 @@
 // through the run-time-loaded driver. Particles stay on the device for all turns of a call;
 // they come back only for callbacks (every K turns) and at the end.
 #pragma once
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -10,6 +11,7 @@
 
 #include "fusetrack/codegen.h"
 #include "fusetrack/cuda_device.h"
+#include "fusetrack/matched_bunch.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/tracker.h"
 
@@ -22,6 +24,10 @@ struct KernelForm {
 };
 /// "switch", "staged", "baked", with ", 64 registers" for a capped form.
 std::string kernel_form_name(const KernelForm& form);
+
+/// The NVRTC source of the kernels that make matched bunches on the device (sampling, sums of the
+/// sample moments, alive count; fma off whatever the run's mode): CudaBackend::track_matched_share.
+KernelSource matched_bunch_sampler_source();
 
 struct CudaBackendOptions {
   /// Auto: for runs large enough to amortise it, the form measured fastest on a sample of the run's
@@ -47,6 +53,7 @@ struct CudaRunStats {
   double compile_seconds = 0.0;  // NVRTC compile or cache lookup
   double setup_seconds = 0.0;    // collective lattices: solvers, device tables, FFT plans (compile excluded)
   double upload_seconds = 0.0, download_seconds = 0.0;  // particle copies host <-> device (wall time)
+  double generate_seconds = 0.0;  // particles made on the device (track_matched_share), wall time
   bool kernel_from_cache = false;
   int launches = 0;
   size_t chunks = 0;             // particle chunks (more than 1 when the device memory was short)
@@ -73,6 +80,20 @@ class CudaBackend : public Backend {
   /// benchmark (particles go through device memory after every element).
   void track_per_element(Particles& particles, const TrackOptions& options);
 
+  /// A collective run of particles made on the device: the share of a matched bunch is sampled by a
+  /// kernel from the same Philox stream as MatchedBunchShare::sample (compiled with fma off: bitwise
+  /// the host's particles) straight into device memory, with no host copy and no upload. The final
+  /// particles come back into `particles` only when `download_final` (else it stays empty, but
+  /// callbacks still see the particles as track() gives them); `on_initial`, when set, sees the
+  /// initial particles (copied back once, for a monitor's first record).
+  struct MatchedShareRun {
+    LongitudinalSums initial;  // of the particles made (device reduction, deterministic order)
+    size_t alive = 0;          // alive at the end
+  };
+  MatchedShareRun track_matched_share(const MatchedBunchShare& share, Particles& particles, const TrackOptions& options,
+                                      bool download_final,
+                                      const std::function<void(const Particles&)>& on_initial = {});
+
   const CudaRunStats& last_stats() const { return m_stats; }
   /// Device memory bandwidth [bytes/s] of a device-to-device copy of `bytes` (counted read +
   /// write), the best of five: the bound for memory-bound kernels on this GPU.
@@ -92,7 +113,10 @@ class CudaBackend : public Backend {
   KernelForm measured_form(const Particles& particles, const TrackOptions& options);
   /// Whether the candidates' probes cost at most a few percent of the run.
   bool worth_measuring(const Particles& particles, const TrackOptions& options) const;
-  void run_collective(Particles& particles, const TrackOptions& options);
+  /// `source`: particles made on the device instead of uploaded from `particles` (see
+  /// track_matched_share); null for track().
+  struct DeviceSource;
+  void run_collective(Particles& particles, const TrackOptions& options, DeviceSource* source = nullptr);
   std::unique_ptr<Impl> m_impl;
   const Lattice& m_lattice;
   CudaBackendOptions m_options;

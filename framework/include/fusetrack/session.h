@@ -24,6 +24,7 @@
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/da.h"
 #include "fusetrack/lattice.h"
+#include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/particles.h"
@@ -90,6 +91,14 @@ struct TrackRunOptions {
   /// gather: the particles stay on their rank (write them with write_particle_shards).
   bool particles_are_share = false;
   size_t total_particles = 0;
+  /// Instead of `particles` (which then receives the final particles): this rank's share of a matched
+  /// bunch, made where it is tracked. The GPU backend samples it on the device (no host copy, no
+  /// upload); other backends get it sampled on the host. Implies particles_are_share.
+  const MatchedBunchShare* matched = nullptr;
+  /// With `matched`: copy the final particles back into `particles` (an output file needs them);
+  /// false lets the GPU leave them on the device (`particles` stays empty; counts and sums come
+  /// from device reductions).
+  bool keep_particles = true;
 };
 
 /// What a tracking run did.
@@ -108,6 +117,11 @@ struct TrackRun {
   /// device->host copies. seconds - (setup + upload + kernel + download) is the rest (waits at
   /// the barriers, profile all-reduces, callbacks).
   double setup_seconds = 0.0, upload_seconds = 0.0, kernel_seconds = 0.0, download_seconds = 0.0;
+  /// With options.matched: making the share (on the device or the host; inside `seconds`), and the
+  /// sums of the initial particles over all ranks (for the sample moments, set_sample_moments).
+  double generate_seconds = 0.0;
+  bool generated_on_device = false;  // the GPU made them in device memory (inside `seconds`)
+  LongitudinalSums initial_sums;
 };
 
 /// Tracks `particles` in place for `options.turns` turns with `backend`. Several MPI ranks (ft::world())

@@ -14,6 +14,7 @@
 
 #include "cuda_driver.h"
 #include "fusetrack/collective.h"
+#include "fusetrack/device/random.h"
 #include "fusetrack/error.h"
 #include "fusetrack/memory_budget.h"
 
@@ -94,6 +95,9 @@ struct CudaBackend::Impl {
   // take neither.
   CUdeviceptr switch_steps = 0;
   CUdeviceptr switch_params = 0;
+  // Particles made on the device (track_matched_share): compiled with its first use.
+  CUmodule sampler_module = nullptr;
+  CUfunction sample_matched = nullptr, longitudinal_sums = nullptr, count_alive = nullptr;
 
   ~Impl() {
     if (!d) return;
@@ -103,6 +107,7 @@ struct CudaBackend::Impl {
       if (k.module) d->module_unload(k.module);
     if (switch_steps) d->mem_free(switch_steps);
     if (switch_params) d->mem_free(switch_params);
+    if (sampler_module) d->module_unload(sampler_module);
   }
 };
 
@@ -241,7 +246,242 @@ class DeviceParticleBuffers {
   DeviceParticles m_dp{};
 };
 
+// ---------------------------------------------------------------------------------------------
+// Particles made on the device: a matched bunch sampled by the host's code (fusetrack/device/random.h,
+// make_particle as Particles::set), compiled with fma off whatever the tracking's mode, so that the
+// particles are bitwise those of MatchedBunchShare::sample; the sums of the sample moments and the
+// alive count reduced on the device in a fixed order (no particle comes back for them).
+
+constexpr unsigned kSamplerThreads = 256;
+constexpr unsigned kSamplerMaxBlocks = 1024;
+
+const char* kSamplerSource = R"(#include "fusetrack/device/random.h"
+#include "fusetrack/device/particle.h"
+
+struct FtParticleArrays {
+  double* x; double* px; double* y; double* py; double* zeta; double* delta;
+  double* ptau; double* rpp; double* rvv;
+  int* state; int* lost_turn; long long* lost_element;
+};
+
+// Particles [0, n) of the arrays are particles first + [0, n) of the bunch.
+extern "C" __global__ void fusetrack_sample_matched(FtParticleArrays P, ft::ft_longitudinal_sampler s,
+                                                   unsigned long long seed, unsigned long long first, long long n,
+                                                   double x, double px, double y, double py, double beta0) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
+    double zeta = 0.0, delta = 0.0;
+    ft::ft_sample_longitudinal(s, seed, first + (unsigned long long)i, &zeta, &delta);
+    const ft::ParticleView p = ft::make_particle(x, px, y, py, zeta, delta, beta0);
+    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;
+    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv;
+    P.state[i] = p.state; P.lost_turn[i] = -1; P.lost_element[i] = -1;
+  }
+}
+
+// Sums of zeta, zeta^2, delta, delta^2 per block (4 doubles each): a grid-stride loop, then a fixed
+// tree over the block's 256 threads; the host adds the blocks in order (deterministic for a given n).
+extern "C" __global__ void __launch_bounds__(256) fusetrack_longitudinal_sums(const double* zeta, const double* delta,
+                                                                            long long n, double* out) {
+  __shared__ double acc[4][256];
+  double a = 0.0, b = 0.0, c = 0.0, d = 0.0;
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += (long long)gridDim.x * 256) {
+    const double z = zeta[i], e = delta[i];
+    a += z; b += z * z; c += e; d += e * e;
+  }
+  const int t = threadIdx.x;
+  acc[0][t] = a; acc[1][t] = b; acc[2][t] = c; acc[3][t] = d;
+  __syncthreads();
+  for (int h = 128; h > 0; h >>= 1) {
+    if (t < h)
+      for (int k = 0; k < 4; ++k) acc[k][t] += acc[k][t + h];
+    __syncthreads();
+  }
+  if (t < 4) out[4 * blockIdx.x + t] = acc[t][0];
+}
+
+// Particles alive (state > 0), added into *count (integer atomics: exact).
+extern "C" __global__ void __launch_bounds__(256) fusetrack_count_alive(const int* state, long long n,
+                                                                      unsigned long long* count) {
+  __shared__ unsigned long long acc[256];
+  unsigned long long c = 0;
+  for (long long i = blockIdx.x * 256LL + threadIdx.x; i < n; i += (long long)gridDim.x * 256) c += state[i] > 0;
+  const int t = threadIdx.x;
+  acc[t] = c;
+  __syncthreads();
+  for (int h = 128; h > 0; h >>= 1) {
+    if (t < h) acc[t] += acc[t + h];
+    __syncthreads();
+  }
+  if (t == 0) atomicAdd(count, acc[0]);
+}
+)";
+
+unsigned sampler_blocks(size_t n) {
+  return static_cast<unsigned>(
+      std::max<size_t>(1, std::min<size_t>((n + kSamplerThreads - 1) / kSamplerThreads, kSamplerMaxBlocks)));
+}
+
+/// Device copies of the sampler's tables (freed with the object) and the view over them.
+class DeviceSamplerTables {
+ public:
+  DeviceSamplerTables(const cuda::Driver& d, const LongitudinalSamplerTables& t) : m_d(d) {
+    m_view.zeta = copy(t.zeta);
+    m_view.density = copy(t.density);
+    m_view.cumulative = copy(t.cumulative);
+    m_view.potential = copy(t.potential);
+    m_view.n = static_cast<int>(t.zeta.size());
+    m_view.gaussian = t.gaussian ? 1 : 0;
+    m_view.sigma_delta = t.sigma_delta;
+    m_view.k_max = t.k_max;
+    m_view.inv_ac = t.inv_ac;
+    m_view.u_grid = copy(t.u_grid);
+    m_view.u_density = copy(t.u_density);
+    m_view.u_cumulative = copy(t.u_cumulative);
+    m_view.u_n = static_cast<int>(t.u_grid.size());
+  }
+  ~DeviceSamplerTables() {
+    for (CUdeviceptr p : m_owned) m_d.mem_free(p);
+  }
+  DeviceSamplerTables(const DeviceSamplerTables&) = delete;
+  DeviceSamplerTables& operator=(const DeviceSamplerTables&) = delete;
+  ft_longitudinal_sampler& view() { return m_view; }
+
+ private:
+  const double* copy(const std::vector<double>& v) {
+    if (v.empty()) return nullptr;
+    CUdeviceptr p = 0;
+    check_alloc(m_d, &p, v.size() * sizeof(double), "cuMemAlloc(sampler tables)");
+    m_owned.push_back(p);
+    check(m_d.memcpy_htod(p, v.data(), v.size() * sizeof(double)), "cuMemcpyHtoD(sampler tables)");
+    return reinterpret_cast<const double*>(static_cast<uintptr_t>(p));
+  }
+  const cuda::Driver& m_d;
+  std::vector<CUdeviceptr> m_owned;
+  ft_longitudinal_sampler m_view{};
+};
+
 }  // namespace
+
+KernelSource matched_bunch_sampler_source() {
+  KernelSource src;
+  src.name = "fusetrack_sampler.cu";
+  src.text = kSamplerSource;
+  src.headers = framework_device_headers();
+  src.fma = FmaMode::Off;  // bitwise the host sampler's particles
+  return src;
+}
+
+namespace {
+
+/// The sampler kernels of `impl`, compiled (or loaded from the cache) with their first use, with fma
+/// off; the time into stats.compile_seconds.
+void load_sampler_kernels(CudaBackend::Impl& impl, const std::string& cache_dir, int arch, CudaRunStats& stats) {
+  if (impl.sampler_module) return;
+  const cuda::Driver& d = *impl.d;
+  const CompiledKernel compiled = KernelCompiler(cache_dir).compile(matched_bunch_sampler_source(), arch);
+  stats.compile_seconds += compiled.seconds;
+  check(d.module_load_data(&impl.sampler_module, compiled.cubin.data()), "cuModuleLoadData(sampler)");
+  check(d.module_get_function(&impl.sample_matched, impl.sampler_module, "fusetrack_sample_matched"),
+        "cuModuleGetFunction");
+  check(d.module_get_function(&impl.longitudinal_sums, impl.sampler_module, "fusetrack_longitudinal_sums"),
+        "cuModuleGetFunction");
+  check(d.module_get_function(&impl.count_alive, impl.sampler_module, "fusetrack_count_alive"), "cuModuleGetFunction");
+}
+
+/// Fills particles [0, share.count()) of `dp` with the share's particles, on the device; returns the
+/// sums of their zeta, delta and squares. Wall time into stats.generate_seconds.
+LongitudinalSums make_particles_on_device(CudaBackend::Impl& impl, const std::string& cache_dir, int arch,
+                                          const MatchedBunchShare& share, DeviceParticles& dp, CudaRunStats& stats) {
+  load_sampler_kernels(impl, cache_dir, arch, stats);
+  const auto t0 = std::chrono::steady_clock::now();
+  const cuda::Driver& d = *impl.d;
+  LongitudinalSums sums;
+  long long n = static_cast<long long>(share.count());
+  sums.count = static_cast<double>(n);
+  if (n == 0) return sums;
+  DeviceSamplerTables tables(d, share.tables());
+  unsigned long long seed = share.seed(), first = share.first();
+  double x = share.orbit()[0], px = share.orbit()[1], y = share.orbit()[2], py = share.orbit()[3];
+  double beta0 = share.beta0();
+  const unsigned blocks = sampler_blocks(share.count()) * 8;  // enough resident threads to hide latency
+  {
+    void* args[] = {&dp, &tables.view(), &seed, &first, &n, &x, &px, &y, &py, &beta0};
+    check(d.launch_kernel(impl.sample_matched, blocks, 1, 1, kSamplerThreads, 1, 1, 0, nullptr, args, nullptr),
+          "cuLaunchKernel(sample)");
+  }
+  const unsigned sum_blocks = sampler_blocks(share.count());
+  std::vector<double> block_sums(4 * size_t(sum_blocks));
+  CUdeviceptr out = 0;
+  check_alloc(d, &out, block_sums.size() * sizeof(double), "cuMemAlloc(sums)");
+  {
+    void* args[] = {&dp.zeta, &dp.delta, &n, &out};
+    check(d.launch_kernel(impl.longitudinal_sums, sum_blocks, 1, 1, kSamplerThreads, 1, 1, 0, nullptr, args, nullptr),
+          "cuLaunchKernel(sums)");
+  }
+  const CUresult copied = d.memcpy_dtoh(block_sums.data(), out, block_sums.size() * sizeof(double));
+  d.mem_free(out);
+  check(copied, "cuMemcpyDtoH(sums)");
+  for (size_t b = 0; b < sum_blocks; ++b) {
+    sums.zeta += block_sums[4 * b];
+    sums.zeta2 += block_sums[4 * b + 1];
+    sums.delta += block_sums[4 * b + 2];
+    sums.delta2 += block_sums[4 * b + 3];
+  }
+  stats.generate_seconds += seconds_since(t0);
+  return sums;
+}
+
+/// Particles [0, n) of `dp` alive (state > 0), counted on the device.
+size_t count_alive_on_device(const CudaBackend::Impl& impl, const DeviceParticles& dp, size_t n) {
+  if (n == 0) return 0;
+  const cuda::Driver& d = *impl.d;
+  CUdeviceptr count = 0;
+  check_alloc(d, &count, sizeof(unsigned long long), "cuMemAlloc(count)");
+  unsigned long long alive = 0;
+  CUresult rc = d.memset_d8(count, 0, sizeof(alive));
+  if (rc == CUDA_SUCCESS) {
+    CUdeviceptr state = dp.state;
+    long long nn = static_cast<long long>(n);
+    void* args[] = {&state, &nn, &count};
+    rc = d.launch_kernel(impl.count_alive, sampler_blocks(n), 1, 1, kSamplerThreads, 1, 1, 0, nullptr, args, nullptr);
+  }
+  if (rc == CUDA_SUCCESS) rc = d.memcpy_dtoh(&alive, count, sizeof(alive));
+  d.mem_free(count);
+  check(rc, "counting the particles alive");
+  return static_cast<size_t>(alive);
+}
+
+}  // namespace
+
+struct CudaBackend::DeviceSource {
+  const MatchedBunchShare& share;
+  bool download_final = true;
+  const std::function<void(const Particles&)>& on_initial;
+  MatchedShareRun result;
+};
+
+CudaBackend::MatchedShareRun CudaBackend::track_matched_share(const MatchedBunchShare& share, Particles& particles,
+                                                              const TrackOptions& options, bool download_final,
+                                                              const std::function<void(const Particles&)>& on_initial) {
+  if (!runs_collective(m_lattice, options)) {  // single-particle runs keep the particles on the host
+    m_stats = CudaRunStats{};
+    const auto t0 = std::chrono::steady_clock::now();
+    particles = share.sample();
+    const double made = seconds_since(t0);
+    MatchedShareRun r;
+    r.initial = longitudinal_sums(particles);
+    if (on_initial) on_initial(particles);
+    run(particles, options, false);
+    m_stats.generate_seconds = made;
+    r.alive = particles.alive_count();
+    return r;
+  }
+  DeviceSource source{share, download_final, on_initial, {}};
+  particles = Particles();
+  particles.beta0 = share.beta0();
+  run_collective(particles, options, &source);
+  return source.result;
+}
 
 void CudaBackend::track(Particles& particles, const TrackOptions& options) {
   if (runs_collective(m_lattice, options)) {
@@ -511,7 +751,7 @@ double CudaBackend::copy_bandwidth(size_t bytes) {
   return 2.0 * static_cast<double>(bytes) / (best_ms * 1e-3);
 }
 
-void CudaBackend::run_collective(Particles& particles, const TrackOptions& options) {
+void CudaBackend::run_collective(Particles& particles, const TrackOptions& options, DeviceSource* source) {
   const cuda::Driver& d = *m_impl->d;
   Impl& impl = *m_impl;
   check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
@@ -522,8 +762,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     throw Error("a lattice with collective elements is tracked whole turns at a time (no element ranges)");
   const TurnProgram program = TurnProgram::build(m_lattice);
   const size_t K = program.collective.size();
-  const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : particles.size();
-  const size_t n = particles.size();
+  const size_t n = source ? source->share.count() : particles.size();
+  const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : n;
 
   // Every particle must be resident: the profile is a sum over the whole bunch every turn.
   size_t free_bytes = 0, total_bytes = 0;
@@ -635,18 +875,39 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
   DeviceParticleBuffers buffers(d, n, m_stats);
   DeviceParticles& dp = buffers.arrays();
-  // Back to the host: the particles and the last turn's profiles and fields.
-  auto down = [&] {
-    buffers.download(particles, 0, n);
+  // Particles made on the device have a host copy only once one is asked for (ids first + i).
+  auto host_particles = [&]() -> Particles& {
+    if (source && particles.size() != n) {
+      particles = Particles(n, source->share.beta0());
+      const int64_t first = static_cast<int64_t>(source->share.first());
+      for (size_t i = 0; i < n; ++i) particles.id[i] = first + static_cast<int64_t>(i);
+    }
+    return particles;
+  };
+  // Back to the host: the particles, and the last turn's profiles and fields.
+  auto down_particles = [&] { buffers.download(host_particles(), 0, n); };
+  auto down_snapshots = [&] {
     for (size_t c = 0; c < K; ++c) {
       download(d, impl.snapshots[c].counts, impl.collective[c].counts, 0, impl.snapshots[c].counts.size());
       download(d, impl.snapshots[c].field, impl.collective[c].field, 0, impl.snapshots[c].field.size());
     }
   };
-  if (n > 0) buffers.upload(particles, 0, n);
+  auto down = [&] {
+    down_particles();
+    down_snapshots();
+  };
+  if (source) {
+    source->result.initial = make_particles_on_device(impl, m_options.cache_dir, m_gpu.arch, source->share, dp, m_stats);
+    if (source->on_initial && n > 0) {
+      down_particles();
+      source->on_initial(particles);
+    }
+  } else if (n > 0) {
+    buffers.upload(particles, 0, n);
+  }
 
   const GlobalLimits limits = m_lattice.limits();
-  double beta0 = particles.beta0;
+  double beta0 = source ? source->share.beta0() : particles.beta0;
   int n_particles = static_cast<int>(n), n_el = static_cast<int>(n_elements);
   CUdeviceptr steps = impl.switch_steps, params = impl.switch_params;
   constexpr unsigned kThreads = 256;
@@ -787,7 +1048,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   m_stats.kernel_seconds = ms * 1e-3;
   for (CUevent& e : ev) d.event_destroy(e);
   m_stats.chunks = 1;
-  if (n > 0) down();
+  if (n > 0) {
+    if (!source || source->download_final) down_particles();
+    down_snapshots();
+  }
+  if (source) source->result.alive = source->download_final ? particles.alive_count() : count_alive_on_device(impl, dp, n);
 }
 
 }  // namespace ft

@@ -355,38 +355,23 @@ double energy_spread(const Shape& sh, const MatchedBunchReport& r) {
   return std::sqrt(cumtrapz(z, d2).back());
 }
 
-/// The tables that ft_sample_longitudinal reads, owned.
-struct SamplerTables {
-  std::vector<double> cumulative, u_grid, u_density, u_cumulative;
-  ft_longitudinal_sampler view{};
-};
-
-SamplerTables sampler_tables(const MatchedBunchReport& r) {
-  SamplerTables t;
-  const bool gaussian = r.distribution == "gaussian";
-  t.cumulative = cumtrapz(r.zeta, r.line_density);
-  if (!gaussian) {
-    t.u_grid = linspace(-1.0, 1.0, 4001);
-    t.u_density.resize(t.u_grid.size());
-    for (size_t i = 0; i < t.u_grid.size(); ++i)
-      t.u_density[i] = std::pow(std::max(1.0 - t.u_grid[i] * t.u_grid[i], 0.0), r.mu);
-    t.u_cumulative = cumtrapz(t.u_grid, t.u_density);
-  }
-  ft_longitudinal_sampler& s = t.view;
-  s.zeta = r.zeta.data();
-  s.density = r.line_density.data();
+/// The view that ft_sample_longitudinal reads, into `t`.
+ft_longitudinal_sampler sampler_view(const LongitudinalSamplerTables& t) {
+  ft_longitudinal_sampler s{};
+  s.zeta = t.zeta.data();
+  s.density = t.density.data();
   s.cumulative = t.cumulative.data();
-  s.potential = r.potential.data();
-  s.n = static_cast<int>(r.zeta.size());
-  s.gaussian = gaussian ? 1 : 0;
-  s.sigma_delta = r.sigma_delta;
-  s.k_max = r.k_max;
-  s.inv_ac = 1.0 / (std::fabs(r.bucket.eta) * r.bucket.circumference);
+  s.potential = t.potential.data();
+  s.n = static_cast<int>(t.zeta.size());
+  s.gaussian = t.gaussian ? 1 : 0;
+  s.sigma_delta = t.sigma_delta;
+  s.k_max = t.k_max;
+  s.inv_ac = t.inv_ac;
   s.u_grid = t.u_grid.data();
   s.u_density = t.u_density.data();
   s.u_cumulative = t.u_cumulative.data();
   s.u_n = static_cast<int>(t.u_grid.size());
-  return t;
+  return s;
 }
 
 }  // namespace
@@ -406,22 +391,45 @@ MatchedBunchReport match_longitudinal_bunch(const Lattice& lattice, const Matche
   return r;
 }
 
-Particles sample_matched_bunch(const MatchedBunchReport& r, uint64_t seed, size_t first, size_t count, int threads) {
-  const SamplerTables tables = sampler_tables(r);
-  const ft_longitudinal_sampler& s = tables.view;
-  const RfBucket& b = r.bucket;
-  Particles p(count, b.beta0);
-  const long long n = static_cast<long long>(count);
+MatchedBunchShare::MatchedBunchShare(const MatchedBunchReport& r, uint64_t seed, size_t first, size_t count)
+    : m_seed(seed), m_first(first), m_count(count), m_beta0(r.bucket.beta0) {
+  LongitudinalSamplerTables& t = m_tables;
+  t.gaussian = r.distribution == "gaussian";
+  t.zeta = r.zeta;
+  t.density = r.line_density;
+  t.cumulative = cumtrapz(r.zeta, r.line_density);
+  t.potential = r.potential;
+  if (!t.gaussian) {
+    t.u_grid = linspace(-1.0, 1.0, 4001);
+    t.u_density.resize(t.u_grid.size());
+    for (size_t i = 0; i < t.u_grid.size(); ++i)
+      t.u_density[i] = std::pow(std::max(1.0 - t.u_grid[i] * t.u_grid[i], 0.0), r.mu);
+    t.u_cumulative = cumtrapz(t.u_grid, t.u_density);
+  }
+  t.sigma_delta = r.sigma_delta;
+  t.k_max = r.k_max;
+  t.inv_ac = 1.0 / (std::fabs(r.bucket.eta) * r.bucket.circumference);
+  for (int k = 0; k < 4; ++k) m_orbit[k] = r.bucket.orbit[k];
+}
+
+Particles MatchedBunchShare::sample(int threads) const {
+  const ft_longitudinal_sampler s = sampler_view(m_tables);
+  Particles p(m_count, m_beta0);
+  const long long n = static_cast<long long>(m_count);
   const int nthreads = threads > 0 ? threads : omp_get_max_threads();
 #pragma omp parallel for num_threads(nthreads) schedule(static)
   for (long long k = 0; k < n; ++k) {
     const size_t i = static_cast<size_t>(k);
     double zeta = 0.0, delta = 0.0;
-    ft_sample_longitudinal(s, seed, static_cast<unsigned long long>(first + i), &zeta, &delta);
-    p.set(i, b.orbit[0], b.orbit[1], b.orbit[2], b.orbit[3], zeta, delta);
-    p.id[i] = static_cast<int64_t>(first + i);
+    ft_sample_longitudinal(s, m_seed, static_cast<unsigned long long>(m_first + i), &zeta, &delta);
+    p.set(i, m_orbit[0], m_orbit[1], m_orbit[2], m_orbit[3], zeta, delta);
+    p.id[i] = static_cast<int64_t>(m_first + i);
   }
   return p;
+}
+
+Particles sample_matched_bunch(const MatchedBunchReport& r, uint64_t seed, size_t first, size_t count, int threads) {
+  return MatchedBunchShare(r, seed, first, count).sample(threads);
 }
 
 LongitudinalSums longitudinal_sums(const Particles& p) {

@@ -110,6 +110,7 @@ void add_device_times(const Backend& backend, TrackRun& run) {
   run.upload_seconds = s.upload_seconds;
   run.kernel_seconds = s.kernel_seconds;
   run.download_seconds = s.download_seconds;
+  run.generate_seconds = s.generate_seconds;
 }
 
 }  // namespace
@@ -124,8 +125,18 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   run.ranks = comm.size();
   run.backend = backend.name();
   const bool parallel = comm.size() > 1;
-  const bool split_here = parallel && !o.particles_are_share;
-  const size_t macroparticles = o.particles_are_share ? o.total_particles : particles.size();
+  const bool is_share = o.particles_are_share || o.matched;
+  const bool split_here = parallel && !is_share;
+  const size_t macroparticles = is_share ? o.total_particles : particles.size();
+  // A matched share: the GPU makes it on the device inside track_matched_share; any other
+  // backend gets it sampled here.
+  CudaBackend* const device_maker = o.matched ? dynamic_cast<CudaBackend*>(&backend) : nullptr;
+  if (o.matched && !device_maker) {
+    const auto t = std::chrono::steady_clock::now();
+    particles = o.matched->sample(o.threads);
+    run.initial_sums = longitudinal_sums(particles);
+    run.generate_seconds = elapsed_since(t);
+  }
   Particles share_particles;
   if (split_here) {
     const Share share = share_of(particles.size(), comm.rank(), comm.size());
@@ -153,15 +164,21 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   mo.total_turns = o.turns;
   if (!o.monitor) mo.every = std::max<int64_t>(1, o.turns / 200);  // progress only
   auto monitor = std::make_unique<BunchMonitor>(lattice, mo);
+  // The monitor's first record (the initial particles; with particles made on the device, as soon
+  // as they are made).
+  std::function<void(const Particles&)> record_initial;
   // Under MPI the progress bar alone is not worth a gather: it comes with the monitor only.
   if (o.monitor || (!parallel && ProgressBar::wanted(mo.progress))) {
     monitor->attach(options, backend);
-    if (parallel && o.particles_are_share) {  // the monitor's first record sees the whole bunch
-      const Particles all = comm.gather(particles);
-      if (run.root) monitor->record(0, all, nullptr);
-    } else if (run.root) {
-      monitor->record(0, particles, nullptr);
-    }
+    record_initial = [&](const Particles& initial) {
+      if (parallel && is_share) {  // the monitor's first record sees the whole bunch
+        const Particles all = comm.gather(initial);
+        if (run.root) monitor->record(0, all, nullptr);
+      } else if (run.root) {
+        monitor->record(0, initial, nullptr);
+      }
+    };
+    if (!device_maker) record_initial(particles);
     if (parallel) {  // the monitor sees the whole bunch, on rank 0
       auto inner = options.callback;
       options.callback = [inner, &comm](int64_t done, const Particles& local) {
@@ -172,15 +189,34 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   }
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
-  backend.track(tracked, options);
+  uint64_t counts[2] = {0, 0};
+  if (device_maker) {
+    const CudaBackend::MatchedShareRun made =
+        device_maker->track_matched_share(*o.matched, particles, options, o.keep_particles, record_initial);
+    run.initial_sums = made.initial;
+    run.generated_on_device = runs_collective(lattice, options);
+    counts[0] = o.matched->count();
+    counts[1] = made.alive;
+  } else {
+    backend.track(tracked, options);
+    counts[0] = tracked.size();
+    counts[1] = tracked.alive_count();
+  }
   comm.barrier();
   run.seconds = elapsed_since(t0);
+  const double generated_on_host = run.generate_seconds;
   add_device_times(backend, run);
+  if (!device_maker) run.generate_seconds = generated_on_host;
   monitor->finish();
-  uint64_t counts[2] = {tracked.size(), tracked.alive_count()};
   if (parallel) comm.allreduce_sum(counts, 2);
   run.total = counts[0];
   run.alive = counts[1];
+  if (o.matched && parallel) {
+    double sums[5] = {run.initial_sums.count, run.initial_sums.zeta, run.initial_sums.zeta2, run.initial_sums.delta,
+                      run.initial_sums.delta2};
+    comm.allreduce_sum(sums, 5);
+    run.initial_sums = LongitudinalSums{sums[0], sums[1], sums[2], sums[3], sums[4]};
+  }
   if (split_here) particles = comm.gather(share_particles);
   run.collective = backend.collective_snapshots();
   if (o.monitor && run.root) run.monitor = std::move(monitor);
