@@ -13,7 +13,7 @@
 # (GPU, 10^6); with CPU_CHECK=1 the same run on the CPU against the GPU byte for byte (fma off:
 # the particles generated on the device equal the host sampler's); with BENCH=1 `bench` on the same
 # lattice and size (kernel time only); with GPU_TEST=1 the GPU tests of particles made on the device
-# (test_gpu -tc='matched bunch*'). The -o files go to $SCRATCH (default /tmp) and are removed.
+# (test_gpu -tc='matched bunch*'); TWO_RANKS=0 skips the 2-rank runs. The -o files go to $SCRATCH (default /tmp) and are removed.
 set -u
 OUT=${OUT:-/tmp/fusetrack-out}
 SCRATCH=${SCRATCH:-/tmp}
@@ -67,7 +67,9 @@ if [ "${BENCH:-0}" = 1 ]; then
   echo "== 1 GPU: bench on the same lattice and size (kernel time only)"
   $BIN bench "$RING10K" --collective-particles "$N" --gpu-turns 20 2>&1 | tee "$OUT/bench_1gpu.log" | tail -6
 fi
-if command -v mpirun >/dev/null; then
+if [ "${TWO_RANKS:-1}" = 0 ]; then
+  echo "== 2-rank runs skipped (TWO_RANKS=0)"
+elif command -v mpirun >/dev/null; then
   [ "$GPUS" -lt 2 ] && echo "(one GPU: the 2 ranks share it)"
   for out in "" "-o $SCRATCH/np2.npz"; do
     echo "== 2 ranks: mpirun -np 2 fusetrack track RING10K -n $TURNS $OPTS $out"

@@ -451,6 +451,30 @@ size_t count_alive_on_device(const CudaBackend::Impl& impl, const DeviceParticle
   return static_cast<size_t>(alive);
 }
 
+/// Host arrays for the particles of `share` (ids first + i; the rest is overwritten by the copy
+/// from the device): the 13 arrays are allocated and first touched in parallel threads, which at
+/// 10^8 particles (8.8 GB) takes a fraction of Particles(n)'s single-threaded page faulting.
+Particles host_arrays_for(const MatchedBunchShare& share) {
+  const size_t n = share.count();
+  require_host_memory(saturating_product({n, kHostBytesPerParticle}), fmt::format("{} particles", n));
+  Particles p;
+  p.beta0 = share.beta0();
+  const int64_t first = static_cast<int64_t>(share.first());
+  const std::function<void()> jobs[] = {
+      [&] { p.x.resize(n); }, [&] { p.px.resize(n); }, [&] { p.y.resize(n); }, [&] { p.py.resize(n); },
+      [&] { p.zeta.resize(n); }, [&] { p.delta.resize(n); }, [&] { p.ptau.resize(n); }, [&] { p.rpp.resize(n); },
+      [&] { p.rvv.resize(n); }, [&] { p.state.resize(n); }, [&] { p.lost_turn.resize(n); },
+      [&] { p.lost_element.resize(n); },
+      [&] {
+        p.id.resize(n);
+        for (size_t i = 0; i < n; ++i) p.id[i] = first + static_cast<int64_t>(i);
+      }};
+  const int count = static_cast<int>(std::size(jobs));
+#pragma omp parallel for num_threads(count) schedule(dynamic)
+  for (int j = 0; j < count; ++j) jobs[j]();
+  return p;
+}
+
 }  // namespace
 
 struct CudaBackend::DeviceSource {
@@ -877,11 +901,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   DeviceParticles& dp = buffers.arrays();
   // Particles made on the device have a host copy only once one is asked for (ids first + i).
   auto host_particles = [&]() -> Particles& {
-    if (source && particles.size() != n) {
-      particles = Particles(n, source->share.beta0());
-      const int64_t first = static_cast<int64_t>(source->share.first());
-      for (size_t i = 0; i < n; ++i) particles.id[i] = first + static_cast<int64_t>(i);
-    }
+    if (source && particles.size() != n) particles = host_arrays_for(source->share);
     return particles;
   };
   // Back to the host: the particles, and the last turn's profiles and fields.
