@@ -374,14 +374,16 @@ py::dict optics_dict(const LatticeHandle& h, bool force_4d, double delta0, int64
   d["closed_orbit"] = array_of(o.closed_orbit);
   d["matrix"] = matrix_of(o.map.matrix);
   d["matrix_4d"] = matrix_of(o.map_4d.matrix);
-  d["tunes"] = array_of(std::array<double, 3>{o.qx, o.qy, o.qs});
+  // qx, qy as the CLI's JSON: the method's map (6D eigen-tunes in 6D); qx_4d, qy_4d: the 4D map.
+  const double qx = o.six_d ? o.qx_6d : o.qx, qy = o.six_d ? o.qy_6d : o.qy;
+  d["tunes"] = array_of(std::array<double, 3>{qx, qy, o.qs});
   for (const auto& [k, v] : std::vector<std::pair<const char*, double>>{
-           {"qx", o.qx},          {"qy", o.qy},          {"qs", o.qs},           {"beta_x", o.beta_x},
+           {"qx", qx},            {"qy", qy},            {"qs", o.qs},           {"beta_x", o.beta_x},
            {"alpha_x", o.alpha_x}, {"gamma_x", o.gamma_x}, {"beta_y", o.beta_y},   {"alpha_y", o.alpha_y},
            {"gamma_y", o.gamma_y}, {"beta_s", o.beta_s},   {"alpha_s", o.alpha_s}, {"dx", o.dx},
            {"dpx", o.dpx},         {"dy", o.dy},           {"dpy", o.dpy},         {"dqx", o.dqx},
            {"dqy", o.dqy},         {"eta", o.eta},         {"alpha_c", o.alpha_c}, {"gamma_tr", o.gamma_tr},
-           {"qx_6d", o.qx_6d},     {"qy_6d", o.qy_6d}})
+           {"qx_6d", o.qx_6d},     {"qy_6d", o.qy_6d},     {"qx_4d", o.qx},        {"qy_4d", o.qy}})
     d[k] = v;
   d["residual"] = o.map.residual;
   d["iterations"] = o.map.iterations;
