@@ -17,6 +17,9 @@
 //     "WakeTable"           file: columns time [s] (>= 0), W [V/C]
 //   "method": "time" (default) or "frequency"
 //   "deposition": "linear" (default) or "nearest"
+//   "profile_filter": {"type": "gaussian", "cutoff_frequency": Hz}: optional Gaussian low-pass of the
+//     line density (H = 1/sqrt(2) at the cutoff), against the shot noise of few macroparticles; the
+//     derivative terms (inductive Z/n, broadband) otherwise amplify the noise of every slice
 // Table paths are relative to the lattice file's directory.
 //
 // The kick adds q0 V / E0 to the energy through ParticleView::add_to_energy (ptau, delta, rpp,
@@ -40,7 +43,10 @@
        "{type: InductiveImpedance, z_over_n [Ohm]}, {type: ImpedanceTable, file (f [Hz], Re Z, Im Z [Ohm])}, " \
        "{type: WakeTable, file (t [s], W [V/C])}; files relative to the lattice file")                  \
   JSON(method, 0, "-", "\"time\" (direct convolution of wake samples, default) or \"frequency\" (FFT)")    \
-  JSON(deposition, 0, "-", "\"linear\" (cloud-in-cell, default) or \"nearest\" slice")
+  JSON(deposition, 0, "-", "\"linear\" (cloud-in-cell, default) or \"nearest\" slice")                    \
+  JSON(profile_filter, 0, "-",                                                                          \
+       "optional low-pass filter of the line density against shot noise: {type: gaussian, "               \
+       "cutoff_frequency [Hz] (-3 dB)}; H(f) = exp(-2 pi^2 f^2 sigma_t^2), applied to Z(f) or the wake")
 
 FT_ELEMENT_STRUCT(LongitudinalImpedance, FT_LONGITUDINAL_IMPEDANCE_FIELDS)
 

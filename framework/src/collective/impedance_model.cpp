@@ -2,12 +2,15 @@
 // ft_collective_model the framework solves with (see impedance_model.hpp for the formulas).
 #include "impedance_model.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <mutex>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <sstream>
 #include <stdexcept>
 
@@ -381,13 +384,51 @@ std::string string_option(const json& def, const char* key, const char* fallback
   return v.get<std::string>();
 }
 
+// ---- the whole model: sources summed, the profile filter ----
+
+}  // namespace
+
+void model_wake_samples(const ImpedanceModel& model, double dt, int n, double* out) {
+  if (!(model.filter_sigma_t > 0.0)) {
+    for (int k = 0; k < 2 * n - 1; ++k) out[k] = 0.0;
+    for (const auto& s : model.sources) s->add_wake_samples(dt, n, out);
+    return;
+  }
+  // Discrete Gaussian g_j, |j| <= half (6 sigma: the weights left out are below 1e-8 of the sum).
+  const double u = dt / model.filter_sigma_t;
+  const int half = static_cast<int>(std::min(std::ceil(6.0 / u), 1.0e7));
+  std::vector<double> g(static_cast<size_t>(2 * half + 1));
+  double sum = 0.0;
+  for (int j = -half; j <= half; ++j) sum += g[static_cast<size_t>(j + half)] = std::exp(-0.5 * (j * u) * (j * u));
+  for (double& w : g) w /= sum;
+  // Unfiltered samples over the lags the kernel reaches: -(m-1) .. m-1 with m = n + half.
+  const int m = n + half;
+  std::vector<double> raw(static_cast<size_t>(2 * m - 1), 0.0);
+  for (const auto& s : model.sources) s->add_wake_samples(dt, m, raw.data());
+  for (int k = -(n - 1); k <= n - 1; ++k) {
+    double acc = 0.0;
+    for (int j = -half; j <= half; ++j) acc += g[static_cast<size_t>(j + half)] * raw[static_cast<size_t>(k - j + m - 1)];
+    out[k + n - 1] = acc;
+  }
+}
+
+Complex model_impedance_at(const ImpedanceModel& model, double f) {
+  Complex z(0.0, 0.0);
+  for (const auto& s : model.sources) z += s->impedance(f);
+  if (model.filter_sigma_t > 0.0) {
+    const double a = 2.0 * kPi * f * model.filter_sigma_t;
+    z *= std::exp(-0.5 * a * a);
+  }
+  return z;
+}
+
+namespace {
+
 // ---- the C callbacks of ft_collective_model ----
 
 int model_wake(void* state, double dt, int32_t n, double* out, ft_error* error) {
   try {
-    const auto& model = *static_cast<const ImpedanceModel*>(state);
-    for (int32_t k = 0; k < 2 * n - 1; ++k) out[k] = 0.0;
-    for (const auto& s : model.sources) s->add_wake_samples(dt, n, out);
+    model_wake_samples(*static_cast<const ImpedanceModel*>(state), dt, n, out);
     return 0;
   } catch (const std::exception& ex) {
     ::ft::element_sdk::write_error(error, ex.what());
@@ -399,8 +440,7 @@ int model_impedance(void* state, double df, int32_t n_freq, double* out, ft_erro
   try {
     const auto& model = *static_cast<const ImpedanceModel*>(state);
     for (int32_t m = 0; m < n_freq; ++m) {
-      Complex z(0.0, 0.0);
-      for (const auto& s : model.sources) z += s->impedance(m * df);
+      const Complex z = model_impedance_at(model, m * df);
       out[2 * m] = z.real();
       out[2 * m + 1] = z.imag();
     }
@@ -448,9 +488,14 @@ double default_frequency_resolution(const ImpedanceModel& model, const Longitudi
   const double dt = (e.zeta_max - e.zeta_min) / e.n_slices / (beta0 * kSpeedOfLight);
   const double bunch_window = 2.0 * e.n_slices * dt;
   if (!(window > bunch_window)) return 0.0;  // the smallest zero-padded FFT already covers the wakes
-  double df = 1.0 / window;
-  if (window / dt > kMaxDefaultFft) {
-    df = 1.0 / (kMaxDefaultFft * dt);
+  const bool capped = window / dt > kMaxDefaultFft;
+  const double df = capped ? 1.0 / (kMaxDefaultFft * dt) : 1.0 / window;
+  // Every backend and rank builds the model; the choice is logged once per process and setting.
+  static std::mutex logged_mutex;
+  static std::set<std::string> logged;
+  const std::lock_guard<std::mutex> lock(logged_mutex);
+  if (!logged.insert(longest + "|" + number(dt) + "|" + number(df)).second) return df;
+  if (capped) {
     std::fprintf(stderr,
                  "warning: LongitudinalImpedance: the longest wake (%s) needs an FFT window of %.4g s = %.4g "
                  "points; capped at %.0f points (df = %.4g Hz): set frequency_resolution to choose\n",
@@ -542,6 +587,18 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
     } else {
       fail(prefix + "type", "unknown impedance source type '" + type + "'; known types: " + kKnownTypes);
     }
+  }
+
+  if (def.contains("profile_filter")) {
+    const json& filter = def.at("profile_filter");
+    if (!filter.is_object())
+      fail("profile_filter", std::string("expected {\"type\": \"gaussian\", \"cutoff_frequency\": Hz}, got ") +
+                                 json_kind(filter));
+    const SourceReader r(filter, "profile_filter.", {"type", "cutoff_frequency"});
+    if (r.text("type") != "gaussian")
+      fail(r.field_path("type"), "unknown filter type '" + r.text("type") + "'; known: gaussian");
+    const double cutoff = r.positive("cutoff_frequency", "Hz");
+    impedance_model->filter_sigma_t = std::sqrt(std::log(2.0)) / (2.0 * kPi * cutoff);  // H(cutoff) = 1/sqrt(2)
   }
 
   model = ft_collective_model{};

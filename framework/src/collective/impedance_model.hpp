@@ -111,6 +111,19 @@ std::vector<std::vector<double>> read_table(const std::string& path, int columns
 struct ImpedanceModel {
   std::vector<std::unique_ptr<ImpedanceSource>> sources;
   std::vector<ft_wake_mode> modes;
+  /// Gaussian low-pass filter of the line density ("profile_filter"), 0: none. The filter's
+  /// response is H(f) = exp(-2 pi^2 f^2 sigma_t^2), with H(cutoff) = 1/sqrt(2) (-3 dB):
+  /// sigma_t = sqrt(ln 2) / (2 pi cutoff). Filtering the profile is the same as filtering the
+  /// response: Z(f) H(f) (frequency method), the wake samples convolved with the sampled Gaussian
+  /// g_j ~ exp(-(j dt)^2 / (2 sigma_t^2)), normalised to sum 1 (time method). The multi-turn memory
+  /// (modes) is not filtered: the wake of earlier turns is smooth over a bunch.
+  double filter_sigma_t = 0.0;  // [s]
 };
+
+/// The wake samples of all sources (out[k + n - 1], k = -(n-1) .. n-1), filtered when the model has
+/// a profile filter.
+void model_wake_samples(const ImpedanceModel& model, double dt, int n, double* out);
+/// Z(f) of all sources times the filter's H(f).
+Complex model_impedance_at(const ImpedanceModel& model, double f);
 
 }  // namespace ft::impedance
