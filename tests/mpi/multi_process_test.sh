@@ -1,7 +1,7 @@
 #!/bin/bash
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
-# CASE: da_mpi | track_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign
+# CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -77,6 +77,21 @@ case "$CASE" in
     tail -q -n +2 np2.csv.d/rank0000.csv np2.csv.d/rank0001.csv > np2_rows.csv
     tail -n +2 single.csv > single_rows.csv
     same single_rows.csv np2_rows.csv
+    ;;
+  collide_mpi)
+    # Two beams, 3 and 2 bunches (each meets a different partner every turn), over 1-3 ranks in both
+    # placements: the per-crossing records and the spectra are the single process's, byte for byte.
+    need_mpirun
+    SETUP=$SRC/tests/mpi/collider_gear.json
+    OPTS="-n 20 --device cpu --threads 1 --no-plot"
+    run "$BIN" collide "$SETUP" $OPTS -o single
+    [ -s single/spectra.csv ] || { echo "no spectra written"; failed=1; }
+    for np in 1 2 3; do
+      for placement in block round-robin; do
+        run mpirun -np $np "$BIN" collide "$SETUP" $OPTS --placement $placement -o np${np}_$placement
+        for f in bunches.csv spectra.csv; do same single/$f np${np}_$placement/$f; done
+      done
+    done
     ;;
   parts_merge)
     run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single

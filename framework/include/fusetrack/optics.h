@@ -203,6 +203,9 @@ BeamSizes beam_sizes(const LinearOptics& optics, double eps_nx, double eps_ny);
 /// sigma_zeta / sigma_delta = optics.beta_s (delta close to pzeta at small delta).
 Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size_t n, double eps_nx, double eps_ny,
                         double sigma_zeta, double sigma_delta, uint64_t seed);
+/// The same for a ring given by its reference particle and optics only (a one-turn map).
+Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& optics, size_t n, double eps_nx,
+                        double eps_ny, double sigma_zeta, double sigma_delta, uint64_t seed);
 
 /// Fractional tune in [0, 1) of turn-by-turn data (deviations from the closed orbit; at least
 /// 16 turns): the normalized complex signal z_n = x_hat_n - i px_hat_n with

@@ -26,6 +26,9 @@ class Communicator {
   virtual void allreduce_sum(uint64_t* data, size_t count) { (void)data, (void)count; }
   /// Element-wise sum of doubles (for reports: the rounding depends on the rank count).
   virtual void allreduce_sum(double* data, size_t count) { (void)data, (void)count; }
+  /// Sends `count` integers to rank `peer` and receives as many from it (a pairwise exchange, both
+  /// ranks call it with each other as peer; `tag` tells exchanges apart). With peer == rank() a copy.
+  virtual void exchange(int peer, const uint64_t* send, uint64_t* receive, size_t count, int tag);
   /// The logical and of `value` over the ranks.
   virtual bool all(bool value) { return value; }
   /// Every rank's particles concatenated in rank order, on rank 0 (other ranks get an empty set).

@@ -913,6 +913,11 @@ BeamSizes beam_sizes(const LinearOptics& optics, double eps_nx, double eps_ny) {
 
 Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size_t n, double eps_nx, double eps_ny,
                         double sigma_zeta, double sigma_delta, uint64_t seed) {
+  return make_gaussian(lattice.reference(), optics, n, eps_nx, eps_ny, sigma_zeta, sigma_delta, seed);
+}
+
+Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& optics, size_t n, double eps_nx,
+                        double eps_ny, double sigma_zeta, double sigma_delta, uint64_t seed) {
   const struct {
     const char* name;
     double value;
@@ -925,12 +930,12 @@ Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size
     }
   if (!(optics.beta_x > 0.0) || !(optics.beta_y > 0.0))
     throw InputError(InputLocation{}, "make_gaussian: the optics have no stable Twiss parameters (beta_x, beta_y)");
-  const double bg = lattice.reference().beta0() * lattice.reference().gamma0();
+  const double bg = reference.beta0() * reference.gamma0();
   const double ex = eps_nx / bg, ey = eps_ny / bg;  // geometric emittances [m rad]
   const double sbx = std::sqrt(optics.beta_x), sby = std::sqrt(optics.beta_y);
   const auto& co = optics.closed_orbit;
   NormalGenerator g(seed);
-  Particles p(n, lattice.reference().beta0());
+  Particles p(n, reference.beta0());
   for (size_t i = 0; i < n; ++i) {
     const double xh = std::sqrt(ex) * g(), pxh = std::sqrt(ex) * g();
     const double yh = std::sqrt(ey) * g(), pyh = std::sqrt(ey) * g();

@@ -1,4 +1,5 @@
 #include "fusetrack/lattice.h"
+#include "fusetrack/lattice_file.h"
 
 #include <fmt/format.h>
 
@@ -404,16 +405,14 @@ std::vector<const ElementType*> Lattice::types_used() const {
   return out;
 }
 
-namespace {
-
-ReferenceParticle read_reference(const json& r, const std::string& file) {
+ReferenceParticle reference_from_json(const nlohmann::ordered_json& r, const std::string& file, const std::string& field) {
   InputLocation where{file};
-  where.field = "reference";
+  where.field = field;
   if (!r.is_object()) throw InputError(where, "expected an object with mass0 [eV], q0 and p0c [eV]");
   ReferenceParticle ref;
   auto get = [&](const char* key, double& out, bool positive) {
     InputLocation at{file};
-    at.field = std::string("reference.") + key;
+    at.field = field + "." + key;
     if (!r.contains(key)) throw InputError(at, "required field is missing");
     const json& v = r.at(key);
     if (!v.is_number()) throw InputError(at, fmt::format("expected a number, got {}", json_type_name(v)));
@@ -428,12 +427,14 @@ ReferenceParticle read_reference(const json& r, const std::string& file) {
     (void)v;
     if (key != "mass0" && key != "q0" && key != "p0c") {
       InputLocation at{file};
-      at.field = "reference." + key;
+      at.field = field + "." + key;
       throw InputError(at, "unknown field; the reference particle has mass0 [eV], q0 [e] and p0c [eV]");
     }
   }
   return ref;
 }
+
+namespace {
 
 GlobalLimits read_limits(const json& doc, const std::string& file) {
   GlobalLimits lim{1.0, 1.0, {0, 0, 0, 0, 0, 0}};
@@ -475,7 +476,7 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
     at.field = "reference";
     throw InputError(at, "required field is missing (the reference particle: mass0 [eV], q0, p0c [eV])");
   }
-  Lattice lattice(read_reference(doc.at("reference"), file));
+  Lattice lattice(reference_from_json(doc.at("reference"), file));
   lattice.set_source_file(file);
   lattice.set_limits(read_limits(doc, file));
 

@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <mpi.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <vector>
 
@@ -63,6 +64,17 @@ class MpiCommunicator : public Communicator {
   void allreduce_sum(double* data, size_t count) override {
     check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
               "MPI_Allreduce(sums)");
+  }
+
+  void exchange(int peer, const uint64_t* send, uint64_t* receive, size_t count, int tag) override {
+    if (peer == m_rank) {
+      std::copy(send, send + count, receive);
+      return;
+    }
+    check_mpi(MPI_Sendrecv(send, static_cast<int>(count), MPI_UNSIGNED_LONG_LONG, peer, tag, receive,
+                           static_cast<int>(count), MPI_UNSIGNED_LONG_LONG, peer, tag, MPI_COMM_WORLD,
+                           MPI_STATUS_IGNORE),
+              "MPI_Sendrecv(slice moments)");
   }
 
   bool all(bool value) override {

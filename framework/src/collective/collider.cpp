@@ -1,0 +1,676 @@
+// Two beams colliding (fusetrack/collider.h): bunches on ranks, slots in order, slice moments
+// swapped as integers, the synchro-beam map of fusetrack/device/beambeam6d.h, one turn per crossing.
+#include "fusetrack/collider.h"
+
+#include <fftw3.h>
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <memory>
+
+#include "fusetrack/beambeam.h"
+#include "fusetrack/error.h"
+#include "fusetrack/lattice_file.h"
+#include "fusetrack/optics.h"
+#include "fusetrack/output_files.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/particle_files.h"
+#include "fusetrack/reduction.h"
+#include "fusetrack/registry.h"
+#include "fusetrack/session.h"
+
+namespace ft {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
+
+// ---- one beam: its ring, its optics at the IP, its kick parameters ----------------------------
+
+struct BeamRuntime {
+  const ColliderBeam* beam = nullptr;
+  int index = 0;
+  LinearOptics optics;               // Twiss at the IP (the map's, or the lattice's start)
+  std::unique_ptr<Lattice> lattice;  // a lattice ring, else the linear map
+  std::unique_ptr<Backend> backend;
+  Bb6dParams params{};               // this beam's boost and the kick of one partner particle on it
+  SliceGrid grid{};                  // slices in this beam's boosted frame
+  std::array<double, 6> ranges{};    // fixed-point ranges of the moments (boosted frame)
+  double particles_per_macro = 0.0;
+  double sigma_x = 0.0, sigma_y = 0.0, sigma_px = 0.0, sigma_py = 0.0;  // matched, at the IP
+  bool frozen = false;
+};
+
+/// The linear one-turn map on the alive particles (fusetrack/collider.h, LinearRingMap).
+void linear_one_turn(const LinearRingMap& m, Particles& p, int threads) {
+  const auto rotation = [](double mu, double beta, double alpha, double& x, double& px) {
+    const double c = std::cos(mu), s = std::sin(mu);
+    const double gamma = (1.0 + alpha * alpha) / beta;
+    const double x_new = (c + alpha * s) * x + beta * s * px;
+    px = -gamma * s * x + (c - alpha * s) * px;
+    x = x_new;
+  };
+  const double cs = std::cos(2 * kPi * m.qs), ss = std::sin(2 * kPi * m.qs);
+  const long n = static_cast<long>(p.size());
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (long k = 0; k < n; ++k) {
+    const size_t i = static_cast<size_t>(k);
+    if (p.state[i] <= 0) continue;
+    double x = p.x[i], px = p.px[i], y = p.y[i], py = p.py[i], zeta = p.zeta[i], delta = p.delta[i];
+    rotation(2 * kPi * (m.qx + m.chroma_x * delta), m.beta_x, m.alpha_x, x, px);
+    rotation(2 * kPi * (m.qy + m.chroma_y * delta), m.beta_y, m.alpha_y, y, py);
+    if (m.qs > 0) {
+      const double z = cs * zeta - m.beta_s * ss * delta;
+      delta = ss / m.beta_s * zeta + cs * delta;
+      zeta = z;
+    }
+    p.set(i, x, px, y, py, zeta, delta);
+  }
+}
+
+/// Deterministic whole-bunch sums: 64 fixed chunks, combined in order (any thread count).
+struct BunchStats {
+  double alive = 0.0;
+  std::array<double, 6> mean{};
+  double xx = 0, xpx = 0, pxpx = 0, yy = 0, ypy = 0, pypy = 0, zz = 0, dd = 0;
+};
+
+BunchStats bunch_stats(const Particles& p, int threads) {
+  constexpr int kChunks = 64;
+  const size_t n = p.size();
+  std::array<std::array<double, 7>, kChunks> first{};
+  std::array<std::array<double, 8>, kChunks> second{};
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (int c = 0; c < kChunks; ++c) {
+    const size_t b = n * static_cast<size_t>(c) / kChunks, e = n * static_cast<size_t>(c + 1) / kChunks;
+    auto& f = first[static_cast<size_t>(c)];
+    for (size_t i = b; i < e; ++i) {
+      if (p.state[i] <= 0) continue;
+      f[0] += 1;
+      f[1] += p.x[i], f[2] += p.px[i], f[3] += p.y[i], f[4] += p.py[i], f[5] += p.zeta[i], f[6] += p.delta[i];
+    }
+  }
+  BunchStats s;
+  std::array<double, 7> total{};
+  for (const auto& f : first)
+    for (size_t k = 0; k < 7; ++k) total[k] += f[k];
+  s.alive = total[0];
+  if (s.alive == 0) return s;
+  for (size_t k = 0; k < 6; ++k) s.mean[k] = total[k + 1] / s.alive;
+  const auto m = s.mean;
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (int c = 0; c < kChunks; ++c) {
+    const size_t b = n * static_cast<size_t>(c) / kChunks, e = n * static_cast<size_t>(c + 1) / kChunks;
+    auto& q = second[static_cast<size_t>(c)];
+    for (size_t i = b; i < e; ++i) {
+      if (p.state[i] <= 0) continue;
+      const double x = p.x[i] - m[0], px = p.px[i] - m[1], y = p.y[i] - m[2], py = p.py[i] - m[3];
+      const double z = p.zeta[i] - m[4], d = p.delta[i] - m[5];
+      q[0] += x * x, q[1] += x * px, q[2] += px * px, q[3] += y * y, q[4] += y * py, q[5] += py * py;
+      q[6] += z * z, q[7] += d * d;
+    }
+  }
+  std::array<double, 8> t{};
+  for (const auto& q : second)
+    for (size_t k = 0; k < 8; ++k) t[k] += q[k];
+  s.xx = t[0] / s.alive, s.xpx = t[1] / s.alive, s.pxpx = t[2] / s.alive, s.yy = t[3] / s.alive;
+  s.ypy = t[4] / s.alive, s.pypy = t[5] / s.alive, s.zz = t[6] / s.alive, s.dd = t[7] / s.alive;
+  return s;
+}
+
+/// The partner slices that give a field, head first (descending zeta), in the partner's frame;
+/// `unused`: the macroparticles left out; `coupling`: the largest |x-y correlation| neglected.
+std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per_macro, int min_macroparticles,
+                                     double& unused, double& coupling) {
+  std::vector<Bb6dSlice> out;
+  for (size_t k = m.macroparticles.size(); k-- > 0;) {
+    const double count = m.macroparticles[k];
+    const auto& c = m.second_central[k];  // xx xpx xy xpy pxpx pxy pxpy yy ypy pypy
+    if (count < min_macroparticles || !(c[0] > 0) || !(c[7] > 0)) {
+      unused += count;
+      continue;
+    }
+    Bb6dSlice s{};
+    s.n_particles = count * particles_per_macro;
+    s.x = m.mean[k][0], s.px = m.mean[k][1], s.y = m.mean[k][2], s.py = m.mean[k][3];
+    s.zeta = m.mean[k][4], s.delta = m.mean[k][5];
+    s.sigma_11 = c[0], s.sigma_12 = c[1], s.sigma_22 = std::max(c[4], 0.0);
+    s.sigma_33 = c[7], s.sigma_34 = c[8], s.sigma_44 = std::max(c[9], 0.0);
+    coupling = std::max(coupling, std::fabs(c[2]) / std::sqrt(c[0] * c[7]));
+    if (c[4] > 0 && c[9] > 0) coupling = std::max(coupling, std::fabs(c[6]) / std::sqrt(c[4] * c[9]));
+    out.push_back(s);
+  }
+  return out;
+}
+
+// ---- bunches on ranks ---------------------------------------------------------------------------
+
+struct Bunch {
+  int beam = 0, index = 0;
+  Particles particles;
+  int64_t crossings = 0;
+  std::vector<uint64_t> moments;  // this crossing's integers (+ out_of_range last)
+};
+
+int owner_of(int global, int total, int ranks, BunchPlacement placement) {
+  if (placement == BunchPlacement::round_robin) return global % ranks;
+  return static_cast<int>(static_cast<int64_t>(global) * ranks / total);
+}
+
+constexpr int kRecordFields = 24;
+
+void pack_record(const CrossingRecord& r, double* f) {
+  const double v[kRecordFields] = {static_cast<double>(r.slot), static_cast<double>(r.beam), static_cast<double>(r.bunch),
+                                   static_cast<double>(r.partner), static_cast<double>(r.turn), r.alive, r.luminosity,
+                                   r.mean[0], r.mean[1], r.mean[2], r.mean[3], r.mean[4], r.mean[5], r.sigma_x,
+                                   r.sigma_y, r.sigma_zeta, r.sigma_delta, r.emittance_x, r.emittance_y, r.coupling,
+                                   r.unused_charge, 1.0, 0.0, 0.0};
+  std::copy(v, v + kRecordFields, f);
+}
+
+CrossingRecord unpack_record(const double* f) {
+  CrossingRecord r;
+  r.slot = static_cast<int64_t>(f[0]), r.beam = static_cast<int>(f[1]), r.bunch = static_cast<int>(f[2]);
+  r.partner = static_cast<int>(f[3]), r.turn = static_cast<int64_t>(f[4]), r.alive = f[5], r.luminosity = f[6];
+  for (size_t k = 0; k < 6; ++k) r.mean[k] = f[7 + k];
+  r.sigma_x = f[13], r.sigma_y = f[14], r.sigma_zeta = f[15], r.sigma_delta = f[16];
+  r.emittance_x = f[17], r.emittance_y = f[18], r.coupling = f[19], r.unused_charge = f[20];
+  return r;
+}
+
+const char* kCsvHeader =
+    "slot,beam,bunch,partner,turn,alive,luminosity_per_crossing,x,px,y,py,zeta,delta,sigma_x,sigma_y,sigma_zeta,"
+    "sigma_delta,emittance_x,emittance_y,neglected_coupling,unused_partner_macroparticles\n";
+
+void write_csv_row(std::ostream& out, const CrossingRecord& r) {
+  out << fmt::format("{},{},{},{},{},{:.17g},{:.17g}", r.slot, r.beam + 1, r.bunch, r.partner, r.turn, r.alive,
+                     r.luminosity);
+  for (double v : r.mean) out << fmt::format(",{:.17g}", v);
+  out << fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.6g},{:.17g}\n", r.sigma_x, r.sigma_y,
+                     r.sigma_zeta, r.sigma_delta, r.emittance_x, r.emittance_y, r.coupling, r.unused_charge);
+}
+
+/// NaN as JSON null.
+nlohmann::ordered_json number_or_null(double v) { return std::isfinite(v) ? nlohmann::ordered_json(v) : nlohmann::ordered_json(); }
+
+}  // namespace
+
+nlohmann::ordered_json collide_summary_json(const ColliderSetup& setup, const CollideOptions& o, const CollideResult& r) {
+  nlohmann::ordered_json j;
+  j["setup"] = setup.file;
+  j["mode"] = setup.frozen_beam < 0 ? "strong-strong" : fmt::format("weak-strong (beam {} frozen)", setup.frozen_beam + 1);
+  j["model"] = setup.ip.six_d ? "6d" : "4d";
+  j["slices"] = setup.ip.slices;
+  j["half_crossing_angle"] = setup.ip.phi;
+  j["turns"] = o.turns;
+  j["slots"] = r.slots;
+  j["ranks"] = r.ranks;
+  j["placement"] = o.placement == BunchPlacement::block ? "block" : "round-robin";
+  for (int b = 0; b < 2; ++b) {
+    nlohmann::ordered_json beam;
+    beam["name"] = setup.beams[static_cast<size_t>(b)].name;
+    beam["bunches"] = setup.beams[static_cast<size_t>(b)].bunches.count;
+    beam["qx"] = r.tunes[static_cast<size_t>(b)][0];
+    beam["qy"] = r.tunes[static_cast<size_t>(b)][1];
+    beam["xi_x"] = r.xi[static_cast<size_t>(b)][0];
+    beam["xi_y"] = r.xi[static_cast<size_t>(b)][1];
+    j["beams"].push_back(beam);
+  }
+  j["coherent_modes"] = {{"sigma_x", number_or_null(r.sigma_mode[0])}, {"pi_x", number_or_null(r.pi_mode[0])},
+                         {"sigma_y", number_or_null(r.sigma_mode[1])}, {"pi_y", number_or_null(r.pi_mode[1])}};
+  j["crossing_frequency_hz"] = r.crossing_frequency;
+  j["luminosity_m2_s"] = r.luminosity;
+  j["luminosity_cm2_s"] = r.luminosity * 1e-4;
+  for (const BunchSummary& b : r.bunches)
+    j["bunch_summaries"].push_back({{"beam", b.beam + 1},
+                                    {"bunch", b.bunch},
+                                    {"mean_luminosity_per_crossing_m2", b.mean_luminosity},
+                                    {"emittance_x", {b.initial_emittance_x, b.final_emittance_x}},
+                                    {"emittance_y", {b.initial_emittance_y, b.final_emittance_y}},
+                                    {"final_alive", b.final_alive},
+                                    {"peak_tune_x", number_or_null(b.peak_tune_x)},
+                                    {"peak_tune_y", number_or_null(b.peak_tune_y)}});
+  j["seconds"] = {{"total", r.seconds},
+                  {"deposit", r.deposit_seconds},
+                  {"exchange", r.exchange_seconds},
+                  {"kick", r.kick_seconds},
+                  {"transport", r.transport_seconds}};
+  return j;
+}
+
+Bb6dSlice slice_in_partner_frame(const Bb6dSlice& s) {
+  Bb6dSlice t = s;
+  t.x = -s.x;
+  t.py = -s.py;
+  t.sigma_12 = -s.sigma_12;
+  t.sigma_34 = -s.sigma_34;
+  t.sigma_13 = -s.sigma_13;  // x y -> -x y
+  t.sigma_14 = s.sigma_14;   // x py -> (-x)(-py)
+  t.sigma_23 = s.sigma_23;   // px y
+  t.sigma_24 = -s.sigma_24;  // px py -> px (-py)
+  return t;
+}
+
+std::vector<double> amplitude_spectrum(const std::vector<double>& samples, size_t m) {
+  const size_t n = samples.size();
+  if (n == 0 || m < n) throw Error(fmt::format("amplitude_spectrum: need m >= {} samples, got m = {}", n, m));
+  const size_t len = 2 * m;
+  std::vector<double> in(len, 0.0);
+  double mean = 0;
+  for (double v : samples) mean += v;
+  mean /= static_cast<double>(n);
+  for (size_t i = 0; i < n; ++i)
+    in[i] = (samples[i] - mean) * (1.0 - std::cos(2 * kPi * (static_cast<double>(i) + 0.5) / static_cast<double>(n)));
+  std::vector<fftw_complex> out(m + 1);
+  fftw_plan plan = fftw_plan_dft_r2c_1d(static_cast<int>(len), in.data(), out.data(), FFTW_ESTIMATE);
+  fftw_execute(plan);
+  fftw_destroy_plan(plan);
+  std::vector<double> amp(m + 1);
+  for (size_t i = 0; i <= m; ++i) amp[i] = std::hypot(out[i][0], out[i][1]) / static_cast<double>(n);
+  return amp;
+}
+
+double peak_tune(const std::vector<double>& samples) {
+  if (samples.size() < 16) return std::nan("");
+  size_t m = 1;
+  while (m < 4 * samples.size()) m *= 2;
+  const std::vector<double> a = amplitude_spectrum(samples, m);
+  const size_t first = static_cast<size_t>(std::ceil(0.002 * 2.0 * static_cast<double>(m)));
+  size_t best = first;
+  for (size_t i = first; i < m; ++i)
+    if (a[i] > a[best]) best = i;
+  double shift = 0.0;
+  if (best > 0 && best < m) {
+    const double l = a[best - 1], c = a[best], r = a[best + 1], den = l - 2 * c + r;
+    if (den < 0) shift = 0.5 * (l - r) / den;
+  }
+  return (static_cast<double>(best) + shift) / (2.0 * static_cast<double>(m));
+}
+
+CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& registry, const CollideOptions& o,
+                          Communicator& comm) {
+  ColliderSetup setup = setup_in;  // lattice rings fill in their reference particle below
+  const auto t_start = Clock::now();
+  if (o.turns < 1) {
+    InputLocation at;
+    at.field = "turns";
+    throw InputError(at, fmt::format("must be at least 1, got {}", o.turns));
+  }
+  CollideResult result;
+  result.root = comm.is_root();
+  result.ranks = comm.size();
+  const InteractionPoint& ip = setup.ip;
+
+  // Beams: ring, optics at the IP, matched sizes, kick parameters, slicing.
+  std::array<BeamRuntime, 2> beams;
+  for (int j = 0; j < 2; ++j) {
+    BeamRuntime& b = beams[static_cast<size_t>(j)];
+    ColliderBeam& cb = setup.beams[static_cast<size_t>(j)];
+    b.beam = &cb;
+    b.index = j;
+    b.frozen = setup.frozen_beam == j;
+    if (cb.linear_map) {
+      const LinearRingMap& m = *cb.linear_map;
+      b.optics.beta_x = m.beta_x, b.optics.alpha_x = m.alpha_x, b.optics.gamma_x = (1 + m.alpha_x * m.alpha_x) / m.beta_x;
+      b.optics.beta_y = m.beta_y, b.optics.alpha_y = m.alpha_y, b.optics.gamma_y = (1 + m.alpha_y * m.alpha_y) / m.beta_y;
+      b.optics.qx = m.qx - std::floor(m.qx), b.optics.qy = m.qy - std::floor(m.qy);
+      b.optics.circumference = m.circumference;
+    } else {
+      b.lattice = std::make_unique<Lattice>(load_lattice(cb.lattice_file, registry, LatticeFileOptions{}));
+      if (b.lattice->has_collective()) {
+        InputLocation at{setup.file};
+        at.field = fmt::format("beams[{}].lattice", j);
+        throw InputError(at, cb.lattice_file + " has collective elements; a collider ring has none yet");
+      }
+      const ReferenceParticle& r = b.lattice->reference();
+      if (cb.reference.mass0 == 0.0) cb.reference = r;  // none given in the set-up
+      if (r.mass0 != cb.reference.mass0 || r.q0 != cb.reference.q0 || r.p0c != cb.reference.p0c) {
+        InputLocation at{setup.file};
+        at.field = fmt::format("beams[{}].reference", j);
+        throw InputError(at, fmt::format("differs from the reference particle of its lattice {}", cb.lattice_file));
+      }
+      b.optics = compute_linear_optics(*b.lattice);
+      std::vector<std::string> notices;
+      b.backend = make_backend(*b.lattice, o.backend, &notices);
+      if (comm.is_root())
+        for (const std::string& n : notices) fmt::print(stderr, "note: beam {}: {}\n", j + 1, n);
+    }
+    const double bg = cb.reference.beta0() * cb.reference.gamma0();
+    const double ex = cb.bunches.emittance_nx / bg, ey = cb.bunches.emittance_ny / bg;
+    b.sigma_x = std::sqrt(ex * b.optics.beta_x), b.sigma_y = std::sqrt(ey * b.optics.beta_y);
+    b.sigma_px = std::sqrt(ex * b.optics.gamma_x), b.sigma_py = std::sqrt(ey * b.optics.gamma_y);
+    b.params.phi = ip.phi;
+    b.params.alpha = j == 0 ? ip.alpha : kPi - ip.alpha;
+    b.params.longitudinal = ip.six_d ? 1 : 0;
+    b.particles_per_macro = cb.bunches.intensity / static_cast<double>(cb.bunches.macroparticles);
+  }
+  for (int j = 0; j < 2; ++j) {
+    BeamRuntime& b = beams[static_cast<size_t>(j)];
+    const ColliderBeam& partner = setup.beams[static_cast<size_t>(1 - j)];
+    bb6d_prepare_params(b.params, b.beam->reference.q0, b.beam->reference.p0c, b.beam->reference.beta0(),
+                        partner.reference.q0, partner.reference.beta0());
+    // The slices and ranges in the boosted frame: x* = x + zeta tan(phi) cos(alpha), zeta* = zeta / cos(phi), ...
+    const double k = ip.moment_range, t = std::fabs(b.params.tan_phi), sz = b.beam->bunches.sigma_zeta;
+    const double sd = std::max(b.beam->bunches.sigma_delta, 1e-9);
+    b.ranges = {k * (b.sigma_x + sz * t), k * b.sigma_px / b.params.cos_phi + k * sd * t,
+                k * (b.sigma_y + sz * t), k * b.sigma_py / b.params.cos_phi + k * sd * t,
+                k * (sz / b.params.cos_phi + (b.sigma_x + b.sigma_y) * t), k * (sd + (b.sigma_px + b.sigma_py) * t)};
+    const double half = (ip.six_d ? ip.slice_range : ip.moment_range) * sz / b.params.cos_phi;
+    b.grid.n_slices = ip.slices;
+    b.grid.linear = 0;
+    b.grid.zeta_min = -half;
+    b.grid.zeta_max = half;
+    b.grid.inv_dz = ip.slices / (2 * half);
+  }
+  for (int j = 0; j < 2; ++j) {
+    const BeamRuntime& b = beams[static_cast<size_t>(j)];
+    const BeamRuntime& p = beams[static_cast<size_t>(1 - j)];
+    const double n = p.beam->bunches.intensity;
+    result.xi[static_cast<size_t>(j)][0] =
+        -b.params.kick_per_particle * n * b.optics.beta_x / (4 * kPi * p.sigma_x * (p.sigma_x + p.sigma_y));
+    result.xi[static_cast<size_t>(j)][1] =
+        -b.params.kick_per_particle * n * b.optics.beta_y / (4 * kPi * p.sigma_y * (p.sigma_x + p.sigma_y));
+    result.tunes[static_cast<size_t>(j)] = {b.optics.qx, b.optics.qy};
+  }
+  if (beams[0].optics.circumference > 0)
+    result.crossing_frequency = setup.beams[0].reference.beta0() * kSpeedOfLight / beams[0].optics.circumference *
+                                setup.beams[0].bunches.count;
+
+  // Bunches on ranks.
+  const int n1 = setup.beams[0].bunches.count, n2 = setup.beams[1].bunches.count, total = n1 + n2;
+  const auto owner = [&](int beam, int bunch) { return owner_of(beam == 0 ? bunch : n1 + bunch, total, comm.size(), o.placement); };
+  std::array<std::vector<std::unique_ptr<Bunch>>, 2> bunches;
+  for (int j = 0; j < 2; ++j) {
+    const ColliderBeam& cb = setup.beams[static_cast<size_t>(j)];
+    bunches[static_cast<size_t>(j)].resize(static_cast<size_t>(cb.bunches.count));
+    for (int i = 0; i < cb.bunches.count; ++i) {
+      if (owner(j, i) != comm.rank()) continue;
+      auto bunch = std::make_unique<Bunch>();
+      bunch->beam = j, bunch->index = i;
+      const BeamRuntime& b = beams[static_cast<size_t>(j)];
+      if (!cb.bunches.particles_file.empty()) {
+        bunch->particles = read_particles(cb.bunches.particles_file, cb.reference.beta0());
+        if (bunch->particles.size() != cb.bunches.macroparticles) {
+          InputLocation at{setup.file};
+          at.field = fmt::format("beams[{}].bunches.macroparticles", j);
+          throw InputError(at, fmt::format("is {} but {} holds {} particles", cb.bunches.macroparticles,
+                                           cb.bunches.particles_file, bunch->particles.size()));
+        }
+      } else {
+        bunch->particles = make_gaussian(cb.reference, b.optics, cb.bunches.macroparticles, cb.bunches.emittance_nx,
+                                         cb.bunches.emittance_ny, cb.bunches.sigma_zeta, cb.bunches.sigma_delta,
+                                         cb.bunches.seed + 1000003ull * static_cast<uint64_t>(j) + static_cast<uint64_t>(i));
+      }
+      bunches[static_cast<size_t>(j)][static_cast<size_t>(i)] = std::move(bunch);
+    }
+  }
+
+  // Output: rank 0 streams the records of each block of slots (gathered by a sum: other rows are 0).
+  const int64_t slots = o.turns * n1;
+  result.slots = slots;
+  std::ofstream csv;
+  std::string csv_path;
+  if (result.root && !o.output_dir.empty()) {
+    std::filesystem::create_directories(o.output_dir);
+    csv_path = (std::filesystem::path(o.output_dir) / "bunches.csv").string();
+    csv.open(csv_path);
+    if (!csv) throw Error("cannot write " + csv_path);
+    csv << kCsvHeader;
+  }
+  const int64_t block = 256;
+  std::vector<double> records(static_cast<size_t>(block) * 2 * kRecordFields, 0.0);
+  // Centroid series per (beam, bunch), x and y, and per-bunch luminosity sums (rank 0).
+  std::array<std::vector<std::array<std::vector<double>, 2>>, 2> series;
+  std::array<std::vector<double>, 2> lumi_sum;
+  std::array<std::vector<BunchSummary>, 2> summaries;
+  for (int j = 0; j < 2; ++j) {
+    const size_t nb = static_cast<size_t>(setup.beams[static_cast<size_t>(j)].bunches.count);
+    series[static_cast<size_t>(j)].resize(nb);
+    lumi_sum[static_cast<size_t>(j)].assign(nb, 0.0);
+    summaries[static_cast<size_t>(j)].resize(nb);
+  }
+  double lumi_total = 0.0;
+
+  const int threads = o.threads;
+  const auto deposit = [&](Bunch& bunch, const Particles& boosted) {
+    const BeamRuntime& b = beams[static_cast<size_t>(bunch.beam)];
+    SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
+    reducer.deposit(boosted, threads);
+    bunch.moments = reducer.accumulators();
+    bunch.moments.push_back(reducer.out_of_range());
+  };
+  const auto moments_of = [&](int beam, const std::vector<uint64_t>& acc, uint64_t& out_of_range) {
+    const BeamRuntime& b = beams[static_cast<size_t>(beam)];
+    SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(b.beam->bunches.macroparticles, 1));
+    std::vector<uint64_t> a(acc.begin(), acc.end() - 1);
+    out_of_range = acc.back();
+    reducer.add_accumulators(a, 0);
+    return reducer.moments();
+  };
+  // Particles are counted in the fixed-point sizes of their own bunch: the partner's reducer is
+  // rebuilt with the partner's sizes (max_particles = its macroparticles), so both owners read
+  // the same integers with the same scales.
+
+  for (int64_t block_start = 0; block_start < slots; block_start += block) {
+    const int64_t block_end = std::min(slots, block_start + block);
+    std::fill(records.begin(), records.end(), 0.0);
+    for (int64_t slot = block_start; slot < block_end; ++slot) {
+      const int pair[2] = {static_cast<int>(slot % n1), static_cast<int>(slot % n2)};
+      const int owners[2] = {owner(0, pair[0]), owner(1, pair[1])};
+      Bunch* mine[2] = {nullptr, nullptr};
+      for (int j = 0; j < 2; ++j)
+        if (owners[j] == comm.rank()) mine[j] = bunches[static_cast<size_t>(j)][static_cast<size_t>(pair[j])].get();
+      if (!mine[0] && !mine[1]) continue;
+      CrossingRecord rec[2];
+      // 1. Arrival: statistics, boost, slice moments.
+      for (int j = 0; j < 2; ++j) {
+        if (!mine[j]) continue;
+        Bunch& bunch = *mine[j];
+        const BeamRuntime& b = beams[static_cast<size_t>(j)];
+        const auto t0 = Clock::now();
+        const BunchStats s = bunch_stats(bunch.particles, threads);
+        CrossingRecord& r = rec[j];
+        r.slot = slot, r.beam = j, r.bunch = bunch.index, r.partner = pair[1 - j], r.turn = bunch.crossings;
+        r.alive = s.alive, r.mean = s.mean;
+        r.sigma_x = std::sqrt(s.xx), r.sigma_y = std::sqrt(s.yy), r.sigma_zeta = std::sqrt(s.zz);
+        r.sigma_delta = std::sqrt(s.dd);
+        r.emittance_x = std::sqrt(std::max(0.0, s.xx * s.pxpx - s.xpx * s.xpx));
+        r.emittance_y = std::sqrt(std::max(0.0, s.yy * s.pypy - s.ypy * s.ypy));
+        // A frozen (strong) bunch never changes: its moments are taken once, from a boosted copy.
+        if (!b.frozen || bunch.moments.empty()) {
+          Particles frozen_copy;
+          if (b.frozen) frozen_copy = bunch.particles;
+          Particles& p = b.frozen ? frozen_copy : bunch.particles;
+          const long n = static_cast<long>(p.size());
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+          for (long k = 0; k < n; ++k) {
+            const size_t i = static_cast<size_t>(k);
+            if (p.state[i] <= 0) continue;
+            bb6d_boost(b.params, p.x[i], p.px[i], p.y[i], p.py[i], p.zeta[i], p.delta[i]);
+          }
+          deposit(bunch, p);
+        }
+        result.deposit_seconds += seconds_since(t0);
+      }
+      // 2. Swap the integers with the partner's owner (a copy when both are here).
+      std::vector<uint64_t> partner_moments[2];
+      for (int j = 0; j < 2; ++j) {
+        if (!mine[j]) continue;
+        if (mine[1 - j]) {
+          partner_moments[j] = mine[1 - j]->moments;
+          continue;
+        }
+        const auto t0 = Clock::now();
+        partner_moments[j].assign(mine[j]->moments.size(), 0);  // both beams have ip.slices slices
+        comm.exchange(owners[1 - j], mine[j]->moments.data(), partner_moments[j].data(), partner_moments[j].size(),
+                      static_cast<int>(slot % 32000));
+        result.exchange_seconds += seconds_since(t0);
+      }
+      // 3. Kick with the partner's slices, in this beam's frame; inverse boost; one turn.
+      for (int j = 0; j < 2; ++j) {
+        if (!mine[j]) continue;
+        Bunch& bunch = *mine[j];
+        const BeamRuntime& b = beams[static_cast<size_t>(j)];
+        const BeamRuntime& pb = beams[static_cast<size_t>(1 - j)];
+        const auto t0 = Clock::now();
+        uint64_t partner_out = 0, own_out = 0;
+        const SliceMoments pm = moments_of(1 - j, partner_moments[j], partner_out);
+        const SliceMoments om = moments_of(j, bunch.moments, own_out);
+        double unused = static_cast<double>(partner_out), coupling = 0.0, own_unused = 0.0, own_coupling = 0.0;
+        std::vector<Bb6dSlice> slices =
+            usable_slices(pm, pb.particles_per_macro, setup.ip.min_slice_macroparticles, unused, coupling);
+        for (Bb6dSlice& s : slices) s = slice_in_partner_frame(s);
+        std::vector<Bb6dSlice> own =
+            usable_slices(om, b.particles_per_macro, setup.ip.min_slice_macroparticles, own_unused, own_coupling);
+        if (!ip.six_d) {  // 4D: the bunches meet at the IP (S = 0), in the kick and in the luminosity
+          for (Bb6dSlice& s : slices) s.zeta = 0.0;
+          for (Bb6dSlice& s : own) s.zeta = 0.0;
+        }
+        rec[j].luminosity = own.empty() || slices.empty() ? 0.0 : luminosity_per_crossing(own, slices);
+        rec[j].coupling = coupling;
+        rec[j].unused_charge = unused;
+        Particles& p = bunch.particles;
+        const long n = b.frozen ? 0 : static_cast<long>(p.size());
+        const int n_slices = static_cast<int>(slices.size());
+        const Bb6dSlice* sl = slices.data();
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+        for (long k = 0; k < n; ++k) {
+          const size_t i = static_cast<size_t>(k);
+          if (p.state[i] <= 0) continue;
+          double x = p.x[i], px = p.px[i], y = p.y[i], py = p.py[i], zeta = p.zeta[i], delta = p.delta[i];
+          for (int s = 0; s < n_slices; ++s) bb6d_kick_slice(b.params, sl[s], x, px, y, py, zeta, delta);
+          bb6d_boost_inverse(b.params, x, px, y, py, zeta, delta);
+          if (std::isfinite(x) && std::isfinite(px) && std::isfinite(y) && std::isfinite(py) && std::isfinite(zeta) &&
+              std::isfinite(delta)) {
+            p.set(i, x, px, y, py, zeta, delta);
+          } else {
+            p.state[i] = kLostNotFinite;
+            p.lost_turn[i] = static_cast<int32_t>(bunch.crossings);
+          }
+        }
+        result.kick_seconds += seconds_since(t0);
+        const auto t1 = Clock::now();
+        if (!b.frozen) {
+          if (b.beam->linear_map) {
+            linear_one_turn(*b.beam->linear_map, p, threads);
+          } else {
+            TrackOptions to;
+            to.turns = 1;
+            to.first_turn = bunch.crossings;
+            to.threads = threads;
+            to.fma = o.fma;
+            b.backend->track(p, to);
+          }
+        }
+        ++bunch.crossings;
+        result.transport_seconds += seconds_since(t1);
+        pack_record(rec[j], records.data() + (static_cast<size_t>(slot - block_start) * 2 + static_cast<size_t>(j)) *
+                                                 kRecordFields);
+      }
+      if (o.progress_every > 0 && result.root && (slot + 1) % o.progress_every == 0)
+        fmt::print(stderr, "collide: slot {} of {} ({:.1f} s)\n", slot + 1, slots, seconds_since(t_start));
+    }
+    if (comm.size() > 1) comm.allreduce_sum(records.data(), records.size());
+    if (!result.root) continue;
+    for (int64_t slot = block_start; slot < block_end; ++slot) {
+      for (int j = 0; j < 2; ++j) {
+        const double* f = records.data() + (static_cast<size_t>(slot - block_start) * 2 + static_cast<size_t>(j)) *
+                                               kRecordFields;
+        const CrossingRecord r = unpack_record(f);
+        if (csv.is_open()) write_csv_row(csv, r);
+        auto& ser = series[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)];
+        ser[0].push_back(r.mean[0]);
+        ser[1].push_back(r.mean[2]);
+        lumi_sum[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)] += r.luminosity;
+        if (j == 0) lumi_total += r.luminosity;
+        BunchSummary& bs = summaries[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)];
+        if (r.turn == 0) bs.initial_emittance_x = r.emittance_x, bs.initial_emittance_y = r.emittance_y;
+        bs.final_emittance_x = r.emittance_x, bs.final_emittance_y = r.emittance_y, bs.final_alive = r.alive;
+        if (o.keep_records) result.records.push_back(r);
+      }
+    }
+  }
+  if (csv.is_open()) {
+    csv.close();
+    if (!csv) throw Error("writing " + csv_path + " failed");
+    result.output_files.push_back(csv_path);
+  }
+
+  // Summaries, spectra and the coherent modes (rank 0).
+  if (result.root) {
+    for (int j = 0; j < 2; ++j)
+      for (size_t i = 0; i < summaries[static_cast<size_t>(j)].size(); ++i) {
+        BunchSummary& bs = summaries[static_cast<size_t>(j)][i];
+        const auto& ser = series[static_cast<size_t>(j)][i];
+        bs.beam = j, bs.bunch = static_cast<int>(i);
+        bs.mean_luminosity = ser[0].empty() ? 0.0 : lumi_sum[static_cast<size_t>(j)][i] / static_cast<double>(ser[0].size());
+        bs.peak_tune_x = peak_tune(ser[0]);
+        bs.peak_tune_y = peak_tune(ser[1]);
+        result.bunches.push_back(bs);
+      }
+    result.sigma_mode = {std::nan(""), std::nan("")};
+    result.pi_mode = {std::nan(""), std::nan("")};
+    if (n1 == 1 && n2 == 1) {
+      for (int plane = 0; plane < 2; ++plane) {
+        const auto& a = series[0][0][static_cast<size_t>(plane)];
+        const auto& b = series[1][0][static_cast<size_t>(plane)];
+        // Lab frame: beam 2's x is reversed (x_lab = -x), y is shared.
+        const double sign = plane == 0 ? -1.0 : 1.0;
+        std::vector<double> sum(a.size()), diff(a.size());
+        for (size_t t = 0; t < a.size(); ++t) sum[t] = a[t] + sign * b[t], diff[t] = a[t] - sign * b[t];
+        result.sigma_mode[static_cast<size_t>(plane)] = peak_tune(sum);
+        result.pi_mode[static_cast<size_t>(plane)] = peak_tune(diff);
+      }
+    }
+    if (result.crossing_frequency > 0)
+      result.luminosity = result.crossing_frequency * lumi_total / static_cast<double>(slots);
+    if (!o.output_dir.empty()) {
+      // Spectra of the centroids, every bunch, both planes.
+      size_t longest = 0;
+      for (const auto& beam_series : series)
+        for (const auto& s : beam_series) longest = std::max(longest, s[0].size());
+      if (longest >= 16) {
+        size_t m = 1;
+        while (m < 2 * longest) m *= 2;
+        std::vector<std::vector<double>> columns;
+        std::string header = "tune";
+        for (int j = 0; j < 2; ++j)
+          for (size_t i = 0; i < series[static_cast<size_t>(j)].size(); ++i)
+            for (int plane = 0; plane < 2; ++plane) {
+              const auto& s = series[static_cast<size_t>(j)][i][static_cast<size_t>(plane)];
+              columns.push_back(s.size() >= 16 ? amplitude_spectrum(s, m) : std::vector<double>(m + 1, 0.0));
+              header += fmt::format(",b{}_{}_{}", j + 1, i, plane == 0 ? "x" : "y");
+            }
+        const std::string path = (std::filesystem::path(o.output_dir) / "spectra.csv").string();
+        write_file_atomically(path, [&](std::ostream& out) {
+          out << header << "\n";
+          for (size_t k = 0; k <= m; ++k) {
+            out << fmt::format("{:.10g}", static_cast<double>(k) / (2.0 * static_cast<double>(m)));
+            for (const auto& c : columns) out << fmt::format(",{:.6e}", c[k]);
+            out << "\n";
+          }
+        });
+        result.output_files.push_back(path);
+      }
+    }
+  }
+  result.seconds = seconds_since(t_start);
+  if (result.root && !o.output_dir.empty()) {
+    const std::string path = (std::filesystem::path(o.output_dir) / "summary.json").string();
+    write_file_atomically(path, collide_summary_json(setup, o, result).dump(2) + "\n");
+    result.output_files.push_back(path);
+  }
+  return result;
+}
+
+}  // namespace ft

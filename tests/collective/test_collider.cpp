@@ -1,0 +1,276 @@
+// Two beams colliding (ft::run_collide): physics against independent formulas, the schedule, the
+// determinism across thread counts, and the set-up file's errors. Rank counts and placements:
+// tests/mpi/multi_process_test.sh (collide_mpi).
+//
+// Independent inputs: the classical radius r0 = e / (4 pi eps0 m0[eV]) and the linear beam-beam
+// parameter xi = -(q1 q2) N r0 beta / (2 pi gamma sigma_p (sigma_x + sigma_y)) (ultra-relativistic,
+// counter-moving; positive = focusing), the thin-lens tune cos(2 pi Q') = cos(2 pi Q) - 2 pi xi sin(2 pi Q),
+// the overlap integral of two Gaussian bunches, Piwinski's factor 1 / sqrt(1 + (sigma_z tan phi / sigma_x)^2)
+// and the hourglass factor sqrt(pi) u e^{u^2} erfc(u), u = beta* / sigma_z (Herr & Muratori, CAS 2006).
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fusetrack/collider.h"
+#include "fusetrack/error.h"
+#include "fusetrack/parallel.h"
+#include "support/paths.h"
+#include "support/registry.h"
+
+using namespace ft;
+using ft::test::builtin_registry;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kMassProton = 938272088.16;  // [eV]
+constexpr double kP0c = 6.99999993712e12;     // [eV] 7 TeV
+constexpr double kEmittance = 3.75e-6;        // normalised [m]
+
+struct BeamSpec {
+  double intensity = 1.15e11;
+  size_t macroparticles = 10000;
+  double emittance_nx = kEmittance, emittance_ny = kEmittance;
+  double sigma_zeta = 0.0755, sigma_delta = 1.129e-4;
+  double beta = 0.55, qx = 0.31, qy = 0.32, qs = 0.0;
+  int bunches = 1;
+  uint64_t seed = 1;
+};
+
+json beam_json(const BeamSpec& b, const std::string& name) {
+  json map = {{"qx", b.qx}, {"qy", b.qy}, {"beta_x", b.beta}, {"beta_y", b.beta}, {"qs", b.qs},
+              {"circumference", 26658.8832}};
+  if (b.qs > 0) map["beta_s"] = b.sigma_zeta / b.sigma_delta;
+  return {{"name", name},
+          {"reference", {{"mass0", kMassProton}, {"q0", 1}, {"p0c", kP0c}}},
+          {"linear_map", map},
+          {"bunches",
+           {{"count", b.bunches},
+            {"intensity", b.intensity},
+            {"macroparticles", b.macroparticles},
+            {"emittance_nx", b.emittance_nx},
+            {"emittance_ny", b.emittance_ny},
+            {"sigma_zeta", b.sigma_zeta},
+            {"sigma_delta", b.sigma_delta},
+            {"seed", b.seed}}}};
+}
+
+json setup_json(const BeamSpec& b1, const BeamSpec& b2, const json& ip, const std::string& mode = "strong-strong") {
+  json doc = {{"fusetrack_collider", "1"}, {"mode", mode}, {"beams", {beam_json(b1, "b1"), beam_json(b2, "b2")}},
+              {"ip", ip}};
+  return doc;
+}
+
+CollideResult collide(const json& doc, int64_t turns, int threads = 0) {
+  const ColliderSetup setup = collider_setup_from_json(doc, "test_setup.json");
+  CollideOptions o;
+  o.turns = turns;
+  o.threads = threads;
+  return run_collide(setup, builtin_registry(), o, world());
+}
+
+double classical_radius() {
+  const double e = 1.602176634e-19, eps0 = 8.8541878128e-12;
+  return e / (4 * kPi * eps0 * kMassProton);
+}
+
+double gamma0() { return std::sqrt(kP0c * kP0c + kMassProton * kMassProton) / kMassProton; }
+
+/// The linear beam-beam parameter on a particle of the other beam (same-sign charges, counter-
+/// moving: defocusing, negative).
+double xi(double n, double beta, double sigma_p, double sigma_x, double sigma_y) {
+  return -n * classical_radius() * beta / (2 * kPi * gamma0() * sigma_p * (sigma_x + sigma_y));
+}
+
+double thin_lens_tune(double q, double xi_value) {
+  return std::acos(std::cos(2 * kPi * q) - 2 * kPi * xi_value * std::sin(2 * kPi * q)) / (2 * kPi);
+}
+
+const CrossingRecord& first_record(const CollideResult& r, int beam) {
+  for (const CrossingRecord& rec : r.records)
+    if (rec.beam == beam && rec.turn == 0) return rec;
+  FAIL("no record of beam ", beam);
+  return r.records.front();
+}
+
+}  // namespace
+
+TEST_CASE("collide, weak-strong 4D: the centroid tune of a weak bunch equals the thin-lens tune shift of the linear "
+          "beam-beam parameter, round and flat strong beam") {
+  for (const double flat : {1.0, 9.0}) {
+    BeamSpec weak, strong;
+    weak.emittance_nx = weak.emittance_ny = kEmittance * 1e-3;  // sizes 1/32 of the strong beam's: linear field
+    weak.macroparticles = 2000;
+    weak.sigma_delta = 0.0;
+    strong.intensity = 3.1e11;
+    strong.emittance_ny = kEmittance / flat;
+    strong.macroparticles = 200000;
+    strong.seed = 7;
+    const json doc = setup_json(weak, strong, {{"model", "4d"}}, "weak-strong");
+    const CollideResult r = collide(doc, 2048);
+    const CrossingRecord& s = first_record(r, 1);  // the strong bunch as sampled
+    const double xi_x = xi(strong.intensity, weak.beta, s.sigma_x, s.sigma_x, s.sigma_y);
+    const double xi_y = xi(strong.intensity, weak.beta, s.sigma_y, s.sigma_x, s.sigma_y);
+    const double qx = thin_lens_tune(weak.qx, xi_x), qy = thin_lens_tune(weak.qy, xi_y);
+    const BunchSummary& w = r.bunches.at(0);
+    MESSAGE("sigma_y / sigma_x = ", s.sigma_y / s.sigma_x, ": xi = (", xi_x, ", ", xi_y, "); Qx ", w.peak_tune_x,
+            " (thin lens ", qx, "), Qy ", w.peak_tune_y, " (", qy, "); shifts measured / expected ",
+            (w.peak_tune_x - weak.qx) / (qx - weak.qx), ", ", (w.peak_tune_y - weak.qy) / (qy - weak.qy));
+    CHECK(std::fabs(r.xi[0][0] / xi_x - 1) < 0.02);  // the run's own xi (matched sizes) agrees
+    CHECK(std::fabs(w.peak_tune_x - qx) < 0.02 * std::fabs(qx - weak.qx));
+    CHECK(std::fabs(w.peak_tune_y - qy) < 0.02 * std::fabs(qy - weak.qy));
+    CHECK(r.bunches.at(1).final_alive == static_cast<double>(strong.macroparticles));
+  }
+}
+
+TEST_CASE("collide, strong-strong 4D: sigma mode at the unperturbed tune, pi mode shifted by Y xi with Y between the "
+          "rigid-bunch 1 and the Vlasov 1.21 (plus 10%)") {
+  BeamSpec b1, b2;
+  b1.intensity = b2.intensity = 3.1e11;  // xi = -0.01
+  b1.macroparticles = b2.macroparticles = 5000;
+  b1.sigma_delta = b2.sigma_delta = 0.0;
+  b2.seed = 2;
+  const CollideResult r = collide(setup_json(b1, b2, {{"model", "4d"}}), 2048);
+  const double xi_value = r.xi[0][0];
+  for (int plane = 0; plane < 2; ++plane) {
+    const double q = plane == 0 ? b1.qx : b1.qy;
+    const double y = (r.pi_mode[plane] - q) / xi_value;
+    MESSAGE("plane ", plane, ": sigma mode ", r.sigma_mode[plane], ", pi mode ", r.pi_mode[plane], " (Q ", q,
+            ", xi ", xi_value, ", Y = ", y, ")");
+    CHECK(std::fabs(r.sigma_mode[plane] - q) < 0.1 * std::fabs(xi_value));
+    CHECK(y > 0.95);
+    CHECK(y < 1.33);
+  }
+}
+
+TEST_CASE("collide: luminosity of the first crossing, head-on 4D = the overlap of the two sampled Gaussians, with "
+          "crossing angle (Piwinski) and hourglass against the analytic factors") {
+  BeamSpec b1, b2;
+  b1.macroparticles = b2.macroparticles = 100000;
+  b2.seed = 2;
+  const auto overlap = [&](const CollideResult& r) {
+    const CrossingRecord& a = first_record(r, 0);
+    const CrossingRecord& b = first_record(r, 1);
+    const double sx = a.sigma_x * a.sigma_x + b.sigma_x * b.sigma_x, sy = a.sigma_y * a.sigma_y + b.sigma_y * b.sigma_y;
+    const double dx = a.mean[0] + b.mean[0], dy = a.mean[2] - b.mean[2];  // beam 2's x is reversed
+    return b1.intensity * b2.intensity * std::exp(-0.5 * (dx * dx / sx + dy * dy / sy)) / (2 * kPi * std::sqrt(sx * sy));
+  };
+  {
+    const CollideResult r = collide(setup_json(b1, b2, {{"model", "4d"}}), 1);
+    const double expected = overlap(r), got = first_record(r, 0).luminosity;
+    MESSAGE("head-on 4D: ", got, " /m^2, overlap of the sampled bunches ", expected);
+    CHECK(std::fabs(got / expected - 1) < 1e-7);
+    CHECK(std::fabs(first_record(r, 1).luminosity / got - 1) < 1e-7);  // beam 2's owner computes the same
+  }
+  {
+    // Piwinski: beta* = 10 m >> sigma_z (no hourglass), sigma_z tan(phi) = sigma_x.
+    b1.beta = b2.beta = 10.0;
+    const double sigma_x = std::sqrt(kEmittance / (gamma0() * 1.0) * 10.0);  // beta0 ~ 1
+    const double phi = std::atan(sigma_x / b1.sigma_zeta);
+    const CollideResult head_on = collide(setup_json(b1, b2, {{"model", "6d"}, {"slices", 31}}), 1);
+    const CollideResult crossing =
+        collide(setup_json(b1, b2, {{"model", "6d"}, {"slices", 31}, {"half_crossing_angle", phi}}), 1);
+    const double ratio = first_record(crossing, 0).luminosity / first_record(head_on, 0).luminosity;
+    const double piwinski = 1 / std::sqrt(1 + std::pow(b1.sigma_zeta * std::tan(phi) / sigma_x, 2));
+    MESSAGE("crossing angle: L / L(head-on) = ", ratio, ", Piwinski ", piwinski);
+    CHECK(std::fabs(ratio / piwinski - 1) < 0.01);
+    const double head_on_overlap = overlap(head_on);  // no hourglass at beta* = 10 m: within 0.1%
+    CHECK(std::fabs(first_record(head_on, 0).luminosity / head_on_overlap - 1) < 2e-3);
+  }
+  {
+    // Hourglass: beta* = sigma_z, head-on.
+    b1.beta = b2.beta = b1.sigma_zeta;
+    const CollideResult r = collide(setup_json(b1, b2, {{"model", "6d"}, {"slices", 31}}), 1);
+    const double ratio = first_record(r, 0).luminosity / overlap(r);
+    const double u = b1.beta / b1.sigma_zeta;
+    const double hourglass = std::sqrt(kPi) * u * std::exp(u * u) * std::erfc(u);
+    MESSAGE("hourglass (beta* = sigma_z): L / L0 = ", ratio, ", analytic ", hourglass);
+    CHECK(std::fabs(ratio / hourglass - 1) < 0.01);
+  }
+}
+
+TEST_CASE("collide: n and n-1 bunches meet a different partner every turn, records are bitwise the same for 1 and 2 "
+          "threads") {
+  BeamSpec b1, b2;
+  b1.bunches = 3;
+  b2.bunches = 2;
+  b1.macroparticles = b2.macroparticles = 3000;
+  b1.qs = b2.qs = 0.002;
+  b2.seed = 2;
+  const json doc = setup_json(b1, b2, {{"model", "6d"}, {"slices", 5}, {"half_crossing_angle", 1.5e-4}});
+  const CollideResult one = collide(doc, 4, 1), two = collide(doc, 4, 2);
+  REQUIRE(one.records.size() == 2 * 12);
+  REQUIRE(two.records.size() == one.records.size());
+  for (size_t k = 0; k < one.records.size(); ++k) {
+    const CrossingRecord &a = one.records[k], &b = two.records[k];
+    CHECK(a.slot == static_cast<int64_t>(k / 2));
+    CHECK(a.bunch == static_cast<int>((k / 2) % (a.beam == 0 ? 3 : 2)));
+    CHECK(a.partner == static_cast<int>((k / 2) % (a.beam == 0 ? 2 : 3)));
+    CHECK(std::memcmp(a.mean.data(), b.mean.data(), sizeof(a.mean)) == 0);
+    CHECK(std::memcmp(&a.luminosity, &b.luminosity, sizeof(double)) == 0);
+    CHECK(std::memcmp(&a.emittance_x, &b.emittance_x, sizeof(double)) == 0);
+  }
+  // Bunch 0 of beam 1 met partners 0, 1, 0, 1 on its four turns.
+  int seen = 0;
+  for (const CrossingRecord& r : one.records)
+    if (r.beam == 0 && r.bunch == 0) CHECK(r.partner == (seen++) % 2);
+  CHECK(seen == 4);
+}
+
+TEST_CASE("collide set-up: bad input names the file and the field") {
+  BeamSpec b;
+  const json good = setup_json(b, b, {{"model", "6d"}, {"slices", 5}});
+  CHECK_NOTHROW(collider_setup_from_json(good, "s.json"));
+  const auto message = [](const json& doc) {
+    try {
+      collider_setup_from_json(doc, "s.json");
+    } catch (const InputError& e) {
+      return std::string(e.what());
+    }
+    return std::string("no error");
+  };
+  json d = good;
+  d["beams"][1]["bunches"]["intensity"] = -1;
+  CHECK(message(d).find("s.json") != std::string::npos);
+  CHECK(message(d).find("beams[1].bunches.intensity") != std::string::npos);
+  d = good;
+  d["beams"][0]["bunches"].erase("macroparticles");
+  CHECK(message(d).find("beams[0].bunches.macroparticles") != std::string::npos);
+  d = good;
+  d["ip"]["slicez"] = 3;
+  CHECK(message(d).find("ip.slicez") != std::string::npos);
+  CHECK(message(d).find("unknown field") != std::string::npos);
+  d = good;
+  d["ip"]["model"] = "4d";
+  CHECK(message(d).find("ip.slices") != std::string::npos);
+  d = good;
+  d["beams"][0]["lattice"] = "ring.json";
+  CHECK(message(d).find("exactly one of") != std::string::npos);
+  d = good;
+  d["beams"][0]["linear_map"]["beta_x"] = 0;
+  CHECK(message(d).find("beams[0].linear_map.beta_x") != std::string::npos);
+  d = good;
+  d["beams"][1]["reference"]["p0c"] = "7 TeV";
+  CHECK(message(d).find("beams[1].reference.p0c") != std::string::npos);
+  d = good;
+  d["mode"] = "weak";
+  CHECK(message(d).find("mode") != std::string::npos);
+  d = good;
+  d["beams"].erase(1);
+  CHECK(message(d).find("exactly two beams") != std::string::npos);
+  d = good;
+  d["ip"]["half_crossing_angle"] = std::nan("");
+  CHECK(message(d) != "no error");
+  // A lattice ring whose file does not exist: the error names it when the run starts.
+  d = good;
+  d["beams"][0].erase("linear_map");
+  d["beams"][0]["lattice"] = "no_such_ring.json";
+  const ColliderSetup s = collider_setup_from_json(d, "s.json");
+  CollideOptions o;
+  CHECK_THROWS_WITH_AS(run_collide(s, builtin_registry(), o, world()), doctest::Contains("no_such_ring.json"),
+                       InputError);
+}
