@@ -15,6 +15,10 @@
 #include <string>
 
 #include "fusetrack/collider.h"
+#include "fusetrack/codegen.h"
+#include "fusetrack/cuda_collider.h"
+#include "fusetrack/nvrtc_compiler.h"
+#include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
 #include "fusetrack/parallel.h"
 #include "support/paths.h"
@@ -273,4 +277,35 @@ TEST_CASE("collide set-up: bad input names the file and the field") {
   CollideOptions o;
   CHECK_THROWS_WITH_AS(run_collide(s, builtin_registry(), o, world()), doctest::Contains("no_such_ring.json"),
                        InputError);
+}
+
+TEST_CASE("NVRTC compiles the collider's GPU kernels (boost, deposit, kick, linear turn, chunk sums), fma off and on") {
+  for (const char* fma : {"off", "on"}) {
+    KernelSource src;
+    src.name = "fusetrack_collider_test.cu";
+    src.headers = framework_device_headers();
+    src.text = collider_kernel_source();
+    src.fma = std::string(fma) == "on" ? FmaMode::On : FmaMode::Off;
+    CompiledKernel k;
+    CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));  // "off": no kernel cache
+    CHECK(!k.cubin.empty());
+  }
+}
+
+TEST_CASE("collide --device gpu without a GPU: a clear DeviceError, auto falls back to the CPU") {
+  if (!gpu_unavailable_reason().empty()) {
+    BeamSpec b;
+    b.macroparticles = 500;
+    const ColliderSetup s = collider_setup_from_json(setup_json(b, b, {{"model", "4d"}}), "s.json");
+    CollideOptions o;
+    o.backend.device = "gpu";
+    CHECK_THROWS_AS(run_collide(s, builtin_registry(), o, world()), DeviceError);
+    o.backend.device = "auto";
+    const CollideResult r = run_collide(s, builtin_registry(), o, world());
+    CHECK(r.device == "CPU");
+    CHECK(r.records.size() == 2);
+  } else {
+    MESSAGE("a GPU is present: the fallback is not exercised here (tests/gpu covers the GPU path)");
+    CHECK(gpu_unavailable_reason().empty());
+  }
 }

@@ -152,6 +152,8 @@ struct CollideResult {
   double luminosity = 0.0;          // [1/(m^2 s)] mean over the run (0: unknown frequency)
   double seconds = 0.0, exchange_seconds = 0.0, kick_seconds = 0.0, transport_seconds = 0.0,
          deposit_seconds = 0.0;  // this rank's
+  std::string device = "CPU";     // where this rank's linear-map bunches were tracked
+  double gpu_kernel_seconds = 0.0;  // this rank's
   std::vector<std::string> output_files;
 };
 

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda_driver.h"
+#include "gpu_module.h"
 #include "fusetrack/codegen.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
@@ -48,84 +49,6 @@ extern "C" __global__ void fusetrack_charge_grid(ft::ChargeGridSpec g, const dou
 }
 )";
 
-/// A primary context on `device`, the reduction module loaded into it, device buffers freed on exit.
-class GpuSession {
- public:
-  explicit GpuSession(int device) {
-    std::string why;
-    m_d = cuda::driver(&why);
-    if (!m_d) throw DeviceError("no GPU available: " + why);
-    const auto gpus = list_gpus();
-    if (device < 0 || device >= static_cast<int>(gpus.size()))
-      throw DeviceError(fmt::format("GPU {} does not exist ({} found)", device, gpus.size()));
-    CUdevice dev;
-    check(m_d->device_get(&dev, device), "cuDeviceGet");
-    check(m_d->primary_ctx_retain(&m_context, dev), "cuDevicePrimaryCtxRetain");
-    check(m_d->ctx_set_current(m_context), "cuCtxSetCurrent");
-    KernelSource src;
-    src.name = "fusetrack_reduction.cu";
-    src.headers = framework_device_headers();
-    src.text = kReductionKernels;
-    src.fma = FmaMode::Off;
-    m_cubin = KernelCompiler().compile(src, gpus[static_cast<size_t>(device)].arch).cubin;
-    check(m_d->module_load_data(&m_module, m_cubin.data()), "cuModuleLoadData");
-  }
-  ~GpuSession() {
-    for (CUdeviceptr p : m_buffers) m_d->mem_free(p);
-    if (m_module) m_d->module_unload(m_module);
-  }
-  GpuSession(const GpuSession&) = delete;
-  GpuSession& operator=(const GpuSession&) = delete;
-
-  CUfunction function(const char* name) {
-    CUfunction f;
-    check(m_d->module_get_function(&f, m_module, name), "cuModuleGetFunction");
-    return f;
-  }
-  template <class T>
-  CUdeviceptr upload(const std::vector<T>& v) {
-    CUdeviceptr p = zeros(v.size() * sizeof(T));
-    if (!v.empty()) check(m_d->memcpy_htod(p, v.data(), v.size() * sizeof(T)), "cuMemcpyHtoD(reduction)");
-    return p;
-  }
-  CUdeviceptr zeros(size_t bytes) {
-    CUdeviceptr p = 0;
-    cuda::check_alloc(*m_d, &p, std::max<size_t>(bytes, 8), "cuMemAlloc(reduction)");
-    m_buffers.push_back(p);
-    check(m_d->memset_d8(p, 0, std::max<size_t>(bytes, 8)), "cuMemsetD8(reduction)");
-    return p;
-  }
-  std::vector<uint64_t> download(CUdeviceptr p, size_t count) {
-    std::vector<uint64_t> v(count);
-    check(m_d->memcpy_dtoh(v.data(), p, count * sizeof(uint64_t)), "cuMemcpyDtoH(reduction)");
-    return v;
-  }
-  /// Launches one thread per particle and returns the kernel time [s].
-  double launch(CUfunction f, size_t n, void** args) {
-    CUevent e0, e1;
-    check(m_d->event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
-    check(m_d->event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
-    const unsigned threads = 256;
-    const unsigned blocks = static_cast<unsigned>(std::max<size_t>((n + threads - 1) / threads, 1));
-    check(m_d->event_record(e0, nullptr), "cuEventRecord");
-    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(reduction)");
-    check(m_d->event_record(e1, nullptr), "cuEventRecord");
-    check(m_d->event_synchronize(e1), "reduction kernel");
-    float ms = 0.0f;
-    m_d->event_elapsed_time(&ms, e0, e1);
-    m_d->event_destroy(e0);
-    m_d->event_destroy(e1);
-    return ms * 1e-3;
-  }
-
- private:
-  const cuda::Driver* m_d = nullptr;
-  CUcontext m_context = nullptr;
-  CUmodule m_module = nullptr;
-  std::vector<char> m_cubin;
-  std::vector<CUdeviceptr> m_buffers;
-};
-
 int particle_count(const Particles& p) {
   if (p.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
     throw Error(
@@ -135,8 +58,10 @@ int particle_count(const Particles& p) {
 
 }  // namespace
 
+const char* reduction_kernel_source() { return kReductionKernels; }
+
 void gpu_deposit(SliceMomentReducer& reducer, const Particles& particles, int device, double* kernel_seconds) {
-  GpuSession gpu(device);
+  GpuModule gpu(device, "fusetrack_reduction.cu", kReductionKernels, FmaMode::Off);
   int n = particle_count(particles);
   CUdeviceptr x = gpu.upload(particles.x), px = gpu.upload(particles.px), y = gpu.upload(particles.y),
               py = gpu.upload(particles.py), zeta = gpu.upload(particles.zeta), delta = gpu.upload(particles.delta),
@@ -152,7 +77,7 @@ void gpu_deposit(SliceMomentReducer& reducer, const Particles& particles, int de
 }
 
 void gpu_deposit(ChargeGridReducer& reducer, const Particles& particles, int device, double* kernel_seconds) {
-  GpuSession gpu(device);
+  GpuModule gpu(device, "fusetrack_reduction.cu", kReductionKernels, FmaMode::Off);
   int n = particle_count(particles);
   CUdeviceptr x = gpu.upload(particles.x), y = gpu.upload(particles.y), zeta = gpu.upload(particles.zeta),
               state = gpu.upload(particles.state);

@@ -15,6 +15,9 @@
 #include <memory>
 
 #include "fusetrack/beambeam.h"
+#include "fusetrack/cuda_collider.h"
+#include "fusetrack/cuda_device.h"
+#include "fusetrack/device/collider.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_file.h"
 #include "fusetrack/optics.h"
@@ -49,80 +52,79 @@ struct BeamRuntime {
   double particles_per_macro = 0.0;
   double sigma_x = 0.0, sigma_y = 0.0, sigma_px = 0.0, sigma_py = 0.0;  // matched, at the IP
   bool frozen = false;
+  ColliderRingMap ring{};  // the linear map's device form
 };
 
-/// The linear one-turn map on the alive particles (fusetrack/collider.h, LinearRingMap).
-void linear_one_turn(const LinearRingMap& m, Particles& p, int threads) {
-  const auto rotation = [](double mu, double beta, double alpha, double& x, double& px) {
-    const double c = std::cos(mu), s = std::sin(mu);
-    const double gamma = (1.0 + alpha * alpha) / beta;
-    const double x_new = (c + alpha * s) * x + beta * s * px;
-    px = -gamma * s * x + (c - alpha * s) * px;
-    x = x_new;
-  };
-  const double cs = std::cos(2 * kPi * m.qs), ss = std::sin(2 * kPi * m.qs);
+/// The linear one-turn map as the device steps take it (fusetrack/device/collider.h).
+ColliderRingMap ring_map(const LinearRingMap& m) {
+  ColliderRingMap r{};
+  r.qx = m.qx, r.qy = m.qy, r.chroma_x = m.chroma_x, r.chroma_y = m.chroma_y;
+  r.beta_x = m.beta_x, r.alpha_x = m.alpha_x, r.gamma_x = (1 + m.alpha_x * m.alpha_x) / m.beta_x;
+  r.beta_y = m.beta_y, r.alpha_y = m.alpha_y, r.gamma_y = (1 + m.alpha_y * m.alpha_y) / m.beta_y;
+  ft_sincos(2 * kPi * m.qs, &r.sin_s, &r.cos_s);
+  r.beta_s = m.beta_s;
+  r.longitudinal = m.qs > 0 ? 1 : 0;
+  return r;
+}
+
+/// One turn of the linear map on the alive particles (the GPU's collider_ring kernel, on the CPU).
+void linear_one_turn(const ColliderRingMap& m, Particles& p, int turn, int threads) {
   const long n = static_cast<long>(p.size());
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (long k = 0; k < n; ++k) {
-    const size_t i = static_cast<size_t>(k);
-    if (p.state[i] <= 0) continue;
-    double x = p.x[i], px = p.px[i], y = p.y[i], py = p.py[i], zeta = p.zeta[i], delta = p.delta[i];
-    rotation(2 * kPi * (m.qx + m.chroma_x * delta), m.beta_x, m.alpha_x, x, px);
-    rotation(2 * kPi * (m.qy + m.chroma_y * delta), m.beta_y, m.alpha_y, y, py);
-    if (m.qs > 0) {
-      const double z = cs * zeta - m.beta_s * ss * delta;
-      delta = ss / m.beta_s * zeta + cs * delta;
-      zeta = z;
-    }
-    p.set(i, x, px, y, py, zeta, delta);
+  for (long i = 0; i < n; ++i) {
+    if (p.state[static_cast<size_t>(i)] <= 0) continue;
+    const size_t k = static_cast<size_t>(i);
+    double x = p.x[k], px = p.px[k], y = p.y[k], py = p.py[k], zeta = p.zeta[k], delta = p.delta[k];
+    collider_ring_turn(m, x, px, y, py, zeta, delta);
+    collider_store(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(), p.ptau.data(),
+                   p.rpp.data(), p.rvv.data(), p.state.data(), p.lost_turn.data(), i, p.beta0, turn, x, px, y, py, zeta,
+                   delta);
   }
 }
 
-/// Deterministic whole-bunch sums: 64 fixed chunks, combined in order (any thread count).
+/// Whole-bunch statistics of the records: kColliderChunks fixed chunks, each summed in particle order
+/// (fusetrack/device/collider.h), added in chunk order: the same for any thread count, CPU or GPU.
 struct BunchStats {
   double alive = 0.0;
   std::array<double, 6> mean{};
   double xx = 0, xpx = 0, pxpx = 0, yy = 0, ypy = 0, pypy = 0, zz = 0, dd = 0;
 };
 
-BunchStats bunch_stats(const Particles& p, int threads) {
-  constexpr int kChunks = 64;
-  const size_t n = p.size();
-  std::array<std::array<double, 7>, kChunks> first{};
-  std::array<std::array<double, 8>, kChunks> second{};
+std::vector<double> cpu_chunk_first(const Particles& p, int threads) {
+  std::vector<double> out(7 * kColliderChunks);
+  const long n = static_cast<long>(p.size());
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kChunks; ++c) {
-    const size_t b = n * static_cast<size_t>(c) / kChunks, e = n * static_cast<size_t>(c + 1) / kChunks;
-    auto& f = first[static_cast<size_t>(c)];
-    for (size_t i = b; i < e; ++i) {
-      if (p.state[i] <= 0) continue;
-      f[0] += 1;
-      f[1] += p.x[i], f[2] += p.px[i], f[3] += p.y[i], f[4] += p.py[i], f[5] += p.zeta[i], f[6] += p.delta[i];
-    }
-  }
-  BunchStats s;
+  for (int c = 0; c < kColliderChunks; ++c)
+    collider_chunk_first(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
+                         p.state.data(), n, c, out.data() + 7 * c);
+  return out;
+}
+
+std::vector<double> cpu_chunk_second(const Particles& p, const std::array<double, 6>& mean, int threads) {
+  std::vector<double> out(8 * kColliderChunks);
+  const long n = static_cast<long>(p.size());
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (int c = 0; c < kColliderChunks; ++c)
+    collider_chunk_second(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
+                          p.state.data(), n, c, mean.data(), out.data() + 8 * c);
+  return out;
+}
+
+/// first_sums, second_sums: per chunk, as collider_chunk_first / _second give them.
+template <class FirstSums, class SecondSums>
+BunchStats bunch_stats(FirstSums first_sums, SecondSums second_sums) {
+  const std::vector<double> first = first_sums();
   std::array<double, 7> total{};
-  for (const auto& f : first)
-    for (size_t k = 0; k < 7; ++k) total[k] += f[k];
+  for (int c = 0; c < kColliderChunks; ++c)
+    for (size_t k = 0; k < 7; ++k) total[k] += first[7 * static_cast<size_t>(c) + k];
+  BunchStats s;
   s.alive = total[0];
   if (s.alive == 0) return s;
   for (size_t k = 0; k < 6; ++k) s.mean[k] = total[k + 1] / s.alive;
-  const auto m = s.mean;
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kChunks; ++c) {
-    const size_t b = n * static_cast<size_t>(c) / kChunks, e = n * static_cast<size_t>(c + 1) / kChunks;
-    auto& q = second[static_cast<size_t>(c)];
-    for (size_t i = b; i < e; ++i) {
-      if (p.state[i] <= 0) continue;
-      const double x = p.x[i] - m[0], px = p.px[i] - m[1], y = p.y[i] - m[2], py = p.py[i] - m[3];
-      const double z = p.zeta[i] - m[4], d = p.delta[i] - m[5];
-      q[0] += x * x, q[1] += x * px, q[2] += px * px, q[3] += y * y, q[4] += y * py, q[5] += py * py;
-      q[6] += z * z, q[7] += d * d;
-    }
-  }
+  const std::vector<double> second = second_sums(s.mean);
   std::array<double, 8> t{};
-  for (const auto& q : second)
-    for (size_t k = 0; k < 8; ++k) t[k] += q[k];
+  for (int c = 0; c < kColliderChunks; ++c)
+    for (size_t k = 0; k < 8; ++k) t[k] += second[8 * static_cast<size_t>(c) + k];
   s.xx = t[0] / s.alive, s.xpx = t[1] / s.alive, s.pxpx = t[2] / s.alive, s.yy = t[3] / s.alive;
   s.ypy = t[4] / s.alive, s.pypy = t[5] / s.alive, s.zz = t[6] / s.alive, s.dd = t[7] / s.alive;
   return s;
@@ -160,6 +162,7 @@ struct Bunch {
   Particles particles;
   int64_t crossings = 0;
   std::vector<uint64_t> moments;  // this crossing's integers (+ out_of_range last)
+  std::unique_ptr<GpuColliderBunch> gpu;  // the particles live on the GPU (then `particles` is stale)
 };
 
 int owner_of(int global, int total, int ranks, BunchPlacement placement) {
@@ -240,7 +243,9 @@ nlohmann::ordered_json collide_summary_json(const ColliderSetup& setup, const Co
                                     {"final_alive", b.final_alive},
                                     {"peak_tune_x", number_or_null(b.peak_tune_x)},
                                     {"peak_tune_y", number_or_null(b.peak_tune_y)}});
+  j["device"] = r.device;
   j["seconds"] = {{"total", r.seconds},
+                  {"gpu_kernels", r.gpu_kernel_seconds},
                   {"deposit", r.deposit_seconds},
                   {"exchange", r.exchange_seconds},
                   {"kick", r.kick_seconds},
@@ -325,6 +330,7 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
       b.optics.beta_y = m.beta_y, b.optics.alpha_y = m.alpha_y, b.optics.gamma_y = (1 + m.alpha_y * m.alpha_y) / m.beta_y;
       b.optics.qx = m.qx - std::floor(m.qx), b.optics.qy = m.qy - std::floor(m.qy);
       b.optics.circumference = m.circumference;
+      b.ring = ring_map(m);
     } else {
       b.lattice = std::make_unique<Lattice>(load_lattice(cb.lattice_file, registry, LatticeFileOptions{}));
       if (b.lattice->has_collective()) {
@@ -389,6 +395,26 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
   // Bunches on ranks.
   const int n1 = setup.beams[0].bunches.count, n2 = setup.beams[1].bunches.count, total = n1 + n2;
   const auto owner = [&](int beam, int bunch) { return owner_of(beam == 0 ? bunch : n1 + bunch, total, comm.size(), o.placement); };
+  // Bunches of linear-map rings live on this rank's GPU (its node-local rank's) when one is asked
+  // for, or found with --device auto; lattice rings and frozen beams stay on the host (a lattice
+  // ring's turn runs on the backend of o.backend).
+  std::unique_ptr<GpuColliderContext> gpu_context;
+  bool wants_gpu = false;
+  for (int j = 0; j < 2; ++j)
+    wants_gpu = wants_gpu || (setup.beams[static_cast<size_t>(j)].linear_map && setup.frozen_beam != j);
+  if (o.backend.device != "cpu" && wants_gpu) {
+    try {
+      const std::vector<GpuInfo> gpus = list_gpus();
+      if (gpus.empty()) throw DeviceError(gpu_unavailable_reason().empty() ? "no GPU found" : gpu_unavailable_reason());
+      const size_t device = static_cast<size_t>(comm.local_rank()) % gpus.size();
+      gpu_context = std::make_unique<GpuColliderContext>(static_cast<int>(device), o.fma);
+      result.device = fmt::format("GPU {} ({})", device, gpus[device].name);
+    } catch (const DeviceError& e) {
+      if (o.backend.device == "gpu") throw;
+      if (comm.is_root())
+        fmt::print(stderr, "note: no usable GPU ({}); the collider's bunches are tracked on the CPU\n", e.what());
+    }
+  }
   std::array<std::vector<std::unique_ptr<Bunch>>, 2> bunches;
   for (int j = 0; j < 2; ++j) {
     const ColliderBeam& cb = setup.beams[static_cast<size_t>(j)];
@@ -411,6 +437,8 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
                                          cb.bunches.emittance_ny, cb.bunches.sigma_zeta, cb.bunches.sigma_delta,
                                          cb.bunches.seed + 1000003ull * static_cast<uint64_t>(j) + static_cast<uint64_t>(i));
       }
+      if (gpu_context && cb.linear_map && !b.frozen)
+        bunch->gpu = std::make_unique<GpuColliderBunch>(*gpu_context, bunch->particles);
       bunches[static_cast<size_t>(j)][static_cast<size_t>(i)] = std::move(bunch);
     }
   }
@@ -478,7 +506,14 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         Bunch& bunch = *mine[j];
         const BeamRuntime& b = beams[static_cast<size_t>(j)];
         const auto t0 = Clock::now();
-        const BunchStats s = bunch_stats(bunch.particles, threads);
+        GpuColliderBunch* gpu = bunch.gpu.get();
+        const BunchStats s =
+            gpu ? bunch_stats([&] { return gpu->chunk_first(); },
+                              [&](const std::array<double, 6>& mean) { return gpu->chunk_second(mean); })
+                : bunch_stats([&] { return cpu_chunk_first(bunch.particles, threads); },
+                              [&](const std::array<double, 6>& mean) {
+                                return cpu_chunk_second(bunch.particles, mean, threads);
+                              });
         CrossingRecord& r = rec[j];
         r.slot = slot, r.beam = j, r.bunch = bunch.index, r.partner = pair[1 - j], r.turn = bunch.crossings;
         r.alive = s.alive, r.mean = s.mean;
@@ -487,7 +522,15 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         r.emittance_x = std::sqrt(std::max(0.0, s.xx * s.pxpx - s.xpx * s.xpx));
         r.emittance_y = std::sqrt(std::max(0.0, s.yy * s.pypy - s.ypy * s.ypy));
         // A frozen (strong) bunch never changes: its moments are taken once, from a boosted copy.
-        if (!b.frozen || bunch.moments.empty()) {
+        if (gpu) {
+          gpu->boost(b.params);
+          SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
+          std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
+          uint64_t rejected = 0;
+          gpu->deposit(reducer.grid(), reducer.scales(), acc, rejected);
+          bunch.moments = acc;
+          bunch.moments.push_back(rejected);
+        } else if (!b.frozen || bunch.moments.empty()) {
           Particles frozen_copy;
           if (b.frozen) frozen_copy = bunch.particles;
           Particles& p = b.frozen ? frozen_copy : bunch.particles;
@@ -540,29 +583,32 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         rec[j].coupling = coupling;
         rec[j].unused_charge = unused;
         Particles& p = bunch.particles;
-        const long n = b.frozen ? 0 : static_cast<long>(p.size());
-        const int n_slices = static_cast<int>(slices.size());
-        const Bb6dSlice* sl = slices.data();
+        GpuColliderBunch* gpu = bunch.gpu.get();
+        const int turn = static_cast<int>(bunch.crossings);
+        if (gpu) {
+          gpu->kick(b.params, slices, turn);
+        } else if (!b.frozen) {
+          const long n = static_cast<long>(p.size());
+          const int n_slices = static_cast<int>(slices.size());
+          const Bb6dSlice* sl = slices.data();
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-        for (long k = 0; k < n; ++k) {
-          const size_t i = static_cast<size_t>(k);
-          if (p.state[i] <= 0) continue;
-          double x = p.x[i], px = p.px[i], y = p.y[i], py = p.py[i], zeta = p.zeta[i], delta = p.delta[i];
-          for (int s = 0; s < n_slices; ++s) bb6d_kick_slice(b.params, sl[s], x, px, y, py, zeta, delta);
-          bb6d_boost_inverse(b.params, x, px, y, py, zeta, delta);
-          if (std::isfinite(x) && std::isfinite(px) && std::isfinite(y) && std::isfinite(py) && std::isfinite(zeta) &&
-              std::isfinite(delta)) {
-            p.set(i, x, px, y, py, zeta, delta);
-          } else {
-            p.state[i] = kLostNotFinite;
-            p.lost_turn[i] = static_cast<int32_t>(bunch.crossings);
+          for (long i = 0; i < n; ++i) {
+            const size_t k = static_cast<size_t>(i);
+            if (p.state[k] <= 0) continue;
+            double x = p.x[k], px = p.px[k], y = p.y[k], py = p.py[k], zeta = p.zeta[k], delta = p.delta[k];
+            collider_kick(b.params, sl, n_slices, x, px, y, py, zeta, delta);
+            collider_store(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
+                           p.ptau.data(), p.rpp.data(), p.rvv.data(), p.state.data(), p.lost_turn.data(), i, p.beta0,
+                           turn, x, px, y, py, zeta, delta);
           }
         }
         result.kick_seconds += seconds_since(t0);
         const auto t1 = Clock::now();
         if (!b.frozen) {
-          if (b.beam->linear_map) {
-            linear_one_turn(*b.beam->linear_map, p, threads);
+          if (gpu) {
+            gpu->ring_turn(b.ring, turn);
+          } else if (b.beam->linear_map) {
+            linear_one_turn(b.ring, p, turn, threads);
           } else {
             TrackOptions to;
             to.turns = 1;
@@ -664,6 +710,7 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
       }
     }
   }
+  if (gpu_context) result.gpu_kernel_seconds = gpu_context->kernel_seconds;
   result.seconds = seconds_since(t_start);
   if (result.root && !o.output_dir.empty()) {
     const std::string path = (std::filesystem::path(o.output_dir) / "summary.json").string();

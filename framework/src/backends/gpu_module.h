@@ -1,0 +1,110 @@
+// Internal: one GPU module for the small framework kernels (deterministic reductions, the collider's
+// per-bunch steps): a primary context, the NVRTC-compiled source, device buffers, timed launches.
+#pragma once
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "cuda_driver.h"
+#include "fusetrack/codegen.h"
+#include "fusetrack/cuda_device.h"
+#include "fusetrack/error.h"
+#include "fusetrack/nvrtc_compiler.h"
+
+namespace ft {
+
+using cuda::check;
+
+/// The deterministic-reduction kernels' source (cuda_reduction.cpp): fusetrack_slice_moments, fusetrack_charge_grid.
+const char* reduction_kernel_source();
+
+/// A primary context on `device`, one NVRTC-compiled module (`source`, which includes the framework's
+/// device headers) loaded into it, and device buffers freed on exit.
+class GpuModule {
+ public:
+  GpuModule(int device, const char* name, const char* source, FmaMode fma) {
+    std::string why;
+    m_d = cuda::driver(&why);
+    if (!m_d) throw DeviceError("no GPU available: " + why);
+    const auto gpus = list_gpus();
+    if (device < 0 || device >= static_cast<int>(gpus.size()))
+      throw DeviceError(fmt::format("GPU {} does not exist ({} found)", device, gpus.size()));
+    CUdevice dev;
+    check(m_d->device_get(&dev, device), "cuDeviceGet");
+    check(m_d->primary_ctx_retain(&m_context, dev), "cuDevicePrimaryCtxRetain");
+    check(m_d->ctx_set_current(m_context), "cuCtxSetCurrent");
+    KernelSource src;
+    src.name = name;
+    src.headers = framework_device_headers();
+    src.text = source;
+    src.fma = fma;
+    m_cubin = KernelCompiler().compile(src, gpus[static_cast<size_t>(device)].arch).cubin;
+    check(m_d->module_load_data(&m_module, m_cubin.data()), "cuModuleLoadData");
+  }
+  ~GpuModule() {
+    for (CUdeviceptr p : m_buffers) m_d->mem_free(p);
+    if (m_module) m_d->module_unload(m_module);
+  }
+  GpuModule(const GpuModule&) = delete;
+  GpuModule& operator=(const GpuModule&) = delete;
+
+  CUfunction function(const char* name) {
+    CUfunction f;
+    check(m_d->module_get_function(&f, m_module, name), "cuModuleGetFunction");
+    return f;
+  }
+  template <class T>
+  CUdeviceptr upload(const std::vector<T>& v) {
+    CUdeviceptr p = zeros(v.size() * sizeof(T));
+    if (!v.empty()) check(m_d->memcpy_htod(p, v.data(), v.size() * sizeof(T)), "cuMemcpyHtoD");
+    return p;
+  }
+  CUdeviceptr zeros(size_t bytes) {
+    CUdeviceptr p = 0;
+    cuda::check_alloc(*m_d, &p, std::max<size_t>(bytes, 8), "cuMemAlloc");
+    m_buffers.push_back(p);
+    check(m_d->memset_d8(p, 0, std::max<size_t>(bytes, 8)), "cuMemsetD8");
+    return p;
+  }
+  template <class T = uint64_t>
+  std::vector<T> download(CUdeviceptr p, size_t count) {
+    std::vector<T> v(count);
+    if (count) check(m_d->memcpy_dtoh(v.data(), p, count * sizeof(T)), "cuMemcpyDtoH");
+    return v;
+  }
+  void copy_to_device(CUdeviceptr p, const void* data, size_t bytes) {
+    if (bytes) check(m_d->memcpy_htod(p, data, bytes), "cuMemcpyHtoD");
+  }
+  void copy_to_host(void* data, CUdeviceptr p, size_t bytes) {
+    if (bytes) check(m_d->memcpy_dtoh(data, p, bytes), "cuMemcpyDtoH");
+  }
+  /// Launches one thread per particle and returns the kernel time [s].
+  double launch(CUfunction f, size_t n, void** args) {
+    CUevent e0, e1;
+    check(m_d->event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(m_d->event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+    const unsigned threads = 256;
+    const unsigned blocks = static_cast<unsigned>(std::max<size_t>((n + threads - 1) / threads, 1));
+    check(m_d->event_record(e0, nullptr), "cuEventRecord");
+    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
+    check(m_d->event_record(e1, nullptr), "cuEventRecord");
+    check(m_d->event_synchronize(e1), "kernel");
+    float ms = 0.0f;
+    m_d->event_elapsed_time(&ms, e0, e1);
+    m_d->event_destroy(e0);
+    m_d->event_destroy(e1);
+    return ms * 1e-3;
+  }
+
+ private:
+  const cuda::Driver* m_d = nullptr;
+  CUcontext m_context = nullptr;
+  CUmodule m_module = nullptr;
+  std::vector<char> m_cubin;
+  std::vector<CUdeviceptr> m_buffers;
+};
+
+}  // namespace ft

@@ -1,0 +1,37 @@
+#!/bin/bash
+# Issue 21 on the GPU machine (one H100/H200): build fusetrack and the GPU suite, the collider's
+# CPU == GPU test (fma off), then the collider benchmark against the anchor (10^6 macroparticles per
+# beam, 6 slices, one turn = both beams tracked + collided): GPU against all CPU cores, fma off/on.
+#   OUT=/tmp/out bash tools/device/collide.sh          (needs .carry/deps: libzip)
+set -u
+OUT=${OUT:-/tmp/fusetrack-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
+export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
+  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+echo "== build ok ($(( $(date +%s) - t0 )) s)"
+BIN=$ROOT/build-gpu/bin/fusetrack
+(cd build-gpu && ./bin/test_gpu -tc="collider*" 2>&1 | grep -E "MESSAGE|ERROR|test cases|assertions") | tee "$OUT/test_gpu_collider.log"
+python3 - <<'PY'
+import json
+d = json.load(open("lattices/collider_lhc_like.json"))
+for b in d["beams"]:
+    b["bunches"]["macroparticles"] = 1000000
+d["ip"]["slices"] = 6
+json.dump(d, open("build-gpu/anchor.json", "w"))
+PY
+for run in "gpu off" "gpu on" "cpu off"; do
+  set -- $run
+  turns=20; [ "$1" = cpu ] && turns=4
+  echo "== collide 2 x 10^6 macroparticles, 6 slices, device $1, fma $2, $turns turns" | tee -a "$OUT/bench.log"
+  $BIN collide build-gpu/anchor.json -n $turns --device $1 --fma $2 --no-plot -o "build-gpu/anchor_$1_$2" 2>&1 \
+    | grep -E "time|collide" | tee -a "$OUT/bench.log"
+done
+nproc | sed 's/^/cpu cores: /' | tee -a "$OUT/bench.log"
+echo "== total $(( $(date +%s) - t0 )) s"
