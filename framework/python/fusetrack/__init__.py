@@ -14,6 +14,7 @@ Units are SI, energies in eV; coordinates (x, px, y, py, zeta, delta) as in MAD-
     ring["sf"]["knl"] = [0, 0, 1.2]      # a knob: the next track() uses it (no rebuild)
     o = ft.optics(ring)                   # closed orbit, matrix, tunes, Twiss as NumPy arrays
     da = ft.da_scan(ring, turns=1000, angles=10, amplitudes=20, amplitude_range=(1e-3, 0.04))
+    c = ft.collide("lattices/collider_lhc_like.json", turns=1000)   # two beams colliding
 
 Errors of the C++ library arrive as :class:`fusetrack.Error` (``InputError`` for bad input,
 naming the file, the element and the field; ``PluginError``; ``DeviceError``) with the messages
@@ -22,6 +23,7 @@ of the command line.
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Iterable, Optional, Sequence
 
@@ -31,7 +33,7 @@ from . import _fusetrack as _ft
 from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
 
 __all__ = [
-    "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro",
+    "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro", "collide",
     "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus", "load_particle_arrays",
     "Error", "InputError", "PluginError", "DeviceError",
 ]
@@ -414,6 +416,39 @@ def repro(lattice: Lattice, particles: Optional[Particles] = None, n: int = 1000
         particles = Particles._repro_particles(lattice, int(n), amplitude, delta)
     return _ft._repro(lattice, particles, int(turns), fma, int(threads), os.fspath(kernel_cache))
 
+
+
+def collide(setup, turns: int, threads: int = 0, placement: str = "block", output_dir: str = "",
+            device: str = "auto", fma: str = "off") -> dict:
+    """Two beams colliding at an IP, strong-strong or weak-strong (``fusetrack collide``; the
+    same run, the same numbers bit for bit).
+
+    ``setup``: a collider set-up file (README, "Colliders"), or its document as a dict (named
+    ``<dict>`` in messages; relative paths from the working directory). ``turns``: turns of beam 1
+    (``turns`` x bunches of beam 1 crossings). ``placement``: bunches over MPI ranks, "block" or
+    "round-robin". ``output_dir``: also write bunches.csv, spectra.csv and summary.json there (no
+    plots). ``device``: lattice rings on "auto", "cpu" or "gpu". Bad input raises
+    :class:`InputError` naming the file and the field (``beams[1].bunches.intensity``).
+
+    Returns a dict (under MPI, rank 0's; the other ranks get no records):
+
+    - ``records``: per bunch and crossing, in slot order, NumPy columns ``slot beam bunch partner
+      turn alive luminosity x px y py zeta delta sigma_x sigma_y sigma_zeta sigma_delta
+      emittance_x emittance_y coupling unused_charge`` (beam 1 or 2, as bunches.csv; centroids
+      in the beam's own frame; luminosity per crossing [1/m^2]);
+    - ``summary``: summary.json's content as a dict;
+    - ``xi``, ``tunes``: [beam, plane] beam-beam parameters and unperturbed tunes (2x2 arrays);
+    - ``sigma_mode``, ``pi_mode``: coherent mode tunes [x, y] (NaN unless one bunch per beam);
+    - ``luminosity`` [1/(m^2 s)] and ``crossing_frequency`` [1/s] (0 without a circumference);
+    - ``output_files``: the files written."""
+    if isinstance(setup, dict):
+        try:
+            json.dumps(setup, allow_nan=False)
+        except ValueError as e:
+            raise InputError(f"<dict>: {e} (JSON has no NaN or infinity)") from None
+    else:
+        setup = os.fspath(setup)
+    return _ft._collide(setup, int(turns), int(threads), placement, os.fspath(output_dir), device, fma)
 
 def _pair(values, name):
     v = [float(a) for a in values]

@@ -666,7 +666,7 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
       }
     result.sigma_mode = {std::nan(""), std::nan("")};
     result.pi_mode = {std::nan(""), std::nan("")};
-    if (n1 == 1 && n2 == 1) {
+    if (n1 == 1 && n2 == 1 && setup.frozen_beam < 0) {  // weak-strong: no coherent modes
       for (int plane = 0; plane < 2; ++plane) {
         const auto& a = series[0][0][static_cast<size_t>(plane)];
         const auto& b = series[1][0][static_cast<size_t>(plane)];
