@@ -23,6 +23,8 @@ struct CollideArgs {
   std::string output = "collide_out";
   std::string placement = "block";
   int64_t progress = 0;
+  int64_t checkpoint_every = 0, stop_after = 0;
+  bool resume = false;
   bool plot = true;
 };
 
@@ -58,9 +60,12 @@ int run(const CollideArgs& a) {
   o.output_dir = a.output;
   o.keep_records = false;
   o.progress_every = a.progress;
+  o.checkpoint_every = a.checkpoint_every;
+  o.resume = a.resume;
+  o.stop_after = a.stop_after;
   if (comm.is_root()) check_output_directory(a.output, "--output");
   const CollideResult r = run_collide(setup, registry, o, comm);
-  if (!r.root) return kOk;
+  if (!r.root || r.stopped_at >= 0) return kOk;
   fmt::print("collide {}: {} turns, {} crossings, {} rank(s), {} placement, {} model, {} slice(s), {}\n", a.setup,
              a.turns, r.slots, r.ranks, a.placement, setup.ip.six_d ? "6d" : "4d", setup.ip.slices,
              setup.frozen_beam < 0 ? "strong-strong" : fmt::format("weak-strong (beam {} frozen)", setup.frozen_beam + 1));
@@ -99,6 +104,12 @@ void add_collide_command(CLI::App& app) {
   cmd->add_option("--placement", args->placement, "bunches over MPI ranks: block | round-robin");
   cmd->add_option("--progress", args->progress, "a progress line every this many crossings");
   cmd->add_flag("!--no-plot", args->plot, "do not draw the plots");
+  cmd->add_option("--checkpoint-every", args->checkpoint_every,
+                  "write a checkpoint (every bunch's particles) every this many turns into OUTPUT/checkpoint")
+      ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("--resume", args->resume, "continue from the last checkpoint in OUTPUT (bitwise as if never stopped)");
+  cmd->add_option("--stop-after", args->stop_after, "stop (with a checkpoint) after this many turns")
+      ->check(CLI::NonNegativeNumber);
   add_common_options(*cmd, args->common);
   cmd->callback([args] {
     const int rc = run(*args);

@@ -92,6 +92,20 @@ case "$CASE" in
         for f in bunches.csv spectra.csv; do same single/$f np${np}_$placement/$f; done
       done
     done
+    # Stopped at turn 7 on 3 ranks (checkpoints every 3 turns), resumed on 2: the same files.
+    run mpirun -np 3 "$BIN" collide "$SETUP" $OPTS --checkpoint-every 3 --stop-after 7 -o resumed
+    grep -q "stopped after crossing 21" "$WORK/last.log" || { echo "the run did not stop at crossing 21"; cat "$WORK/last.log"; failed=1; }
+    [ ! -e resumed/spectra.csv ] || { echo "results written by a stopped run"; failed=1; }
+    run mpirun -np 2 "$BIN" collide "$SETUP" $OPTS --checkpoint-every 3 --resume -o resumed
+    grep -q "resuming from .* at crossing 21" "$WORK/last.log" || { echo "the run did not resume"; cat "$WORK/last.log"; failed=1; }
+    for f in bunches.csv spectra.csv; do same single/$f resumed/$f; done
+    # A checkpoint of another set-up is refused.
+    sed 's/"intensity": 2e11/"intensity": 3e11/' "$SETUP" > other.json
+    sed -i "s#../../lattices#$SRC/lattices#" other.json
+    if "$BIN" collide other.json $OPTS --resume -o resumed > refused.log 2>&1; then
+      echo "a checkpoint of another set-up was accepted"; failed=1
+    fi
+    grep -q "another set-up" refused.log || { echo "no clear refusal:"; cat refused.log; failed=1; }
     ;;
   parts_merge)
     run "$BIN" da "$DA_LATTICE" $DA_OPTS -o single

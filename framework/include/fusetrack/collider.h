@@ -110,6 +110,13 @@ struct CollideOptions {
   bool keep_records = true;  // CollideResult::records (off for long runs: the CSV has them)
   /// Progress line every this many slots on stderr (0: none).
   int64_t progress_every = 0;
+  /// Checkpoints in output_dir/checkpoint every this many turns (0: none): every bunch's particles
+  /// (one file per bunch, any rank count resumes them) and the crossing reached. `resume` continues
+  /// from the last one, bitwise as if never stopped; `stop_after` ends (with a checkpoint) after
+  /// that many turns.
+  int64_t checkpoint_every = 0;
+  bool resume = false;
+  int64_t stop_after = 0;
 };
 
 /// One bunch at one crossing, as it arrives at the IP (before the kick).
@@ -152,6 +159,7 @@ struct CollideResult {
   double luminosity = 0.0;          // [1/(m^2 s)] mean over the run (0: unknown frequency)
   double seconds = 0.0, exchange_seconds = 0.0, kick_seconds = 0.0, transport_seconds = 0.0,
          deposit_seconds = 0.0;  // this rank's
+  int64_t stopped_at = -1;         // the crossing a stop_after run stopped at (-1: ran to the end)
   std::string device = "CPU";     // where this rank's linear-map bunches were tracked
   double gpu_kernel_seconds = 0.0;  // this rank's
   std::vector<std::string> output_files;

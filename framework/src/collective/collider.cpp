@@ -20,6 +20,7 @@
 #include "fusetrack/device/collider.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_file.h"
+#include "fusetrack/npy.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/output_files.h"
 #include "fusetrack/parallel.h"
@@ -201,6 +202,97 @@ void write_csv_row(std::ostream& out, const CrossingRecord& r) {
   for (double v : r.mean) out << fmt::format(",{:.17g}", v);
   out << fmt::format(",{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.6g},{:.17g}\n", r.sigma_x, r.sigma_y,
                      r.sigma_zeta, r.sigma_delta, r.emittance_x, r.emittance_y, r.coupling, r.unused_charge);
+}
+
+/// A short fingerprint of what determines a run's particles: the set-up document as read.
+std::string setup_fingerprint(const ColliderSetup& s) {
+  std::string text;
+  for (const ColliderBeam& b : s.beams) {
+    text += fmt::format("{}|{:.17g}|{:.17g}|{:.17g}|{}|", b.name, b.reference.mass0, b.reference.q0, b.reference.p0c,
+                        b.lattice_file);
+    if (b.linear_map) {
+      const LinearRingMap& m = *b.linear_map;
+      text += fmt::format("{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g}|", m.qx, m.qy,
+                          m.beta_x, m.alpha_x, m.beta_y, m.alpha_y, m.qs, m.beta_s, m.chroma_x, m.chroma_y);
+    }
+    const ColliderBunches& u = b.bunches;
+    text += fmt::format("{},{:.17g},{},{:.17g},{:.17g},{:.17g},{:.17g},{},{}|", u.count, u.intensity, u.macroparticles,
+                        u.emittance_nx, u.emittance_ny, u.sigma_zeta, u.sigma_delta, u.seed, u.particles_file);
+  }
+  const InteractionPoint& ip = s.ip;
+  text += fmt::format("{:.17g},{:.17g},{},{},{:.17g},{:.17g},{},{}", ip.phi, ip.alpha, ip.slices, ip.six_d,
+                      ip.slice_range, ip.moment_range, ip.min_slice_macroparticles, s.frozen_beam);
+  uint64_t h = 1469598103934665603ull;  // FNV-1a
+  for (unsigned char c : text) h = (h ^ c) * 1099511628211ull;
+  return fmt::format("{:016x}", h);
+}
+
+std::string bunch_checkpoint_name(int beam, int bunch, int64_t slot) {
+  return fmt::format("beam{}_bunch{}_crossing{}.npz", beam + 1, bunch, slot);
+}
+
+void write_bunch_checkpoint(const std::string& file, const Bunch& bunch) {
+  auto members = particle_arrays(bunch.particles);
+  members.emplace_back("crossings", NpyArray::from(std::vector<int64_t>{bunch.crossings}));
+  write_npz(file, members);
+}
+
+/// A bunch's particles exactly as written (every array, no recomputation) and its crossing count.
+void read_bunch_checkpoint(const std::string& file, Bunch& bunch) {
+  const InputLocation where{file};
+  if (!std::filesystem::exists(file)) throw InputError(where, "the checkpoint of this bunch is missing");
+  const NpzArchive a = read_npz(file);
+  const auto get = [&](const char* key) -> const NpyArray& {
+    const auto it = a.find(key);
+    if (it == a.end()) throw InputError(where, fmt::format("checkpoint lacks '{}'", key));
+    return it->second;
+  };
+  Particles& p = bunch.particles;
+  const size_t n = p.size();
+  const auto doubles = [&](const char* key, std::vector<double>& v) {
+    v = get(key).to_doubles();
+    if (v.size() != n) throw InputError(where, fmt::format("checkpoint array '{}' has {} entries, expected {}", key, v.size(), n));
+  };
+  doubles("x", p.x), doubles("px", p.px), doubles("y", p.y), doubles("py", p.py), doubles("zeta", p.zeta);
+  doubles("delta", p.delta), doubles("ptau", p.ptau), doubles("rpp", p.rpp), doubles("rvv", p.rvv);
+  const std::vector<int64_t> state = get("state").to_int64(), lost_turn = get("lost_turn").to_int64();
+  const std::vector<int64_t> lost_element = get("lost_element").to_int64(), id = get("id").to_int64();
+  if (state.size() != n || lost_turn.size() != n || lost_element.size() != n || id.size() != n)
+    throw InputError(where, "checkpoint loss arrays have the wrong size");
+  for (size_t i = 0; i < n; ++i) {
+    p.state[i] = static_cast<int32_t>(state[i]), p.lost_turn[i] = static_cast<int32_t>(lost_turn[i]);
+    p.lost_element[i] = lost_element[i], p.id[i] = id[i];
+  }
+  bunch.crossings = get("crossings").to_int64().at(0);
+}
+
+/// The records of bunches.csv before crossing `slot` (a resumed run rewrites the rest).
+std::vector<CrossingRecord> read_csv_records(const std::string& file, int64_t slot) {
+  std::ifstream in(file);
+  if (!in) throw InputError(InputLocation{file}, "cannot read the records of the run to resume");
+  std::string line;
+  std::getline(in, line);
+  std::vector<CrossingRecord> out;
+  while (std::getline(in, line)) {
+    std::vector<double> v;
+    size_t start = 0;
+    while (start <= line.size()) {
+      const size_t comma = line.find(',', start);
+      v.push_back(std::strtod(line.substr(start, comma - start).c_str(), nullptr));
+      if (comma == std::string::npos) break;
+      start = comma + 1;
+    }
+    if (v.size() != 21) throw InputError(InputLocation{file}, fmt::format("a row has {} columns, expected 21", v.size()));
+    if (static_cast<int64_t>(v[0]) >= slot) break;
+    CrossingRecord r;
+    r.slot = static_cast<int64_t>(v[0]), r.beam = static_cast<int>(v[1]) - 1, r.bunch = static_cast<int>(v[2]);
+    r.partner = static_cast<int>(v[3]), r.turn = static_cast<int64_t>(v[4]), r.alive = v[5], r.luminosity = v[6];
+    for (size_t k = 0; k < 6; ++k) r.mean[k] = v[7 + k];
+    r.sigma_x = v[13], r.sigma_y = v[14], r.sigma_zeta = v[15], r.sigma_delta = v[16];
+    r.emittance_x = v[17], r.emittance_y = v[18], r.coupling = v[19], r.unused_charge = v[20];
+    out.push_back(r);
+  }
+  return out;
 }
 
 /// NaN as JSON null.
@@ -446,14 +538,45 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
   // Output: rank 0 streams the records of each block of slots (gathered by a sum: other rows are 0).
   const int64_t slots = o.turns * n1;
   result.slots = slots;
+  if ((o.checkpoint_every > 0 || o.resume || o.stop_after > 0) && o.output_dir.empty()) {
+    InputLocation at;
+    at.field = "output";
+    throw InputError(at, "checkpoints (checkpoint_every, resume, stop_after) need an output directory");
+  }
+  const std::filesystem::path checkpoint_dir = std::filesystem::path(o.output_dir) / "checkpoint";
+  // Resuming: the slot of the last checkpoint (state.json), every bunch's particles from its file
+  // (bunch files do not depend on the placement: any rank count resumes any other's run).
+  int64_t first_slot = 0;
+  if (o.resume) {
+    const std::string state_file = (checkpoint_dir / "state.json").string();
+    if (!std::filesystem::exists(state_file)) throw InputError(InputLocation{state_file}, "no checkpoint to resume from");
+    const nlohmann::ordered_json state = parse_json_file(state_file);
+    if (state.value("setup_fingerprint", std::string()) != setup_fingerprint(setup))
+      throw InputError(InputLocation{state_file}, "the checkpoint belongs to another set-up; refusing to resume");
+    first_slot = state.at("slot").get<int64_t>();
+    if (first_slot > slots)
+      throw InputError(InputLocation{state_file},
+                       fmt::format("the checkpoint is at crossing {}, beyond this run's {}", first_slot, slots));
+    for (int j = 0; j < 2; ++j)
+      for (auto& bunch : bunches[static_cast<size_t>(j)]) {
+        if (!bunch) continue;
+        const std::string file = (checkpoint_dir / bunch_checkpoint_name(j, bunch->index, first_slot)).string();
+        read_bunch_checkpoint(file, *bunch);
+        if (bunch->gpu) bunch->gpu->upload(bunch->particles);
+      }
+    if (comm.is_root()) fmt::print(stderr, "collide: resuming from {} at crossing {}\n", state_file, first_slot);
+  }
   std::ofstream csv;
   std::string csv_path;
+  std::vector<CrossingRecord> replay;  // records of the resumed part, from bunches.csv
   if (result.root && !o.output_dir.empty()) {
     std::filesystem::create_directories(o.output_dir);
     csv_path = (std::filesystem::path(o.output_dir) / "bunches.csv").string();
+    if (o.resume) replay = read_csv_records(csv_path, first_slot);
     csv.open(csv_path);
     if (!csv) throw Error("cannot write " + csv_path);
     csv << kCsvHeader;
+    for (const CrossingRecord& r : replay) write_csv_row(csv, r);
   }
   const int64_t block = 256;
   std::vector<double> records(static_cast<size_t>(block) * 2 * kRecordFields, 0.0);
@@ -489,8 +612,25 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
   // rebuilt with the partner's sizes (max_particles = its macroparticles), so both owners read
   // the same integers with the same scales.
 
-  for (int64_t block_start = 0; block_start < slots; block_start += block) {
-    const int64_t block_end = std::min(slots, block_start + block);
+  const auto accumulate = [&](const CrossingRecord& r) {
+    const size_t j = static_cast<size_t>(r.beam), b = static_cast<size_t>(r.bunch);
+    auto& ser = series[j][b];
+    ser[0].push_back(r.mean[0]);
+    ser[1].push_back(r.mean[2]);
+    lumi_sum[j][b] += r.luminosity;
+    if (j == 0) lumi_total += r.luminosity;
+    BunchSummary& bs = summaries[j][b];
+    if (r.turn == 0) bs.initial_emittance_x = r.emittance_x, bs.initial_emittance_y = r.emittance_y;
+    bs.final_emittance_x = r.emittance_x, bs.final_emittance_y = r.emittance_y, bs.final_alive = r.alive;
+    if (o.keep_records) result.records.push_back(r);
+  };
+  for (const CrossingRecord& r : replay) accumulate(r);
+  const int64_t checkpoint_slots = o.checkpoint_every * n1;
+  const int64_t stop_slot = o.stop_after > 0 ? std::min(slots, o.stop_after * n1) : slots;
+  int64_t previous_checkpoint = o.resume ? first_slot : -1;
+  for (int64_t block_start = first_slot; block_start < stop_slot;) {
+    int64_t block_end = std::min(stop_slot, block_start + block);
+    if (checkpoint_slots > 0) block_end = std::min(block_end, (block_start / checkpoint_slots + 1) * checkpoint_slots);
     std::fill(records.begin(), records.end(), 0.0);
     for (int64_t slot = block_start; slot < block_end; ++slot) {
       const int pair[2] = {static_cast<int>(slot % n1), static_cast<int>(slot % n2)};
@@ -627,24 +767,44 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         fmt::print(stderr, "collide: slot {} of {} ({:.1f} s)\n", slot + 1, slots, seconds_since(t_start));
     }
     if (comm.size() > 1) comm.allreduce_sum(records.data(), records.size());
-    if (!result.root) continue;
-    for (int64_t slot = block_start; slot < block_end; ++slot) {
+    for (int64_t slot = block_start; result.root && slot < block_end; ++slot) {
       for (int j = 0; j < 2; ++j) {
         const double* f = records.data() + (static_cast<size_t>(slot - block_start) * 2 + static_cast<size_t>(j)) *
                                                kRecordFields;
         const CrossingRecord r = unpack_record(f);
         if (csv.is_open()) write_csv_row(csv, r);
-        auto& ser = series[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)];
-        ser[0].push_back(r.mean[0]);
-        ser[1].push_back(r.mean[2]);
-        lumi_sum[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)] += r.luminosity;
-        if (j == 0) lumi_total += r.luminosity;
-        BunchSummary& bs = summaries[static_cast<size_t>(j)][static_cast<size_t>(r.bunch)];
-        if (r.turn == 0) bs.initial_emittance_x = r.emittance_x, bs.initial_emittance_y = r.emittance_y;
-        bs.final_emittance_x = r.emittance_x, bs.final_emittance_y = r.emittance_y, bs.final_alive = r.alive;
-        if (o.keep_records) result.records.push_back(r);
+        accumulate(r);
       }
     }
+    // Checkpoint: every bunch's particles (its owner), then the slot (rank 0) once all are written.
+    if ((checkpoint_slots > 0 && block_end % checkpoint_slots == 0) || block_end == stop_slot) {
+      if (checkpoint_slots > 0 || block_end < slots) {
+        std::filesystem::create_directories(checkpoint_dir);
+        for (int j = 0; j < 2; ++j)
+          for (auto& bunch : bunches[static_cast<size_t>(j)]) {
+            if (!bunch) continue;
+            if (bunch->gpu) bunch->gpu->download(bunch->particles);
+            write_bunch_checkpoint((checkpoint_dir / bunch_checkpoint_name(j, bunch->index, block_end)).string(), *bunch);
+            if (previous_checkpoint >= 0)
+              std::filesystem::remove(checkpoint_dir / bunch_checkpoint_name(j, bunch->index, previous_checkpoint));
+          }
+        comm.barrier();
+        if (result.root) {
+          csv.flush();
+          nlohmann::ordered_json state = {{"slot", block_end}, {"setup_fingerprint", setup_fingerprint(setup)}};
+          write_file_atomically((checkpoint_dir / "state.json").string(), state.dump(2) + "\n");
+        }
+        previous_checkpoint = block_end;
+      }
+    }
+    block_start = block_end;
+  }
+  result.stopped_at = stop_slot < slots ? stop_slot : -1;
+  if (result.stopped_at >= 0) {
+    if (comm.is_root())
+      fmt::print(stderr, "collide: stopped after crossing {} of {} (turn {}); resume with --resume\n", stop_slot, slots,
+                 stop_slot / n1);
+    return result;
   }
   if (csv.is_open()) {
     csv.close();
