@@ -25,6 +25,9 @@ for b in d["beams"]:
     b["bunches"]["macroparticles"] = 1000000
 d["ip"]["slices"] = 6
 json.dump(d, open("build-gpu/anchor.json", "w"))
+for b in d["beams"]:
+    b["bunches"]["macroparticles"] = 10000000
+json.dump(d, open("build-gpu/anchor1e7.json", "w"))
 PY
 for run in "gpu off" "gpu on" "cpu off"; do
   set -- $run
@@ -33,5 +36,7 @@ for run in "gpu off" "gpu on" "cpu off"; do
   $BIN collide build-gpu/anchor.json -n $turns --device $1 --fma $2 --no-plot -o "build-gpu/anchor_$1_$2" 2>&1 \
     | grep -E "time|collide" | tee -a "$OUT/bench.log"
 done
+echo "== collide 2 x 10^7 macroparticles, 6 slices, device gpu, fma off, 10 turns" | tee -a "$OUT/bench.log"
+$BIN collide build-gpu/anchor1e7.json -n 10 --device gpu --no-plot -o build-gpu/anchor1e7 2>&1 | grep -E "time" | tee -a "$OUT/bench.log"
 nproc | sed 's/^/cpu cores: /' | tee -a "$OUT/bench.log"
 echo "== total $(( $(date +%s) - t0 )) s"

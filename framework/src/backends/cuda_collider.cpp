@@ -1,6 +1,7 @@
 // Collider bunches on a GPU (fusetrack/cuda_collider.h).
 #include "fusetrack/cuda_collider.h"
 
+#include <algorithm>
 #include <string>
 
 #include "gpu_module.h"
@@ -35,17 +36,52 @@ extern "C" __global__ void collider_ring(ColliderRingMap m, double beta0, int tu
   collider_ring_turn(m, a, b, c, d, e, f);
   collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, a, b, c, d, e, f);
 }
+// One block of kColliderLanes threads per chunk; thread 0 combines the lanes (the CPU's order).
 extern "C" __global__ void collider_sums_first(const double* x, const double* px, const double* y, const double* py,
     const double* zeta, const double* delta, const int* state, long n, double* out) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= kColliderChunks) return;
-  collider_chunk_first(x, px, y, py, zeta, delta, state, n, c, out + 7 * c);
+  __shared__ double lanes[kColliderLanes * 7];
+  const int c = blockIdx.x, lane = threadIdx.x;
+  collider_lane_first(x, px, y, py, zeta, delta, state, n, c, lane, lanes + 7 * lane);
+  __syncthreads();
+  if (lane != 0) return;
+  collider_combine_lanes(lanes, 7);
+  for (int k = 0; k < 7; ++k) out[7 * c + k] = lanes[k];
 }
 extern "C" __global__ void collider_sums_second(const double* x, const double* px, const double* y, const double* py,
     const double* zeta, const double* delta, const int* state, long n, const double* mean, double* out) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= kColliderChunks) return;
-  collider_chunk_second(x, px, y, py, zeta, delta, state, n, c, mean, out + 8 * c);
+  __shared__ double lanes[kColliderLanes * 8];
+  const int c = blockIdx.x, lane = threadIdx.x;
+  collider_lane_second(x, px, y, py, zeta, delta, state, n, c, lane, mean, lanes + 8 * lane);
+  __syncthreads();
+  if (lane != 0) return;
+  collider_combine_lanes(lanes, 8);
+  for (int k = 0; k < 8; ++k) out[8 * c + k] = lanes[k];
+}
+// Slice moments with a block-level integer reduction in shared memory (exact: integer adds), then
+// one global atomic per accumulator and block: the CPU's integers, far fewer contended atomics.
+extern "C" __global__ void collider_slice_moments(ft::SliceGrid g, ft::SliceMomentScales s, const double* x,
+    const double* px, const double* y, const double* py, const double* zeta, const double* delta, const int* state,
+    int n, unsigned long long* acc, unsigned long long* rejected) {
+  extern __shared__ unsigned long long block_acc[];
+  const int count = g.n_slices * ft::kSliceAccumulators;
+  for (int k = threadIdx.x; k < count; k += blockDim.x) block_acc[k] = 0;
+  __syncthreads();
+  unsigned long long block_rejected = 0;
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+    if (state[i] <= 0) continue;
+    const double c[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
+    int bins[2];
+    long long out[2][ft::kSliceAccumulators];
+    const int m = ft::slice_moment_contributions(g, s, c, bins, out);
+    if (m < 0) { ++block_rejected; continue; }
+    for (int b = 0; b < m; ++b)
+      for (int k = 0; k < ft::kSliceAccumulators; ++k)
+        atomicAdd(block_acc + bins[b] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[b][k]));
+  }
+  if (block_rejected) atomicAdd(rejected, block_rejected);
+  __syncthreads();
+  for (int k = threadIdx.x; k < count; k += blockDim.x)
+    if (block_acc[k]) atomicAdd(acc + k, block_acc[k]);
 }
 )";
 
@@ -100,7 +136,7 @@ std::vector<double> GpuColliderBunch::chunk_first() {
   GpuModule& g = m_gpu.module();
   long n = static_cast<long>(m_n);
   void* args[] = {&m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_chunks};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_sums_first"), kColliderChunks, args);
+  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_sums_first"), kColliderChunks, kColliderLanes, 0, args);
   return g.download<double>(m_chunks, 7 * kColliderChunks);
 }
 
@@ -109,7 +145,7 @@ std::vector<double> GpuColliderBunch::chunk_second(const std::array<double, 6>& 
   g.copy_to_device(m_mean, mean.data(), sizeof(mean));
   long n = static_cast<long>(m_n);
   void* args[] = {&m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_mean, &m_chunks};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_sums_second"), kColliderChunks, args);
+  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_sums_second"), kColliderChunks, kColliderLanes, 0, args);
   return g.download<double>(m_chunks, 8 * kColliderChunks);
 }
 
@@ -136,7 +172,14 @@ void GpuColliderBunch::deposit(const SliceGrid& grid, const SliceMomentScales& s
   SliceMomentScales sc = scales;
   int n = static_cast<int>(m_n);
   void* args[] = {&gr, &sc, &m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_acc, &m_rejected};
-  m_gpu.kernel_seconds += g.launch(g.function("fusetrack_slice_moments"), m_n, args);
+  const size_t shared = acc.size() * sizeof(uint64_t);
+  if (shared <= 40 * 1024) {  // the block reduction fits in shared memory (up to 301 slices)
+    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((m_n + 255) / 256, 1024));
+    m_gpu.kernel_seconds +=
+        g.launch_blocks(g.function("collider_slice_moments"), std::max(blocks, 1u), 256, static_cast<unsigned>(shared), args);
+  } else {
+    m_gpu.kernel_seconds += g.launch(g.function("fusetrack_slice_moments"), m_n, args);
+  }
   const std::vector<uint64_t> got = g.download<uint64_t>(m_acc, acc.size());
   for (size_t k = 0; k < acc.size(); ++k) acc[k] += got[k];
   rejected += g.download<uint64_t>(m_rejected, 1)[0];

@@ -83,13 +83,17 @@ class GpuModule {
   }
   /// Launches one thread per particle and returns the kernel time [s].
   double launch(CUfunction f, size_t n, void** args) {
+    const unsigned threads = 256;
+    return launch_blocks(f, static_cast<unsigned>(std::max<size_t>((n + threads - 1) / threads, 1)), threads, 0, args);
+  }
+  /// Launches `blocks` blocks of `threads` threads with `shared_bytes` of dynamic shared memory and
+  /// returns the kernel time [s].
+  double launch_blocks(CUfunction f, unsigned blocks, unsigned threads, unsigned shared_bytes, void** args) {
     CUevent e0, e1;
     check(m_d->event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
     check(m_d->event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
-    const unsigned threads = 256;
-    const unsigned blocks = static_cast<unsigned>(std::max<size_t>((n + threads - 1) / threads, 1));
     check(m_d->event_record(e0, nullptr), "cuEventRecord");
-    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
+    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared_bytes, nullptr, args, nullptr), "cuLaunchKernel");
     check(m_d->event_record(e1, nullptr), "cuEventRecord");
     check(m_d->event_synchronize(e1), "kernel");
     float ms = 0.0f;

@@ -95,9 +95,14 @@ std::vector<double> cpu_chunk_first(const Particles& p, int threads) {
   std::vector<double> out(7 * kColliderChunks);
   const long n = static_cast<long>(p.size());
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kColliderChunks; ++c)
-    collider_chunk_first(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
-                         p.state.data(), n, c, out.data() + 7 * c);
+  for (int c = 0; c < kColliderChunks; ++c) {
+    double lanes[kColliderLanes * 7];
+    for (int lane = 0; lane < kColliderLanes; ++lane)
+      collider_lane_first(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
+                          p.state.data(), n, c, lane, lanes + 7 * lane);
+    collider_combine_lanes(lanes, 7);
+    std::copy(lanes, lanes + 7, out.data() + 7 * c);
+  }
   return out;
 }
 
@@ -105,13 +110,18 @@ std::vector<double> cpu_chunk_second(const Particles& p, const std::array<double
   std::vector<double> out(8 * kColliderChunks);
   const long n = static_cast<long>(p.size());
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kColliderChunks; ++c)
-    collider_chunk_second(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
-                          p.state.data(), n, c, mean.data(), out.data() + 8 * c);
+  for (int c = 0; c < kColliderChunks; ++c) {
+    double lanes[kColliderLanes * 8];
+    for (int lane = 0; lane < kColliderLanes; ++lane)
+      collider_lane_second(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
+                           p.state.data(), n, c, lane, mean.data(), lanes + 8 * lane);
+    collider_combine_lanes(lanes, 8);
+    std::copy(lanes, lanes + 8, out.data() + 8 * c);
+  }
   return out;
 }
 
-/// first_sums, second_sums: per chunk, as collider_chunk_first / _second give them.
+/// first_sums, second_sums: per chunk, the lanes combined (collider_lane_first / _second).
 template <class FirstSums, class SecondSums>
 BunchStats bunch_stats(FirstSums first_sums, SecondSums second_sums) {
   const std::vector<double> first = first_sums();

@@ -4,8 +4,9 @@
 //     rotation), with fusetrack's portable sin/cos;
 //   - the beam-beam kick of the partner's slices and the inverse boost (fusetrack/device/beambeam6d.h),
 //     the derived ptau, rpp, rvv and the loss of a particle whose coordinates are not finite;
-//   - the whole-bunch sums of the per-crossing records in kColliderChunks fixed chunks, each summed
-//     in particle order (the host adds the chunks in order), independent of the thread count.
+//   - the whole-bunch sums of the per-crossing records in kColliderChunks fixed chunks of
+//     kColliderLanes interleaved lanes, each lane summed in particle order, the lanes combined in a
+//     fixed tree, the chunks added in order on the host: independent of the thread count.
 #pragma once
 #include "fusetrack/device/beambeam6d.h"
 #include "fusetrack/device/math.h"
@@ -21,6 +22,7 @@ struct ColliderRingMap {
 };
 
 constexpr int kColliderChunks = 1024;
+constexpr int kColliderLanes = 32;
 
 /// Rotation of (x, px) by the phase advance mu with the Twiss parameters beta, alpha, gamma.
 FT_FUNCTION void collider_rotate(double mu, double beta, double alpha, double gamma, double& x, double& px) {
@@ -76,14 +78,16 @@ FT_FUNCTION void collider_chunk(long n, int c, long& begin, long& end) {
   end = n * (c + 1) / kColliderChunks;
 }
 
-/// Chunk c's count and coordinate sums: out[0] alive, out[1..6] x px y py zeta delta.
-FT_FUNCTION void collider_chunk_first(const double* x, const double* px, const double* y, const double* py,
-                                      const double* zeta, const double* delta, const int* state, long n, int c,
-                                      double* out) {
+/// Lane `lane` of chunk c (particles begin + lane, begin + lane + kColliderLanes, ...): its count
+/// and coordinate sums, out[0] alive, out[1..6] x px y py zeta delta. On the GPU one thread per
+/// lane (coalesced); the CPU runs the lanes one after another: the same sums.
+FT_FUNCTION void collider_lane_first(const double* x, const double* px, const double* y, const double* py,
+                                     const double* zeta, const double* delta, const int* state, long n, int c,
+                                     int lane, double* out) {
   long b, e;
   collider_chunk(n, c, b, e);
   double s[7] = {0, 0, 0, 0, 0, 0, 0};
-  for (long i = b; i < e; ++i) {
+  for (long i = b + lane; i < e; i += kColliderLanes) {
     if (state[i] <= 0) continue;
     s[0] += 1.0;
     s[1] += x[i], s[2] += px[i], s[3] += y[i], s[4] += py[i], s[5] += zeta[i], s[6] += delta[i];
@@ -91,14 +95,14 @@ FT_FUNCTION void collider_chunk_first(const double* x, const double* px, const d
   for (int k = 0; k < 7; ++k) out[k] = s[k];
 }
 
-/// Chunk c's central second sums about `mean`: xx xpx pxpx yy ypy pypy zz dd.
-FT_FUNCTION void collider_chunk_second(const double* x, const double* px, const double* y, const double* py,
-                                       const double* zeta, const double* delta, const int* state, long n, int c,
-                                       const double* mean, double* out) {
+/// Lane `lane` of chunk c: central second sums about `mean`, xx xpx pxpx yy ypy pypy zz dd.
+FT_FUNCTION void collider_lane_second(const double* x, const double* px, const double* y, const double* py,
+                                      const double* zeta, const double* delta, const int* state, long n, int c,
+                                      int lane, const double* mean, double* out) {
   long b, e;
   collider_chunk(n, c, b, e);
   double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-  for (long i = b; i < e; ++i) {
+  for (long i = b + lane; i < e; i += kColliderLanes) {
     if (state[i] <= 0) continue;
     const double dx = x[i] - mean[0], dpx = px[i] - mean[1], dy = y[i] - mean[2], dpy = py[i] - mean[3];
     const double dz = zeta[i] - mean[4], dd = delta[i] - mean[5];
@@ -106,4 +110,12 @@ FT_FUNCTION void collider_chunk_second(const double* x, const double* px, const 
     q[6] += dz * dz, q[7] += dd * dd;
   }
   for (int k = 0; k < 8; ++k) out[k] = q[k];
+}
+
+/// Adds the kColliderLanes lane sums (width values each, lane-major) into lane 0's, in a fixed
+/// pairwise order (lane l takes lane l + stride, stride 16, 8, 4, 2, 1).
+FT_FUNCTION void collider_combine_lanes(double* lanes, int width) {
+  for (int stride = kColliderLanes / 2; stride > 0; stride /= 2)
+    for (int l = 0; l < stride; ++l)
+      for (int k = 0; k < width; ++k) lanes[l * width + k] += lanes[(l + stride) * width + k];
 }
