@@ -83,8 +83,8 @@ int run(const CollideArgs& a) {
                b.beam + 1, b.bunch, b.mean_luminosity, b.initial_emittance_x, b.final_emittance_x,
                b.initial_emittance_y, b.final_emittance_y, b.final_alive);
   if (r.luminosity > 0) fmt::print("  luminosity {:.6g} /(cm^2 s) at {:.6g} crossings/s\n", r.luminosity * 1e-4, r.crossing_frequency);
-  fmt::print("  time (rank 0, {}): {:.3f} s: statistics+boost+deposit {:.3f}, exchange {:.3f}, kick {:.3f}, transport "
-             "{:.3f}; GPU kernels {:.3f} s\n",
+  fmt::print("  time (rank 0, {}): {:.3f} s: arrival (statistics, boost, deposit) {:.3f}, exchange {:.3f}, departure "
+             "(kick, linear-map turn) {:.3f}, lattice turn {:.3f}; GPU kernels {:.3f} s\n",
              r.device, r.seconds, r.deposit_seconds, r.exchange_seconds, r.kick_seconds, r.transport_seconds,
              r.gpu_kernel_seconds);
   for (const std::string& f : r.output_files) fmt::print("  wrote {}\n", f);

@@ -11,7 +11,7 @@ seconds=${2:-60}
 jobs=${3:-$(nproc)}
 source_dir="$(cd "$(dirname "$0")/.." && pwd)"
 source "$source_dir/tools/sanitizer/env.sh"
-targets=(lattice xsuite particles_npz particles_csv kernel_cache plugin_descriptor)
+targets=(lattice xsuite particles_npz particles_csv kernel_cache plugin_descriptor collider)
 work="$build/fuzz-work"
 rm -rf "$work" && mkdir -p "$work"
 run_one() {

@@ -20,7 +20,7 @@ BIN=$ROOT/build-gpu/bin/fusetrack
 (cd build-gpu && ./bin/test_gpu -tc="collider*" 2>&1 | grep -E "MESSAGE|ERROR|test cases|assertions") | tee "$OUT/test_gpu_collider.log"
 python3 - <<'PY'
 import json
-d = json.load(open("lattices/collider_lhc_like.json"))
+d = json.load(open("lattices/colliders/lhc_like.json"))
 for b in d["beams"]:
     b["bunches"]["macroparticles"] = 1000000
 d["ip"]["slices"] = 6

@@ -157,8 +157,11 @@ struct CollideResult {
   std::array<double, 2> sigma_mode{}, pi_mode{};
   double crossing_frequency = 0.0;  // [1/s] crossings per second at the IP (0: unknown circumference)
   double luminosity = 0.0;          // [1/(m^2 s)] mean over the run (0: unknown frequency)
+  // This rank's time: arrival (record sums, boost, slice moments: deposit_seconds), the swap of the
+  // integers (exchange), departure (kick, inverse boost and a linear map's turn: kick_seconds), a
+  // lattice ring's turn (transport_seconds).
   double seconds = 0.0, exchange_seconds = 0.0, kick_seconds = 0.0, transport_seconds = 0.0,
-         deposit_seconds = 0.0;  // this rank's
+         deposit_seconds = 0.0;
   int64_t stopped_at = -1;         // the crossing a stop_after run stopped at (-1: ran to the end)
   std::string device = "CPU";     // where this rank's linear-map bunches were tracked
   double gpu_kernel_seconds = 0.0;  // this rank's

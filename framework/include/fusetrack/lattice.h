@@ -131,6 +131,11 @@ class Lattice {
 /// Loads the plugins the file lists (relative to the file) into `registry`.
 Lattice load_lattice(const std::string& path, ElementRegistry& registry);
 
+/// The reference particle of a JSON object {mass0 [eV], q0 [e], p0c [eV]}, as lattice files give it;
+/// errors name `file` and `field` (e.g. "beams[1].reference.p0c").
+ReferenceParticle reference_from_json(const nlohmann::ordered_json& r, const std::string& file,
+                                      const std::string& field = "reference");
+
 /// Builds a lattice from fusetrack-format JSON; `file` is used in error messages and to resolve
 /// plugin paths.
 Lattice lattice_from_json(const nlohmann::ordered_json& doc, const std::string& file, ElementRegistry& registry);

@@ -43,9 +43,4 @@ LatticeDocument lattice_document_from_text(const std::string& text, const std::s
 /// classes as markers, the converters' warnings).
 Lattice load_lattice(const std::string& path, ElementRegistry& registry, const LatticeFileOptions& options);
 
-/// The reference particle of a JSON object {mass0 [eV], q0 [e], p0c [eV]}, as lattice files give it;
-/// errors name `file` and `field` (e.g. "beams[1].reference.p0c").
-ReferenceParticle reference_from_json(const nlohmann::ordered_json& r, const std::string& file,
-                                      const std::string& field = "reference");
-
 }  // namespace ft

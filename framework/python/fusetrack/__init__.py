@@ -14,7 +14,7 @@ Units are SI, energies in eV; coordinates (x, px, y, py, zeta, delta) as in MAD-
     ring["sf"]["knl"] = [0, 0, 1.2]      # a knob: the next track() uses it (no rebuild)
     o = ft.optics(ring)                   # closed orbit, matrix, tunes, Twiss as NumPy arrays
     da = ft.da_scan(ring, turns=1000, angles=10, amplitudes=20, amplitude_range=(1e-3, 0.04))
-    c = ft.collide("lattices/collider_lhc_like.json", turns=1000)   # two beams colliding
+    c = ft.collide("lattices/colliders/lhc_like.json", turns=1000)   # two beams colliding
 
 Errors of the C++ library arrive as :class:`fusetrack.Error` (``InputError`` for bad input,
 naming the file, the element and the field; ``PluginError``; ``DeviceError``) with the messages

@@ -12,76 +12,56 @@ namespace {
 
 // One thread per particle (the chunk sums: one thread per chunk, each in particle order).
 const char* kColliderKernels = R"(
-#include "fusetrack/device/collider.h"
-extern "C" __global__ void collider_boost(Bb6dParams p, double* x, double* px, double* y, double* py, double* zeta,
-                                          double* delta, const int* state, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || state[i] <= 0) return;
-  bb6d_boost(p, x[i], px[i], y[i], py[i], zeta[i], delta[i]);
-}
-extern "C" __global__ void collider_kick_particles(Bb6dParams p, const Bb6dSlice* slices, int n_slices, double beta0,
-    int turn, double* x, double* px, double* y, double* py, double* zeta, double* delta, double* ptau, double* rpp,
-    double* rvv, int* state, int* lost_turn, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || state[i] <= 0) return;
-  double a = x[i], b = px[i], c = y[i], d = py[i], e = zeta[i], f = delta[i];
-  collider_kick(p, slices, n_slices, a, b, c, d, e, f);
-  collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, a, b, c, d, e, f);
-}
-extern "C" __global__ void collider_ring(ColliderRingMap m, double beta0, int turn, double* x, double* px, double* y,
-    double* py, double* zeta, double* delta, double* ptau, double* rpp, double* rvv, int* state, int* lost_turn, int n) {
-  const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || state[i] <= 0) return;
-  double a = x[i], b = px[i], c = y[i], d = py[i], e = zeta[i], f = delta[i];
-  collider_ring_turn(m, a, b, c, d, e, f);
-  collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, a, b, c, d, e, f);
-}
-// One block of kColliderLanes threads per chunk; thread 0 combines the lanes (the CPU's order).
-extern "C" __global__ void collider_sums_first(const double* x, const double* px, const double* y, const double* py,
-    const double* zeta, const double* delta, const int* state, long n, double* out) {
-  __shared__ double lanes[kColliderLanes * 7];
-  const int c = blockIdx.x, lane = threadIdx.x;
-  collider_lane_first(x, px, y, py, zeta, delta, state, n, c, lane, lanes + 7 * lane);
-  __syncthreads();
-  if (lane != 0) return;
-  collider_combine_lanes(lanes, 7);
-  for (int k = 0; k < 7; ++k) out[7 * c + k] = lanes[k];
-}
-extern "C" __global__ void collider_sums_second(const double* x, const double* px, const double* y, const double* py,
-    const double* zeta, const double* delta, const int* state, long n, const double* mean, double* out) {
-  __shared__ double lanes[kColliderLanes * 8];
-  const int c = blockIdx.x, lane = threadIdx.x;
-  collider_lane_second(x, px, y, py, zeta, delta, state, n, c, lane, mean, lanes + 8 * lane);
-  __syncthreads();
-  if (lane != 0) return;
-  collider_combine_lanes(lanes, 8);
-  for (int k = 0; k < 8; ++k) out[8 * c + k] = lanes[k];
-}
-// Slice moments with a block-level integer reduction in shared memory (exact: integer adds), then
-// one global atomic per accumulator and block: the CPU's integers, far fewer contended atomics.
-extern "C" __global__ void collider_slice_moments(ft::SliceGrid g, ft::SliceMomentScales s, const double* x,
-    const double* px, const double* y, const double* py, const double* zeta, const double* delta, const int* state,
-    int n, unsigned long long* acc, unsigned long long* rejected) {
+#include "fusetrack/device/collider_steps.h"
+// Arrival: one block of kColliderLanes threads per chunk. Each lane adds its particles to the record
+// sums and boosts them as collider_lane_arrival does (the CPU's loop), and deposits the boosted
+// particle's slice moments into the block's integers in shared memory (exact), added to the global
+// accumulators once per block. deposit = 0: the slice moments are left to fusetrack_slice_moments.
+extern "C" __global__ void collider_arrival(Bb6dParams p, ft::SliceGrid g, ft::SliceMomentScales sc, int deposit,
+    double* x, double* px, double* y, double* py, double* zeta, double* delta, const int* state, long n,
+    double* sums, unsigned long long* acc, unsigned long long* rejected) {
   extern __shared__ unsigned long long block_acc[];
-  const int count = g.n_slices * ft::kSliceAccumulators;
-  for (int k = threadIdx.x; k < count; k += blockDim.x) block_acc[k] = 0;
+  __shared__ double lanes[kColliderLanes * kColliderSums];
+  const int c = blockIdx.x, lane = threadIdx.x;
+  const int count = deposit ? g.n_slices * ft::kSliceAccumulators : 0;
+  for (int k = lane; k < count; k += kColliderLanes) block_acc[k] = 0;
   __syncthreads();
-  unsigned long long block_rejected = 0;
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) {
+  long b, e;
+  collider_chunk(n, c, b, e);
+  double s[kColliderSums] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
+  unsigned long long lane_rejected = 0;
+  for (long i = b + lane; i < e; i += kColliderLanes) {
     if (state[i] <= 0) continue;
-    const double c[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
+    collider_accumulate(x[i], px[i], y[i], py[i], zeta[i], delta[i], s);
+    double q[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
+    bb6d_boost(p, q[0], q[1], q[2], q[3], q[4], q[5]);
+    x[i] = q[0], px[i] = q[1], y[i] = q[2], py[i] = q[3], zeta[i] = q[4], delta[i] = q[5];
+    if (!deposit) continue;
     int bins[2];
     long long out[2][ft::kSliceAccumulators];
-    const int m = ft::slice_moment_contributions(g, s, c, bins, out);
-    if (m < 0) { ++block_rejected; continue; }
-    for (int b = 0; b < m; ++b)
+    const int m = ft::slice_moment_contributions(g, sc, q, bins, out);
+    if (m < 0) { ++lane_rejected; continue; }
+    for (int j = 0; j < m; ++j)
       for (int k = 0; k < ft::kSliceAccumulators; ++k)
-        atomicAdd(block_acc + bins[b] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[b][k]));
+        atomicAdd(block_acc + bins[j] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[j][k]));
   }
-  if (block_rejected) atomicAdd(rejected, block_rejected);
+  for (int k = 0; k < kColliderSums; ++k) lanes[lane * kColliderSums + k] = s[k];
+  if (lane_rejected) atomicAdd(rejected, lane_rejected);
   __syncthreads();
-  for (int k = threadIdx.x; k < count; k += blockDim.x)
+  for (int k = lane; k < count; k += kColliderLanes)
     if (block_acc[k]) atomicAdd(acc + k, block_acc[k]);
+  if (lane != 0) return;
+  collider_combine_lanes(lanes, kColliderSums);
+  for (int k = 0; k < kColliderSums; ++k) sums[kColliderSums * c + k] = lanes[k];
+}
+// Departure: one thread per particle (collider_depart).
+extern "C" __global__ void collider_departure(Bb6dParams p, const Bb6dSlice* slices, int n_slices, int ring,
+    ColliderRingMap m, double beta0, int turn, double* x, double* px, double* y, double* py, double* zeta,
+    double* delta, double* ptau, double* rpp, double* rvv, int* state, int* lost_turn, long n) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n || state[i] <= 0) return;
+  collider_depart(p, slices, n_slices, ring, m, x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i,
+                  beta0, turn);
 }
 )";
 
@@ -106,8 +86,7 @@ GpuColliderBunch::GpuColliderBunch(GpuColliderContext& gpu, const Particles& p) 
   m_zeta = g.upload(p.zeta), m_delta = g.upload(p.delta), m_ptau = g.upload(p.ptau), m_rpp = g.upload(p.rpp);
   m_rvv = g.upload(p.rvv), m_state = g.upload(p.state), m_lost_turn = g.upload(p.lost_turn);
   m_lost_element = g.upload(p.lost_element), m_id = g.upload(p.id);
-  m_chunks = g.zeros(8 * kColliderChunks * sizeof(double));
-  m_mean = g.zeros(6 * sizeof(double));
+  m_chunks = g.zeros(static_cast<size_t>(kColliderSums) * kColliderChunks * sizeof(double));
   m_rejected = g.zeros(sizeof(uint64_t));
 }
 
@@ -132,33 +111,9 @@ void GpuColliderBunch::upload(const Particles& p) {
   put(p.lost_element, m_lost_element), put(p.id, m_id);
 }
 
-std::vector<double> GpuColliderBunch::chunk_first() {
-  GpuModule& g = m_gpu.module();
-  long n = static_cast<long>(m_n);
-  void* args[] = {&m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_chunks};
-  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_sums_first"), kColliderChunks, kColliderLanes, 0, args);
-  return g.download<double>(m_chunks, 7 * kColliderChunks);
-}
-
-std::vector<double> GpuColliderBunch::chunk_second(const std::array<double, 6>& mean) {
-  GpuModule& g = m_gpu.module();
-  g.copy_to_device(m_mean, mean.data(), sizeof(mean));
-  long n = static_cast<long>(m_n);
-  void* args[] = {&m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_mean, &m_chunks};
-  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_sums_second"), kColliderChunks, kColliderLanes, 0, args);
-  return g.download<double>(m_chunks, 8 * kColliderChunks);
-}
-
-void GpuColliderBunch::boost(const Bb6dParams& params) {
-  GpuModule& g = m_gpu.module();
-  Bb6dParams p = params;
-  int n = static_cast<int>(m_n);
-  void* args[] = {&p, &m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_boost"), m_n, args);
-}
-
-void GpuColliderBunch::deposit(const SliceGrid& grid, const SliceMomentScales& scales, std::vector<uint64_t>& acc,
-                               uint64_t& rejected) {
+std::vector<double> GpuColliderBunch::arrive(const Bb6dParams& params, const SliceGrid& grid,
+                                             const SliceMomentScales& scales, std::vector<uint64_t>& acc,
+                                             uint64_t& rejected) {
   GpuModule& g = m_gpu.module();
   if (m_acc_capacity < acc.size()) {
     m_acc = g.zeros(acc.size() * sizeof(uint64_t));
@@ -168,24 +123,30 @@ void GpuColliderBunch::deposit(const SliceGrid& grid, const SliceMomentScales& s
   g.copy_to_device(m_acc, zero.data(), zero.size() * sizeof(uint64_t));
   const uint64_t none = 0;
   g.copy_to_device(m_rejected, &none, sizeof(none));
+  // The block's integers in shared memory when they fit (up to ~300 slices), else a second kernel.
+  const size_t shared = acc.size() * sizeof(uint64_t);
+  int deposit = shared <= 40 * 1024 ? 1 : 0;
+  Bb6dParams p = params;
   SliceGrid gr = grid;
   SliceMomentScales sc = scales;
-  int n = static_cast<int>(m_n);
-  void* args[] = {&gr, &sc, &m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n, &m_acc, &m_rejected};
-  const size_t shared = acc.size() * sizeof(uint64_t);
-  if (shared <= 40 * 1024) {  // the block reduction fits in shared memory (up to 301 slices)
-    const unsigned blocks = static_cast<unsigned>(std::min<size_t>((m_n + 255) / 256, 1024));
-    m_gpu.kernel_seconds +=
-        g.launch_blocks(g.function("collider_slice_moments"), std::max(blocks, 1u), 256, static_cast<unsigned>(shared), args);
-  } else {
-    m_gpu.kernel_seconds += g.launch(g.function("fusetrack_slice_moments"), m_n, args);
+  long n = static_cast<long>(m_n);
+  void* args[] = {&p,    &gr,   &sc,      &deposit, &m_x,    &m_px,   &m_y,    &m_py,
+                  &m_zeta, &m_delta, &m_state, &n,      &m_chunks, &m_acc, &m_rejected};
+  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_arrival"), kColliderChunks, kColliderLanes,
+                                          deposit ? static_cast<unsigned>(shared) : 0, args);
+  if (!deposit) {
+    int n32 = static_cast<int>(m_n);
+    void* dargs[] = {&gr, &sc, &m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n32, &m_acc, &m_rejected};
+    m_gpu.kernel_seconds += g.launch(g.function("fusetrack_slice_moments"), m_n, dargs);
   }
   const std::vector<uint64_t> got = g.download<uint64_t>(m_acc, acc.size());
   for (size_t k = 0; k < acc.size(); ++k) acc[k] += got[k];
   rejected += g.download<uint64_t>(m_rejected, 1)[0];
+  return g.download<double>(m_chunks, static_cast<size_t>(kColliderSums) * kColliderChunks);
 }
 
-void GpuColliderBunch::kick(const Bb6dParams& params, const std::vector<Bb6dSlice>& slices, int turn) {
+void GpuColliderBunch::depart(const Bb6dParams& params, const std::vector<Bb6dSlice>& slices,
+                              const ColliderRingMap* ring, int turn) {
   GpuModule& g = m_gpu.module();
   if (m_slice_capacity < slices.size()) {
     m_slices = g.zeros(slices.size() * sizeof(Bb6dSlice));
@@ -193,21 +154,13 @@ void GpuColliderBunch::kick(const Bb6dParams& params, const std::vector<Bb6dSlic
   }
   g.copy_to_device(m_slices, slices.data(), slices.size() * sizeof(Bb6dSlice));
   Bb6dParams p = params;
-  int n_slices = static_cast<int>(slices.size()), n = static_cast<int>(m_n);
+  int n_slices = static_cast<int>(slices.size()), ring_on = ring ? 1 : 0;
+  ColliderRingMap m = ring ? *ring : ColliderRingMap{};
   double beta0 = m_beta0;
-  void* args[] = {&p,      &m_slices, &n_slices, &beta0, &turn,  &m_x,     &m_px,        &m_y, &m_py,
-                  &m_zeta, &m_delta,  &m_ptau,   &m_rpp, &m_rvv, &m_state, &m_lost_turn, &n};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_kick_particles"), m_n, args);
-}
-
-void GpuColliderBunch::ring_turn(const ColliderRingMap& map, int turn) {
-  GpuModule& g = m_gpu.module();
-  ColliderRingMap m = map;
-  double beta0 = m_beta0;
-  int n = static_cast<int>(m_n);
-  void* args[] = {&m,     &beta0, &turn,   &m_x,   &m_px,  &m_y,     &m_py,        &m_zeta,
-                  &m_delta, &m_ptau, &m_rpp, &m_rvv, &m_state, &m_lost_turn, &n};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_ring"), m_n, args);
+  long n = static_cast<long>(m_n);
+  void* args[] = {&p,       &m_slices, &n_slices, &ring_on, &m,     &beta0, &turn,    &m_x,         &m_px, &m_y,
+                  &m_py,    &m_zeta,   &m_delta,  &m_ptau,  &m_rpp, &m_rvv, &m_state, &m_lost_turn, &n};
+  m_gpu.kernel_seconds += g.launch(g.function("collider_departure"), m_n, args);
 }
 
 }  // namespace ft

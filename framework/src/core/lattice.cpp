@@ -1,5 +1,4 @@
 #include "fusetrack/lattice.h"
-#include "fusetrack/lattice_file.h"
 
 #include <fmt/format.h>
 

@@ -13,11 +13,12 @@
 #include <fstream>
 #include <limits>
 #include <memory>
+#include <stdexcept>
 
 #include "fusetrack/beambeam.h"
 #include "fusetrack/cuda_collider.h"
 #include "fusetrack/cuda_device.h"
-#include "fusetrack/device/collider.h"
+#include "fusetrack/device/collider_steps.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_file.h"
 #include "fusetrack/npy.h"
@@ -56,7 +57,7 @@ struct BeamRuntime {
   ColliderRingMap ring{};  // the linear map's device form
 };
 
-/// The linear one-turn map as the device steps take it (fusetrack/device/collider.h).
+/// The linear one-turn map as the device steps take it (fusetrack/device/collider_steps.h).
 ColliderRingMap ring_map(const LinearRingMap& m) {
   ColliderRingMap r{};
   r.qx = m.qx, r.qy = m.qy, r.chroma_x = m.chroma_x, r.chroma_y = m.chroma_y;
@@ -68,76 +69,61 @@ ColliderRingMap ring_map(const LinearRingMap& m) {
   return r;
 }
 
-/// One turn of the linear map on the alive particles (the GPU's collider_ring kernel, on the CPU).
-void linear_one_turn(const ColliderRingMap& m, Particles& p, int turn, int threads) {
+/// Arrival at the IP on the CPU: the record sums per chunk (lanes as on the GPU, combined in the same
+/// order) and, with `boost`, the boost of the alive particles in place.
+std::vector<double> cpu_arrival(const Bb6dParams& params, bool boost, Particles& p, int threads) {
+  std::vector<double> out(static_cast<size_t>(kColliderSums) * kColliderChunks);
   const long n = static_cast<long>(p.size());
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (int c = 0; c < kColliderChunks; ++c) {
+    double lanes[kColliderLanes * kColliderSums];
+    for (int lane = 0; lane < kColliderLanes; ++lane)
+      collider_lane_arrival(params, boost ? 1 : 0, p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(),
+                            p.delta.data(), p.state.data(), n, c, lane, lanes + kColliderSums * lane);
+    collider_combine_lanes(lanes, kColliderSums);
+    std::copy(lanes, lanes + kColliderSums, out.data() + static_cast<size_t>(kColliderSums) * static_cast<size_t>(c));
+  }
+  return out;
+}
+
+/// Departure on the CPU: kick (n slices), inverse boost and, with `ring`, one turn of the linear map.
+void cpu_departure(const Bb6dParams& params, const std::vector<Bb6dSlice>& slices, const ColliderRingMap* ring,
+                   Particles& p, int turn, int threads) {
+  const long n = static_cast<long>(p.size());
+  const ColliderRingMap m = ring ? *ring : ColliderRingMap{};
+  const Bb6dSlice* sl = slices.data();
+  const int n_slices = static_cast<int>(slices.size());
 #pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
   for (long i = 0; i < n; ++i) {
     if (p.state[static_cast<size_t>(i)] <= 0) continue;
-    const size_t k = static_cast<size_t>(i);
-    double x = p.x[k], px = p.px[k], y = p.y[k], py = p.py[k], zeta = p.zeta[k], delta = p.delta[k];
-    collider_ring_turn(m, x, px, y, py, zeta, delta);
-    collider_store(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(), p.ptau.data(),
-                   p.rpp.data(), p.rvv.data(), p.state.data(), p.lost_turn.data(), i, p.beta0, turn, x, px, y, py, zeta,
-                   delta);
+    collider_depart(params, sl, n_slices, ring ? 1 : 0, m, p.x.data(), p.px.data(), p.y.data(), p.py.data(),
+                    p.zeta.data(), p.delta.data(), p.ptau.data(), p.rpp.data(), p.rvv.data(), p.state.data(),
+                    p.lost_turn.data(), i, p.beta0, turn);
   }
 }
 
-/// Whole-bunch statistics of the records: kColliderChunks fixed chunks, each summed in particle order
-/// (fusetrack/device/collider.h), added in chunk order: the same for any thread count, CPU or GPU.
+/// Whole-bunch statistics of a record from the chunk sums (the same on CPU and GPU): chunks added in
+/// order, central second moments as raw / N - mean^2.
 struct BunchStats {
   double alive = 0.0;
   std::array<double, 6> mean{};
   double xx = 0, xpx = 0, pxpx = 0, yy = 0, ypy = 0, pypy = 0, zz = 0, dd = 0;
 };
 
-std::vector<double> cpu_chunk_first(const Particles& p, int threads) {
-  std::vector<double> out(7 * kColliderChunks);
-  const long n = static_cast<long>(p.size());
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kColliderChunks; ++c) {
-    double lanes[kColliderLanes * 7];
-    for (int lane = 0; lane < kColliderLanes; ++lane)
-      collider_lane_first(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
-                          p.state.data(), n, c, lane, lanes + 7 * lane);
-    collider_combine_lanes(lanes, 7);
-    std::copy(lanes, lanes + 7, out.data() + 7 * c);
-  }
-  return out;
-}
-
-std::vector<double> cpu_chunk_second(const Particles& p, const std::array<double, 6>& mean, int threads) {
-  std::vector<double> out(8 * kColliderChunks);
-  const long n = static_cast<long>(p.size());
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-  for (int c = 0; c < kColliderChunks; ++c) {
-    double lanes[kColliderLanes * 8];
-    for (int lane = 0; lane < kColliderLanes; ++lane)
-      collider_lane_second(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
-                           p.state.data(), n, c, lane, mean.data(), lanes + 8 * lane);
-    collider_combine_lanes(lanes, 8);
-    std::copy(lanes, lanes + 8, out.data() + 8 * c);
-  }
-  return out;
-}
-
-/// first_sums, second_sums: per chunk, the lanes combined (collider_lane_first / _second).
-template <class FirstSums, class SecondSums>
-BunchStats bunch_stats(FirstSums first_sums, SecondSums second_sums) {
-  const std::vector<double> first = first_sums();
-  std::array<double, 7> total{};
+BunchStats stats_from_sums(const std::vector<double>& chunks) {
+  std::array<double, kColliderSums> t{};
   for (int c = 0; c < kColliderChunks; ++c)
-    for (size_t k = 0; k < 7; ++k) total[k] += first[7 * static_cast<size_t>(c) + k];
+    for (size_t k = 0; k < static_cast<size_t>(kColliderSums); ++k)
+      t[k] += chunks[static_cast<size_t>(kColliderSums) * static_cast<size_t>(c) + k];
   BunchStats s;
-  s.alive = total[0];
+  s.alive = t[0];
   if (s.alive == 0) return s;
-  for (size_t k = 0; k < 6; ++k) s.mean[k] = total[k + 1] / s.alive;
-  const std::vector<double> second = second_sums(s.mean);
-  std::array<double, 8> t{};
-  for (int c = 0; c < kColliderChunks; ++c)
-    for (size_t k = 0; k < 8; ++k) t[k] += second[8 * static_cast<size_t>(c) + k];
-  s.xx = t[0] / s.alive, s.xpx = t[1] / s.alive, s.pxpx = t[2] / s.alive, s.yy = t[3] / s.alive;
-  s.ypy = t[4] / s.alive, s.pypy = t[5] / s.alive, s.zz = t[6] / s.alive, s.dd = t[7] / s.alive;
+  for (size_t k = 0; k < 6; ++k) s.mean[k] = t[k + 1] / s.alive;
+  const auto& m = s.mean;
+  const auto central = [&](size_t k, size_t a, size_t b) { return std::max(0.0, t[k] / s.alive - m[a] * m[b]); };
+  s.xx = central(7, 0, 0), s.pxpx = central(9, 1, 1), s.yy = central(10, 2, 2), s.pypy = central(12, 3, 3);
+  s.zz = central(13, 4, 4), s.dd = central(14, 5, 5);
+  s.xpx = t[8] / s.alive - m[0] * m[1], s.ypy = t[11] / s.alive - m[2] * m[3];
   return s;
 }
 
@@ -149,7 +135,10 @@ std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per
   for (size_t k = m.macroparticles.size(); k-- > 0;) {
     const double count = m.macroparticles[k];
     const auto& c = m.second_central[k];  // xx xpx xy xpy pxpx pxy pxpy yy ypy pypy
-    if (count < min_macroparticles || !(c[0] > 0) || !(c[7] > 0)) {
+    bool finite = std::isfinite(count) && std::isfinite(c[0]) && std::isfinite(c[1]) && std::isfinite(c[4]) &&
+                  std::isfinite(c[7]) && std::isfinite(c[8]) && std::isfinite(c[9]);
+    for (double v : m.mean[k]) finite = finite && std::isfinite(v);
+    if (count < min_macroparticles || !finite || !(c[0] > 0) || !(c[7] > 0)) {
       unused += count;
       continue;
     }
@@ -348,10 +337,10 @@ nlohmann::ordered_json collide_summary_json(const ColliderSetup& setup, const Co
   j["device"] = r.device;
   j["seconds"] = {{"total", r.seconds},
                   {"gpu_kernels", r.gpu_kernel_seconds},
-                  {"deposit", r.deposit_seconds},
+                  {"arrival", r.deposit_seconds},
                   {"exchange", r.exchange_seconds},
-                  {"kick", r.kick_seconds},
-                  {"transport", r.transport_seconds}};
+                  {"departure", r.kick_seconds},
+                  {"lattice_turn", r.transport_seconds}};
   return j;
 }
 
@@ -465,8 +454,14 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
   for (int j = 0; j < 2; ++j) {
     BeamRuntime& b = beams[static_cast<size_t>(j)];
     const ColliderBeam& partner = setup.beams[static_cast<size_t>(1 - j)];
-    bb6d_prepare_params(b.params, b.beam->reference.q0, b.beam->reference.p0c, b.beam->reference.beta0(),
-                        partner.reference.q0, partner.reference.beta0());
+    try {
+      bb6d_prepare_params(b.params, b.beam->reference.q0, b.beam->reference.p0c, b.beam->reference.beta0(),
+                          partner.reference.q0, partner.reference.beta0());
+    } catch (const std::invalid_argument& e) {
+      InputLocation at{setup.file};
+      at.field = fmt::format("beams[{}].reference", j);
+      throw InputError(at, e.what());
+    }
     // The slices and ranges in the boosted frame: x* = x + zeta tan(phi) cos(alpha), zeta* = zeta / cos(phi), ...
     const double k = ip.moment_range, t = std::fabs(b.params.tan_phi), sz = b.beam->bunches.sigma_zeta;
     const double sd = std::max(b.beam->bunches.sigma_delta, 1e-9);
@@ -657,13 +652,27 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         const BeamRuntime& b = beams[static_cast<size_t>(j)];
         const auto t0 = Clock::now();
         GpuColliderBunch* gpu = bunch.gpu.get();
-        const BunchStats s =
-            gpu ? bunch_stats([&] { return gpu->chunk_first(); },
-                              [&](const std::array<double, 6>& mean) { return gpu->chunk_second(mean); })
-                : bunch_stats([&] { return cpu_chunk_first(bunch.particles, threads); },
-                              [&](const std::array<double, 6>& mean) {
-                                return cpu_chunk_second(bunch.particles, mean, threads);
-                              });
+        // One pass: the record sums of the arriving particles and their boost (a frozen bunch is never
+        // boosted: its moments are taken once, from a boosted copy); then the slice moments.
+        SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
+        std::vector<double> sums;
+        if (gpu) {
+          std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
+          uint64_t rejected = 0;
+          sums = gpu->arrive(b.params, reducer.grid(), reducer.scales(), acc, rejected);
+          bunch.moments = acc;
+          bunch.moments.push_back(rejected);
+        } else {
+          sums = cpu_arrival(b.params, !b.frozen, bunch.particles, threads);
+          if (!b.frozen) {
+            deposit(bunch, bunch.particles);
+          } else if (bunch.moments.empty()) {
+            Particles boosted = bunch.particles;
+            (void)cpu_arrival(b.params, true, boosted, threads);
+            deposit(bunch, boosted);
+          }
+        }
+        const BunchStats s = stats_from_sums(sums);
         CrossingRecord& r = rec[j];
         r.slot = slot, r.beam = j, r.bunch = bunch.index, r.partner = pair[1 - j], r.turn = bunch.crossings;
         r.alive = s.alive, r.mean = s.mean;
@@ -671,28 +680,6 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         r.sigma_delta = std::sqrt(s.dd);
         r.emittance_x = std::sqrt(std::max(0.0, s.xx * s.pxpx - s.xpx * s.xpx));
         r.emittance_y = std::sqrt(std::max(0.0, s.yy * s.pypy - s.ypy * s.ypy));
-        // A frozen (strong) bunch never changes: its moments are taken once, from a boosted copy.
-        if (gpu) {
-          gpu->boost(b.params);
-          SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
-          std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
-          uint64_t rejected = 0;
-          gpu->deposit(reducer.grid(), reducer.scales(), acc, rejected);
-          bunch.moments = acc;
-          bunch.moments.push_back(rejected);
-        } else if (!b.frozen || bunch.moments.empty()) {
-          Particles frozen_copy;
-          if (b.frozen) frozen_copy = bunch.particles;
-          Particles& p = b.frozen ? frozen_copy : bunch.particles;
-          const long n = static_cast<long>(p.size());
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-          for (long k = 0; k < n; ++k) {
-            const size_t i = static_cast<size_t>(k);
-            if (p.state[i] <= 0) continue;
-            bb6d_boost(b.params, p.x[i], p.px[i], p.y[i], p.py[i], p.zeta[i], p.delta[i]);
-          }
-          deposit(bunch, p);
-        }
         result.deposit_seconds += seconds_since(t0);
       }
       // 2. Swap the integers with the partner's owner (a copy when both are here).
@@ -735,38 +722,22 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         Particles& p = bunch.particles;
         GpuColliderBunch* gpu = bunch.gpu.get();
         const int turn = static_cast<int>(bunch.crossings);
+        // One pass: kick, inverse boost and, for a linear map, the turn; a lattice ring's turn follows.
+        const ColliderRingMap* ring = b.beam->linear_map ? &b.ring : nullptr;
         if (gpu) {
-          gpu->kick(b.params, slices, turn);
+          gpu->depart(b.params, slices, ring, turn);
         } else if (!b.frozen) {
-          const long n = static_cast<long>(p.size());
-          const int n_slices = static_cast<int>(slices.size());
-          const Bb6dSlice* sl = slices.data();
-#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
-          for (long i = 0; i < n; ++i) {
-            const size_t k = static_cast<size_t>(i);
-            if (p.state[k] <= 0) continue;
-            double x = p.x[k], px = p.px[k], y = p.y[k], py = p.py[k], zeta = p.zeta[k], delta = p.delta[k];
-            collider_kick(b.params, sl, n_slices, x, px, y, py, zeta, delta);
-            collider_store(p.x.data(), p.px.data(), p.y.data(), p.py.data(), p.zeta.data(), p.delta.data(),
-                           p.ptau.data(), p.rpp.data(), p.rvv.data(), p.state.data(), p.lost_turn.data(), i, p.beta0,
-                           turn, x, px, y, py, zeta, delta);
-          }
+          cpu_departure(b.params, slices, ring, p, turn, threads);
         }
         result.kick_seconds += seconds_since(t0);
         const auto t1 = Clock::now();
-        if (!b.frozen) {
-          if (gpu) {
-            gpu->ring_turn(b.ring, turn);
-          } else if (b.beam->linear_map) {
-            linear_one_turn(b.ring, p, turn, threads);
-          } else {
-            TrackOptions to;
-            to.turns = 1;
-            to.first_turn = bunch.crossings;
-            to.threads = threads;
-            to.fma = o.fma;
-            b.backend->track(p, to);
-          }
+        if (!b.frozen && !ring) {
+          TrackOptions to;
+          to.turns = 1;
+          to.first_turn = bunch.crossings;
+          to.threads = threads;
+          to.fma = o.fma;
+          b.backend->track(p, to);
         }
         ++bunch.crossings;
         result.transport_seconds += seconds_since(t1);

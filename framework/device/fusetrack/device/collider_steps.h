@@ -6,7 +6,8 @@
 //     the derived ptau, rpp, rvv and the loss of a particle whose coordinates are not finite;
 //   - the whole-bunch sums of the per-crossing records in kColliderChunks fixed chunks of
 //     kColliderLanes interleaved lanes, each lane summed in particle order, the lanes combined in a
-//     fixed tree, the chunks added in order on the host: independent of the thread count.
+//     fixed tree, the chunks added in order on the host: independent of the thread count;
+//   - one pass on arrival (record sums, boost) and one on departure (kick, inverse boost, one turn).
 #pragma once
 #include "fusetrack/device/beambeam6d.h"
 #include "fusetrack/device/math.h"
@@ -23,6 +24,7 @@ struct ColliderRingMap {
 
 constexpr int kColliderChunks = 1024;
 constexpr int kColliderLanes = 32;
+constexpr int kColliderSums = 15;  // count, six sums, eight second sums
 
 /// Rotation of (x, px) by the phase advance mu with the Twiss parameters beta, alpha, gamma.
 FT_FUNCTION void collider_rotate(double mu, double beta, double alpha, double gamma, double& x, double& px) {
@@ -72,44 +74,70 @@ FT_FUNCTION void collider_kick(const Bb6dParams& p, const Bb6dSlice* slices, int
   bb6d_boost_inverse(p, x, px, y, py, zeta, delta);
 }
 
+FT_FUNCTION bool collider_finite6(double a, double b, double c, double d, double e, double f) {
+  return collider_finite(a) && collider_finite(b) && collider_finite(c) && collider_finite(d) &&
+         collider_finite(e) && collider_finite(f);
+}
+
+/// Departure of alive particle i from the IP: the kick of the partner's n slices (none: n = 0) and
+/// the inverse boost, then, with `ring` set, one turn of the linear map; stored with its derived
+/// quantities. A particle whose coordinates become non-finite is lost at `turn` and keeps the last
+/// finite ones (those before the kick, or after it when the turn overflows).
+FT_FUNCTION void collider_depart(const Bb6dParams& p, const Bb6dSlice* slices, int n, int ring,
+                                 const ColliderRingMap& m, double* x, double* px, double* y, double* py, double* zeta,
+                                 double* delta, double* ptau, double* rpp, double* rvv, int* state, int* lost_turn,
+                                 long i, double beta0, int turn) {
+  double a = x[i], b = px[i], c = y[i], d = py[i], e = zeta[i], f = delta[i];
+  collider_kick(p, slices, n, a, b, c, d, e, f);
+  if (!collider_finite6(a, b, c, d, e, f)) {
+    state[i] = ft::kLostNotFinite;
+    lost_turn[i] = turn;
+    return;
+  }
+  if (ring) {
+    double g = a, h = b, k = c, l = d, o = e, q = f;
+    collider_ring_turn(m, g, h, k, l, o, q);
+    if (collider_finite6(g, h, k, l, o, q)) {
+      collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, g, h, k, l, o, q);
+      return;
+    }
+    state[i] = ft::kLostNotFinite;
+    lost_turn[i] = turn;
+  }
+  collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, a, b, c, d, e, f);
+}
+
 /// The particles [begin, end) of chunk c of n.
 FT_FUNCTION void collider_chunk(long n, int c, long& begin, long& end) {
   begin = n * c / kColliderChunks;
   end = n * (c + 1) / kColliderChunks;
 }
 
-/// Lane `lane` of chunk c (particles begin + lane, begin + lane + kColliderLanes, ...): its count
-/// and coordinate sums, out[0] alive, out[1..6] x px y py zeta delta. On the GPU one thread per
-/// lane (coalesced); the CPU runs the lanes one after another: the same sums.
-FT_FUNCTION void collider_lane_first(const double* x, const double* px, const double* y, const double* py,
-                                     const double* zeta, const double* delta, const int* state, long n, int c,
-                                     int lane, double* out) {
-  long b, e;
-  collider_chunk(n, c, b, e);
-  double s[7] = {0, 0, 0, 0, 0, 0, 0};
-  for (long i = b + lane; i < e; i += kColliderLanes) {
-    if (state[i] <= 0) continue;
-    s[0] += 1.0;
-    s[1] += x[i], s[2] += px[i], s[3] += y[i], s[4] += py[i], s[5] += zeta[i], s[6] += delta[i];
-  }
-  for (int k = 0; k < 7; ++k) out[k] = s[k];
+/// Adds one particle to the record sums: s[0] count, s[1..6] the coordinates, s[7..14] the raw second
+/// sums xx xpx pxpx yy ypy pypy zz dd (central moments on the host: raw / N - mean^2).
+FT_FUNCTION void collider_accumulate(double x, double px, double y, double py, double zeta, double delta, double* s) {
+  s[0] += 1.0;
+  s[1] += x, s[2] += px, s[3] += y, s[4] += py, s[5] += zeta, s[6] += delta;
+  s[7] += x * x, s[8] += x * px, s[9] += px * px, s[10] += y * y, s[11] += y * py, s[12] += py * py;
+  s[13] += zeta * zeta, s[14] += delta * delta;
 }
 
-/// Lane `lane` of chunk c: central second sums about `mean`, xx xpx pxpx yy ypy pypy zz dd.
-FT_FUNCTION void collider_lane_second(const double* x, const double* px, const double* y, const double* py,
-                                      const double* zeta, const double* delta, const int* state, long n, int c,
-                                      int lane, const double* mean, double* out) {
+/// Arrival of lane `lane` of chunk c (particles begin + lane, begin + lane + kColliderLanes, ...):
+/// its record sums of the particles as they arrive (kColliderSums values into out), then, with
+/// `boost` set, their boost to the head-on frame in place. On the GPU one thread per lane (coalesced;
+/// the same loop deposits the slice moments); the CPU runs the lanes one after another.
+FT_FUNCTION void collider_lane_arrival(const Bb6dParams& p, int boost, double* x, double* px, double* y, double* py,
+                                       double* zeta, double* delta, const int* state, long n, int c, int lane,
+                                       double* out) {
   long b, e;
   collider_chunk(n, c, b, e);
-  double q[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+  double s[kColliderSums] = {0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0};
   for (long i = b + lane; i < e; i += kColliderLanes) {
     if (state[i] <= 0) continue;
-    const double dx = x[i] - mean[0], dpx = px[i] - mean[1], dy = y[i] - mean[2], dpy = py[i] - mean[3];
-    const double dz = zeta[i] - mean[4], dd = delta[i] - mean[5];
-    q[0] += dx * dx, q[1] += dx * dpx, q[2] += dpx * dpx, q[3] += dy * dy, q[4] += dy * dpy, q[5] += dpy * dpy;
-    q[6] += dz * dz, q[7] += dd * dd;
+    collider_accumulate(x[i], px[i], y[i], py[i], zeta[i], delta[i], s);
+    if (boost) bb6d_boost(p, x[i], px[i], y[i], py[i], zeta[i], delta[i]);
   }
-  for (int k = 0; k < 8; ++k) out[k] = q[k];
+  for (int k = 0; k < kColliderSums; ++k) out[k] = s[k];
 }
 
 /// Adds the kColliderLanes lane sums (width values each, lane-major) into lane 0's, in a fixed
