@@ -28,6 +28,14 @@ json.dump(d, open("build-gpu/anchor.json", "w"))
 for b in d["beams"]:
     b["bunches"]["macroparticles"] = 10000000
 json.dump(d, open("build-gpu/anchor1e7.json", "w"))
+g = json.load(open("tests/mpi/collider_gear.json"))
+for b in g["beams"]:
+    b.pop("linear_map", None)
+    b.pop("reference", None)
+    b["lattice"] = "../lattices/sextupole_rf_ring.json"
+    b["bunches"]["count"] = 1
+    b["bunches"]["macroparticles"] = 1000000
+json.dump(g, open("build-gpu/lattice_rings.json", "w"))
 PY
 for run in "gpu off" "gpu on" "cpu off"; do
   set -- $run
@@ -38,5 +46,7 @@ for run in "gpu off" "gpu on" "cpu off"; do
 done
 echo "== collide 2 x 10^7 macroparticles, 6 slices, device gpu, fma off, 10 turns" | tee -a "$OUT/bench.log"
 $BIN collide build-gpu/anchor1e7.json -n 10 --device gpu --no-plot -o build-gpu/anchor1e7 2>&1 | grep -E "time" | tee -a "$OUT/bench.log"
+echo "== collide, both rings the sextupole lattice (178 elements), 2 x 10^6, 6D 7 slices, GPU, 5 turns" | tee -a "$OUT/bench.log"
+$BIN collide build-gpu/lattice_rings.json -n 5 --device gpu --no-plot -o build-gpu/lattice_rings 2>&1 | grep -E "time" | tee -a "$OUT/bench.log"
 nproc | sed 's/^/cpu cores: /' | tee -a "$OUT/bench.log"
 echo "== total $(( $(date +%s) - t0 )) s"
