@@ -637,6 +637,7 @@ py::dict collide(const py::object& setup_arg, int64_t turns, int threads, const 
   d["luminosity"] = r.luminosity;
   d["crossing_frequency"] = r.crossing_frequency;
   d["output_files"] = r.output_files;
+  d["device"] = r.device;  // where the linear-map bunches ran ("CPU" or "GPU i (name)")
   return d;
 }
 

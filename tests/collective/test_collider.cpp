@@ -261,6 +261,15 @@ TEST_CASE("collide set-up: bad input names the file and the field") {
   d["beams"][1]["reference"]["p0c"] = "7 TeV";
   CHECK(message(d).find("beams[1].reference.p0c") != std::string::npos);
   d = good;
+  d["beams"][0]["bunches"]["count"] = 0;
+  CHECK(message(d).find("beams[0].bunches.count") != std::string::npos);
+  d = good;
+  d["ip"]["slices"] = 0;
+  CHECK(message(d).find("ip.slices") != std::string::npos);
+  d = good;
+  d["beams"][1]["linear_map"].erase("beta_y");  // a crossing needs the optics at the IP
+  CHECK(message(d).find("beams[1].linear_map.beta_y") != std::string::npos);
+  d = good;
   d["mode"] = "weak";
   CHECK(message(d).find("mode") != std::string::npos);
   d = good;

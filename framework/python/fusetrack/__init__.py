@@ -440,7 +440,7 @@ def collide(setup, turns: int, threads: int = 0, placement: str = "block", outpu
     - ``xi``, ``tunes``: [beam, plane] beam-beam parameters and unperturbed tunes (2x2 arrays);
     - ``sigma_mode``, ``pi_mode``: coherent mode tunes [x, y] (NaN unless one bunch per beam);
     - ``luminosity`` [1/(m^2 s)] and ``crossing_frequency`` [1/s] (0 without a circumference);
-    - ``output_files``: the files written."""
+    - ``output_files``: the files written; ``device``: where the linear-map bunches were tracked."""
     if isinstance(setup, dict):
         try:
             json.dumps(setup, allow_nan=False)
