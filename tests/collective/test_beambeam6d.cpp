@@ -61,6 +61,29 @@ Bb6dSlice slice(double n, double sx2, double sy2, double zeta = 0.0) {
   return s;
 }
 
+/// The slice rotated about s by theta (c = cos, s = sin): centroid and every moment of (x, px, y, py),
+/// (x, y) -> (c x - s y, s x + c y) and (px, py) alike.
+Bb6dSlice rotated(const Bb6dSlice& v, double c, double s) {
+  Bb6dSlice r = v;
+  r.x = c * v.x - s * v.y, r.y = s * v.x + c * v.y;
+  r.px = c * v.px - s * v.py, r.py = s * v.px + c * v.py;
+  // covariance of (x, px, y, py) under M = [[c,0,-s,0],[0,c,0,-s],[s,0,c,0],[0,s,0,c]]: R = M V M^T
+  const double V[4][4] = {{v.sigma_11, v.sigma_12, v.sigma_13, v.sigma_14},
+                          {v.sigma_12, v.sigma_22, v.sigma_23, v.sigma_24},
+                          {v.sigma_13, v.sigma_23, v.sigma_33, v.sigma_34},
+                          {v.sigma_14, v.sigma_24, v.sigma_34, v.sigma_44}};
+  const double M[4][4] = {{c, 0, -s, 0}, {0, c, 0, -s}, {s, 0, c, 0}, {0, s, 0, c}};
+  double R[4][4] = {};
+  for (int i = 0; i < 4; ++i)
+    for (int j = 0; j < 4; ++j)
+      for (int k = 0; k < 4; ++k)
+        for (int l = 0; l < 4; ++l) R[i][j] += M[i][k] * V[k][l] * M[j][l];
+  r.sigma_11 = R[0][0], r.sigma_12 = R[0][1], r.sigma_13 = R[0][2], r.sigma_14 = R[0][3];
+  r.sigma_22 = R[1][1], r.sigma_23 = R[1][2], r.sigma_24 = R[1][3];
+  r.sigma_33 = R[2][2], r.sigma_34 = R[2][3], r.sigma_44 = R[3][3];
+  return r;
+}
+
 Vec6 track(const Bb6dParams& p, const std::vector<Bb6dSlice>& slices, Vec6 z) {
   bb6d_track(p, slices.data(), static_cast<int>(slices.size()), z[0], z[1], z[2], z[3], z[4], z[5]);
   return z;
@@ -272,8 +295,9 @@ TEST_CASE("boost: to first order x* = x + zeta tan(phi), zeta* = zeta / cos(phi)
   CHECK(delta == 0.0);
 }
 
-TEST_CASE("the synchro-beam map with crossing angle and hourglass is symplectic") {
+TEST_CASE("the synchro-beam map with crossing angle and hourglass is symplectic, uncoupled and coupled slices") {
   const Reference ref = proton(50e9);
+  for (const bool coupled : {false, true})
   for (const auto& [phi, alpha] : {std::pair{0.0, 0.0}, std::pair{0.01, 0.0}, std::pair{0.02, 0.6}}) {
     const Bb6dParams p = params(phi, alpha, 1, ref);
     // 5 slices of a bunch with waist sizes 20 um x 8 um at beta* 0.3 / 0.1 m, waists shifted, offsets.
@@ -290,6 +314,12 @@ TEST_CASE("the synchro-beam map with crossing angle and hourglass is symplectic"
       s.y = -2e-6;
       s.py = 5e-7 * (i - 1);
       s.delta = 1e-4;
+      if (coupled) {  // x-y correlations that change along s: the uncoupled frame turns with S
+        s.sigma_13 = 0.3 * std::sqrt(s.sigma_11 * s.sigma_33);
+        s.sigma_14 = 0.2 * std::sqrt(s.sigma_11 * s.sigma_44);
+        s.sigma_23 = -0.1 * std::sqrt(s.sigma_22 * s.sigma_33);
+        s.sigma_24 = 0.25 * std::sqrt(s.sigma_22 * s.sigma_44);
+      }
       slices.push_back(s);
     }
     const Vec6 z0{12e-6, 3e-5, -5e-6, -4e-5, 0.03, 2e-4};
@@ -322,7 +352,7 @@ TEST_CASE("the synchro-beam map with crossing angle and hourglass is symplectic"
         worst = std::fmax(worst, std::fabs(m - expected));
       }
     }
-    MESSAGE("phi " << phi << " alpha " << alpha << ": max |J^T S J - S| = " << worst);
+    MESSAGE(std::string(coupled ? "coupled " : "uncoupled ") << "phi " << phi << " alpha " << alpha << ": max |J^T S J - S| = " << worst);
     CHECK(worst < 1e-9);
   }
 }
@@ -402,10 +432,57 @@ TEST_CASE("luminosity per crossing: Gaussian overlap, hourglass, crossing angle 
     }
   }
   SUBCASE("bad input") {
-    std::vector<Bb6dSlice> coupled = gaussian_bunch(n1, sx, sy, 0, 0, 0.08, 4, flat);
-    coupled[2].sigma_13 = 1e-12;
-    CHECK_THROWS_AS(luminosity_per_crossing(coupled, coupled), std::invalid_argument);
-    CHECK_THROWS_AS(luminosity_per_crossing({}, coupled), std::invalid_argument);
+    std::vector<Bb6dSlice> bad = gaussian_bunch(n1, sx, sy, 0, 0, 0.08, 4, flat);
+    bad[2].sigma_13 = std::sqrt(bad[2].sigma_11 * bad[2].sigma_33);  // a degenerate (x, y) covariance
+    CHECK_THROWS_AS(luminosity_per_crossing(bad, bad), std::invalid_argument);
+    CHECK_THROWS_AS(luminosity_per_crossing({}, bad), std::invalid_argument);
+  }
+  SUBCASE("coupled slices: a bunch rotated about s by theta0 overlaps a rotated partner as the unrotated ones") {
+    const double theta0 = 0.37, c = std::cos(theta0), s = std::sin(theta0);
+    auto b1 = gaussian_bunch(n1, sx, 0.4 * sx, 0.5, 0.2, 0.08, 7, flat);
+    auto b2 = gaussian_bunch(n2, 0.8 * sx, 0.3 * sx, 0.3, 0.25, 0.08, 7, flat);
+    for (auto& v : b2) v.x = 0.5 * sx, v.y = -0.2 * sx, v.px = 1e-7, v.py = -2e-7;
+    const double plain = luminosity_per_crossing(b1, b2);
+    for (auto* bunch : {&b1, &b2})
+      for (auto& v : *bunch) v = rotated(v, c, s);
+    const double turned = luminosity_per_crossing(b1, b2);
+    MESSAGE("overlap " << plain << ", both bunches rotated by 0.37 rad: " << turned);
+    CHECK(turned == doctest::Approx(plain).epsilon(1e-12));
+  }
+}
+
+TEST_CASE("coupled slices: the map of a partner and a particle both rotated about s is the rotated map") {
+  // An uncoupled flat bunch with hourglass, 5 slices, crossing angle 0: rotate the partner's slices
+  // and the particle by theta0 about s; the map's result, rotated back, must equal the unrotated map's
+  // (x, px, y, py) and its energy change. The coupled path (rotated frame, turning frame) against the
+  // uncoupled one.
+  const Reference ref = proton(450e9);
+  const Bb6dParams p = params(0.0, 0.0, 1, ref);
+  std::vector<Bb6dSlice> slices;
+  for (int i = 0; i < 5; ++i) {
+    Bb6dSlice s = slice(3e10, 4e-10, 0.36e-10, 0.05 * (2 - i));
+    s.sigma_12 = 1e-10, s.sigma_22 = 4e-10 / 0.04, s.sigma_34 = -2e-12, s.sigma_44 = 0.36e-10 / 0.01;
+    s.x = 2e-6 * (i - 2), s.px = 3e-7, s.y = -1e-6, s.py = 2e-7 * i;
+    slices.push_back(s);
+  }
+  for (const double theta0 : {0.2, -0.9, 1.3}) {
+    const double c = std::cos(theta0), s = std::sin(theta0);
+    std::vector<Bb6dSlice> turned;
+    for (const Bb6dSlice& v : slices) turned.push_back(rotated(v, c, s));
+    for (const Vec6 z0 : {Vec6{15e-6, 2e-5, -4e-6, 3e-5, 0.02, 1e-4}, Vec6{-3e-6, -1e-5, 9e-6, 0.0, -0.07, 0.0}}) {
+      const Vec6 plain = track(p, slices, z0);
+      Vec6 zr = z0;
+      zr[0] = c * z0[0] - s * z0[2], zr[2] = s * z0[0] + c * z0[2];
+      zr[1] = c * z0[1] - s * z0[3], zr[3] = s * z0[1] + c * z0[3];
+      const Vec6 out = track(p, turned, zr);
+      Vec6 back = out;  // rotate back by -theta0
+      back[0] = c * out[0] + s * out[2], back[2] = -s * out[0] + c * out[2];
+      back[1] = c * out[1] + s * out[3], back[3] = -s * out[1] + c * out[3];
+      for (int k : {1, 3}) CHECK(std::fabs(back[k] - plain[k]) < 1e-10 * std::fabs(plain[k] - z0[k]));
+      for (int k : {0, 2}) CHECK(std::fabs(back[k] - plain[k]) < 1e-12 * std::fabs(plain[k]) + 1e-20);
+      CHECK(std::fabs((back[5] - z0[5]) - (plain[5] - z0[5])) < 1e-9 * std::fabs(plain[5] - z0[5]));
+      CHECK(std::fabs(plain[5] - z0[5]) > 1e-12);
+    }
   }
 }
 

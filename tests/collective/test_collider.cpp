@@ -167,8 +167,10 @@ TEST_CASE("collide: luminosity of the first crossing, head-on 4D = the overlap o
     const CollideResult r = collide(setup_json(b1, b2, {{"model", "4d"}}), 1);
     const double expected = overlap(r), got = first_record(r, 0).luminosity;
     MESSAGE("head-on 4D: ", got, " /m^2, overlap of the sampled bunches ", expected);
-    CHECK(std::fabs(got / expected - 1) < 1e-7);
-    CHECK(std::fabs(first_record(r, 1).luminosity / got - 1) < 1e-7);  // beam 2's owner computes the same
+    // The kick and the luminosity include the bunches' sampled x-y correlations (~1/sqrt(N)), which
+    // the records do not carry: they change the overlap by ~r^2 = 1e-7 here.
+    CHECK(std::fabs(got / expected - 1) < 1e-6);
+    CHECK(std::fabs(first_record(r, 1).luminosity / got - 1) < 1e-12);  // beam 2's owner computes the same
   }
   {
     // Piwinski: beta* = 10 m >> sigma_z (no hourglass), sigma_z tan(phi) = sigma_x.

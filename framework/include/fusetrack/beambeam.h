@@ -17,11 +17,12 @@ namespace ft {
 /// zeta_i) and slice j of bunch 2 (zeta_j) meet once, at s = S_ij = (zeta_i - zeta_j) / 2, and the
 /// kinematic factor (2c for head-on ultra-relativistic beams) times the time they overlap integrates
 /// to 1, so that (e.g. Herr & Muratori, "Concept of luminosity", CAS 2006, eq. (7), per slice pair):
-///   L = sum_ij N_i N_j exp(-dx^2 / (2 Sx) - dy^2 / (2 Sy)) / (2 pi sqrt(Sx Sy)),
-///   Sx = Sigma_11,i(S) + Sigma_11,j(S),  dx = (x_i + px_i S) - (x_j + px_j S)  (y alike),
+///   L = sum_ij N_i N_j exp(-d^T Sigma^-1 d / 2) / (2 pi sqrt(det Sigma)),
+///   Sigma = Sigma_i(S) + Sigma_j(S) (the (x, y) blocks), d = (x_i + px_i S - x_j - px_j S, y alike)
+///   (uncoupled: exp(-dx^2 / (2 Sx) - dy^2 / (2 Sy)) / (2 pi sqrt(Sx Sy)), Sx = Sigma_11,i(S) + Sigma_11,j(S)),
 /// with Sigma_11(S) = S11 + 2 S12 S + S22 S^2 (hourglass). A crossing angle appears through the
 /// slices' centroids in the boosted frame (a tilted bunch: x_i = zeta_i sin(phi) for a bunch on axis),
-/// which gives Piwinski's reduction when summed. Uncoupled slices only (bb6d_check_slice); O(n1 n2).
+/// which gives Piwinski's reduction when summed. Coupled slices too (Sigma_13(S) = S13 + (S14 + S23) S + S24 S^2); O(n1 n2).
 double luminosity_per_crossing(const std::vector<Bb6dSlice>& bunch1, const std::vector<Bb6dSlice>& bunch2);
 
 }  // namespace ft

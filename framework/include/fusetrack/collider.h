@@ -129,7 +129,7 @@ struct CrossingRecord {
   std::array<double, 6> mean{};  // x px y py zeta delta, in the beam's own frame
   double sigma_x = 0.0, sigma_y = 0.0, sigma_zeta = 0.0, sigma_delta = 0.0;
   double emittance_x = 0.0, emittance_y = 0.0;  // geometric rms [m]
-  double coupling = 0.0;    // max |r| of the partner slices' x-y correlations (neglected by the kick)
+  double coupling = 0.0;    // max |r| of the partner slices' x-y (and px-py) correlation coefficients
   double unused_charge = 0.0;  // partner macroparticles in no used slice (outside or sparse slices)
 };
 

@@ -127,8 +127,9 @@ BunchStats stats_from_sums(const std::vector<double>& chunks) {
   return s;
 }
 
-/// The partner slices that give a field, head first (descending zeta), in the partner's frame;
-/// `unused`: the macroparticles left out; `coupling`: the largest |x-y correlation| neglected.
+/// The partner slices that give a field, head first (descending zeta), in the partner's frame, with
+/// their x-y correlations; `unused`: the macroparticles left out; `coupling`: the largest |x-y
+/// correlation coefficient| (x-y and px-py) among them.
 std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per_macro, int min_macroparticles,
                                      double& unused, double& coupling) {
   std::vector<Bb6dSlice> out;
@@ -138,7 +139,8 @@ std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per
     bool finite = std::isfinite(count) && std::isfinite(c[0]) && std::isfinite(c[1]) && std::isfinite(c[4]) &&
                   std::isfinite(c[7]) && std::isfinite(c[8]) && std::isfinite(c[9]);
     for (double v : m.mean[k]) finite = finite && std::isfinite(v);
-    if (count < min_macroparticles || !finite || !(c[0] > 0) || !(c[7] > 0)) {
+    for (size_t q = 0; q < c.size(); ++q) finite = finite && std::isfinite(c[q]);
+    if (count < min_macroparticles || !finite || !(c[0] > 0) || !(c[7] > 0) || !(c[2] * c[2] < c[0] * c[7])) {
       unused += count;
       continue;
     }
@@ -146,8 +148,8 @@ std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per
     s.n_particles = count * particles_per_macro;
     s.x = m.mean[k][0], s.px = m.mean[k][1], s.y = m.mean[k][2], s.py = m.mean[k][3];
     s.zeta = m.mean[k][4], s.delta = m.mean[k][5];
-    s.sigma_11 = c[0], s.sigma_12 = c[1], s.sigma_22 = std::max(c[4], 0.0);
-    s.sigma_33 = c[7], s.sigma_34 = c[8], s.sigma_44 = std::max(c[9], 0.0);
+    s.sigma_11 = c[0], s.sigma_12 = c[1], s.sigma_13 = c[2], s.sigma_14 = c[3], s.sigma_22 = std::max(c[4], 0.0);
+    s.sigma_23 = c[5], s.sigma_24 = c[6], s.sigma_33 = c[7], s.sigma_34 = c[8], s.sigma_44 = std::max(c[9], 0.0);
     coupling = std::max(coupling, std::fabs(c[2]) / std::sqrt(c[0] * c[7]));
     if (c[4] > 0 && c[9] > 0) coupling = std::max(coupling, std::fabs(c[6]) / std::sqrt(c[4] * c[9]));
     out.push_back(s);
@@ -193,7 +195,7 @@ CrossingRecord unpack_record(const double* f) {
 
 const char* kCsvHeader =
     "slot,beam,bunch,partner,turn,alive,luminosity_per_crossing,x,px,y,py,zeta,delta,sigma_x,sigma_y,sigma_zeta,"
-    "sigma_delta,emittance_x,emittance_y,neglected_coupling,unused_partner_macroparticles\n";
+    "sigma_delta,emittance_x,emittance_y,max_xy_correlation,unused_partner_macroparticles\n";
 
 void write_csv_row(std::ostream& out, const CrossingRecord& r) {
   out << fmt::format("{},{},{},{},{},{:.17g},{:.17g}", r.slot, r.beam + 1, r.bunch, r.partner, r.turn, r.alive,

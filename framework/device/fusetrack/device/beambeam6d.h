@@ -30,8 +30,10 @@
 //   3. drift back with the new momenta: x = x_bar - px S, delta += (px^2 + py^2) / 4.
 // Each step is the exact flow of a Hamiltonian, so the map is symplectic; steps 1 and 3 together give
 // HMR's delta += (1/2) [dpx (px + dpx / 2) + dpy (py + dpy / 2)], written so (no cancellation).
-// Coupling: only uncoupled slices (Sigma_13 = Sigma_14 = Sigma_23 = Sigma_24 = 0) are handled;
-// bb6d_check_slice (host) rejects coupled input. (xfields rotates to the uncoupled frame; not yet here.)
+// Coupling: a slice with x-y correlations (Sigma_13, Sigma_14, Sigma_23, Sigma_24) acts in the frame,
+// rotated by theta(S), where its covariance at the collision point is uncoupled (bb6d_shape_at; L.
+// Leunissen, LHC Project Note 2000, as SixTrack and xfields); the energy change gains the turning of
+// that frame with S.
 // 4D case: bb6d_track with longitudinal = 0 sets S = 0 and skips the energy change: one slice of a
 // frozen partner then gives exactly the BeamBeam4D plugin's kick.
 //
@@ -228,30 +230,79 @@ FT_FUNCTION void bb6d_gauss_field(double x, double y, double sx2, double sy2, do
   gy = (1.0 - x * kx - y * ky - (sx / sy) * g) / (2.0 * d);
 }
 
+/// The partner slice's transverse shape at the collision point S: its (x, y) covariance carried to S,
+/// Sigma_11(S) = S11 + 2 S12 S + S22 S^2, Sigma_33(S) alike, Sigma_13(S) = S13 + (S14 + S23) S + S24 S^2,
+/// in the frame rotated by theta (x_hat = c x + s y, y_hat = -s x + c y) where it is uncoupled, and the
+/// S-derivatives of the sizes and of c, s (Leunissen, LHC Project Note 2000; the convention of SixTrack
+/// and xfields: cos(2 theta) = |R| / q >= 0, R = Sigma_11 - Sigma_33, q = sqrt(R^2 + 4 Sigma_13^2), so the
+/// rotation is the smaller one and Sigma_11_hat = (W + sgn(R) q) / 2, W = Sigma_11 + Sigma_33).
+/// Uncoupled slices (S13 = S14 = S23 = S24 = 0) take theta = 0 exactly.
+struct Bb6dShape {
+  double sig11, sig33, dsig11, dsig33;  // sizes in the rotated frame and their dS
+  double c, s, dc, ds;                  // cos, sin of theta and their dS
+};
+
+FT_FUNCTION void bb6d_shape_at(const Bb6dSlice& sl, double S, Bb6dShape& o) {
+  const double sig11 = sl.sigma_11 + (2.0 * sl.sigma_12 + sl.sigma_22 * S) * S;
+  const double sig33 = sl.sigma_33 + (2.0 * sl.sigma_34 + sl.sigma_44 * S) * S;
+  const double dsig11 = 2.0 * (sl.sigma_12 + sl.sigma_22 * S);
+  const double dsig33 = 2.0 * (sl.sigma_34 + sl.sigma_44 * S);
+  o.c = 1.0, o.s = 0.0, o.dc = 0.0, o.ds = 0.0;
+  o.sig11 = sig11, o.sig33 = sig33, o.dsig11 = dsig11, o.dsig33 = dsig33;
+  if (sl.sigma_13 == 0.0 && sl.sigma_14 == 0.0 && sl.sigma_23 == 0.0 && sl.sigma_24 == 0.0) return;
+  const double sig13 = sl.sigma_13 + (sl.sigma_14 + sl.sigma_23 + sl.sigma_24 * S) * S;
+  const double dsig13 = sl.sigma_14 + sl.sigma_23 + 2.0 * sl.sigma_24 * S;
+  const double r = sig11 - sig33, w = sig11 + sig33, dr = dsig11 - dsig33, dw = dsig11 + dsig33;
+  const double q = sqrt(r * r + 4.0 * sig13 * sig13);
+  if (!(q > 0.0)) {  // round and uncoupled at S: every rotation diagonalises it, the field is radial
+    o.sig11 = o.sig33 = 0.5 * w;
+    o.dsig11 = o.dsig33 = 0.5 * dw;
+    return;
+  }
+  const double sgn = r >= 0.0 ? 1.0 : -1.0;
+  const double dq = (r * dr + 4.0 * sig13 * dsig13) / q;
+  const double cos2 = sgn * r / q, sin2 = sgn * 2.0 * sig13 / q;
+  const double dcos2 = sgn * (dr * q - r * dq) / (q * q), dsin2 = sgn * 2.0 * (dsig13 * q - sig13 * dq) / (q * q);
+  const double dtheta = 0.5 * (cos2 * dsin2 - sin2 * dcos2);
+  o.c = sqrt(0.5 * (1.0 + cos2));  // >= 1/sqrt(2)
+  o.s = sin2 / (2.0 * o.c);
+  o.dc = -o.s * dtheta;
+  o.ds = o.c * dtheta;
+  o.sig11 = 0.5 * (w + sgn * q);
+  o.sig33 = 0.5 * (w - sgn * q);
+  o.dsig11 = 0.5 * (dw + sgn * dq);
+  o.dsig33 = 0.5 * (dw - sgn * dq);
+}
+
 /// The synchro-beam map of one partner slice on a particle in the boosted frame (header comment).
+/// A coupled slice acts in its uncoupled frame (bb6d_shape_at): the field of the rotated Gaussian is
+/// rotated back, and the energy change gains the frame's turning with S, (k/2) K_hat . d(x_hat)/dS.
 FT_FUNCTION void bb6d_kick_slice(const Bb6dParams& p, const Bb6dSlice& sl, double& x, double& px, double& y, double& py,
                                  double zeta, double& delta) {
-  const double s = p.longitudinal ? 0.5 * (zeta - sl.zeta) : 0.0;
-  // partner's moments at the collision point (drift; hourglass)
-  const double sig11 = sl.sigma_11 + (2.0 * sl.sigma_12 + sl.sigma_22 * s) * s;
-  const double sig33 = sl.sigma_33 + (2.0 * sl.sigma_34 + sl.sigma_44 * s) * s;
-  const double dsig11 = 2.0 * (sl.sigma_12 + sl.sigma_22 * s);
-  const double dsig33 = 2.0 * (sl.sigma_34 + sl.sigma_44 * s);
-  const double x_bar = x + px * s;
-  const double y_bar = y + py * s;
-  double kx, ky, gx, gy;
-  bb6d_gauss_field(x_bar - (sl.x + sl.px * s), y_bar - (sl.y + sl.py * s), sig11, sig33, kx, ky, gx, gy);
+  const double S = p.longitudinal ? 0.5 * (zeta - sl.zeta) : 0.0;
+  Bb6dShape sh;
+  bb6d_shape_at(sl, S, sh);  // the partner's moments at the collision point (drift; hourglass)
+  const double x_bar = x + px * S;
+  const double y_bar = y + py * S;
+  const double dx = x_bar - (sl.x + sl.px * S), dy = y_bar - (sl.y + sl.py * S);
+  const double x_hat = sh.c * dx + sh.s * dy, y_hat = -sh.s * dx + sh.c * dy;
+  double kx_hat, ky_hat, gx, gy;
+  bb6d_gauss_field(x_hat, y_hat, sh.sig11, sh.sig33, kx_hat, ky_hat, gx, gy);
+  const double kx = sh.c * kx_hat - sh.s * ky_hat, ky = sh.s * kx_hat + sh.c * ky_hat;
   const double k = p.kick_per_particle * sl.n_particles;
   const double dpx = k * kx;
   const double dpy = k * ky;
   if (p.longitudinal) {
+    double turning = 0.0;  // K_hat . d(x_hat)/dS from the rotating frame (0 for uncoupled slices)
+    if (sh.dc != 0.0 || sh.ds != 0.0)
+      turning = kx_hat * (dx * sh.dc + dy * sh.ds) + ky_hat * (-dx * sh.ds + dy * sh.dc);
     delta += 0.5 * (dpx * (px + 0.5 * dpx) + dpy * (py + 0.5 * dpy)) -
-             0.5 * k * (kx * sl.px + ky * sl.py + gx * dsig11 + gy * dsig33);
+             0.5 * k * (kx * sl.px + ky * sl.py + gx * sh.dsig11 + gy * sh.dsig33 - turning);
   }
   px += dpx;
   py += dpy;
-  x = x_bar - px * s;
-  y = y_bar - py * s;
+  x = x_bar - px * S;
+  y = y_bar - py * S;
 }
 
 /// The full beam-beam map of n_slices partner slices (head first) on one particle of the tracked beam:
@@ -298,8 +349,8 @@ inline void bb6d_prepare_params(Bb6dParams& p, double q0, double p0c, double bet
   p.cos_alpha = std::cos(p.alpha);
 }
 
-/// Rejects a slice the kick cannot handle: negative or non-finite count, non-positive sizes, or
-/// x-y coupling (Sigma_13, Sigma_14, Sigma_23, Sigma_24 not all zero). index names the slice.
+/// Rejects a slice the kick cannot handle: negative or non-finite count, non-positive sizes, an (x, y)
+/// covariance that is not positive definite, non-finite correlations. index names the slice.
 inline void bb6d_check_slice(const Bb6dSlice& s, int index) {
   char msg[240];
   const auto fail = [&](const char* what, double value) {
@@ -311,9 +362,9 @@ inline void bb6d_check_slice(const Bb6dSlice& s, int index) {
   if (!(s.sigma_11 > 0.0 && std::isfinite(s.sigma_11))) fail("sigma_11 must be positive", s.sigma_11);
   if (!(s.sigma_33 > 0.0 && std::isfinite(s.sigma_33))) fail("sigma_33 must be positive", s.sigma_33);
   if (!(s.sigma_22 >= 0.0 && s.sigma_44 >= 0.0)) fail("sigma_22 and sigma_44 must be >= 0", s.sigma_22);
-  if (s.sigma_13 != 0.0) fail("x-y coupled slices are not handled yet: sigma_13 must be 0", s.sigma_13);
-  if (s.sigma_14 != 0.0) fail("x-y coupled slices are not handled yet: sigma_14 must be 0", s.sigma_14);
-  if (s.sigma_23 != 0.0) fail("x-y coupled slices are not handled yet: sigma_23 must be 0", s.sigma_23);
-  if (s.sigma_24 != 0.0) fail("x-y coupled slices are not handled yet: sigma_24 must be 0", s.sigma_24);
+  if (!(s.sigma_13 * s.sigma_13 < s.sigma_11 * s.sigma_33))
+    fail("the (x, y) covariance must be positive definite: sigma_13^2 < sigma_11 sigma_33", s.sigma_13);
+  for (double v : {s.sigma_12, s.sigma_13, s.sigma_14, s.sigma_23, s.sigma_24, s.sigma_34})
+    if (!std::isfinite(v)) fail("the correlations must be finite", v);
 }
 #endif
