@@ -585,7 +585,9 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
     csv << kCsvHeader;
     for (const CrossingRecord& r : replay) write_csv_row(csv, r);
   }
-  const int64_t block = 256;
+  // Records are gathered to rank 0 once per block of slots (one MPI_Allreduce); the gather drains the
+  // pipeline of the gear-change walk, so a block spans at least 16 turns' worth of every bunch.
+  const int64_t block = std::max<int64_t>(256, 16 * static_cast<int64_t>(n1 + n2));
   std::vector<double> records(static_cast<size_t>(block) * 2 * kRecordFields, 0.0);
   // Centroid series per (beam, bunch), x and y, and per-bunch luminosity sums (rank 0).
   std::array<std::vector<std::array<std::vector<double>, 2>>, 2> series;
