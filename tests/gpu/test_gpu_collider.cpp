@@ -5,6 +5,9 @@
 #include <doctest/doctest.h>
 
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
 
 #include "fusetrack/collider.h"
 #include "fusetrack/parallel.h"
@@ -41,4 +44,44 @@ TEST_CASE("collider on the GPU: every per-crossing record equals the CPU's bit f
     if (std::memcmp(fa, fb, sizeof(fa)) != 0) ++differing;
   }
   CHECK(differing == 0);
+}
+
+TEST_CASE("collider on the GPU: small bunches, the fallback deposit (401 slices), checkpointed particles equal the CPU's") {
+  // Bunches of 700 macroparticles (fewer than the 1024 chunks: empty chunks), 401 slices (the
+  // slice integers no longer fit in shared memory: the separate deposit kernel), and the particles
+  // themselves compared through the checkpoint files (the GPU bunches are copied back to write them).
+  ColliderSetup setup = read_collider_setup(ft::test::source_path("tests/mpi/collider_gear.json"));
+  for (ColliderBeam& b : setup.beams) b.bunches.macroparticles = 700;
+  setup.ip.slices = 401;
+  setup.ip.min_slice_macroparticles = 2;
+  const auto run = [&](const std::string& device, const std::string& dir) {
+    CollideOptions o;
+    o.turns = 6;
+    o.backend.device = device;
+    o.output_dir = dir;
+    o.checkpoint_every = 3;
+    std::filesystem::remove_all(dir);
+    return run_collide(setup, ft::test::builtin_registry(), o, world());
+  };
+  const std::string base = std::filesystem::temp_directory_path().string() + "/fusetrack_gpu_collider_";
+  const CollideResult cpu = run("cpu", base + "cpu"), gpu = run("gpu", base + "gpu");
+  REQUIRE(gpu.device != "CPU");
+  REQUIRE(cpu.records.size() == gpu.records.size());
+  for (size_t k = 0; k < cpu.records.size(); ++k) {
+    const CrossingRecord &a = cpu.records[k], &b = gpu.records[k];
+    CHECK(std::memcmp(a.mean.data(), b.mean.data(), sizeof(a.mean)) == 0);
+    CHECK(std::memcmp(&a.luminosity, &b.luminosity, sizeof(double)) == 0);
+    CHECK(std::memcmp(&a.emittance_x, &b.emittance_x, sizeof(double)) == 0);
+  }
+  size_t compared = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(base + "cpu/checkpoint")) {
+    if (entry.path().extension() != ".npz") continue;
+    const std::string other = base + "gpu/checkpoint/" + entry.path().filename().string();
+    REQUIRE(std::filesystem::exists(other));
+    std::ifstream fa(entry.path(), std::ios::binary), fb(other, std::ios::binary);
+    const std::string a((std::istreambuf_iterator<char>(fa)), {}), b((std::istreambuf_iterator<char>(fb)), {});
+    CHECK(a == b);
+    ++compared;
+  }
+  CHECK(compared == 5);
 }

@@ -2,6 +2,7 @@
 #include "fusetrack/cuda_collider.h"
 
 #include <algorithm>
+#include <limits>
 #include <string>
 
 #include "gpu_module.h"
@@ -10,7 +11,8 @@ namespace ft {
 
 namespace {
 
-// One thread per particle (the chunk sums: one thread per chunk, each in particle order).
+// Two kernels per crossing: arrival (one block per chunk, one thread per lane) and departure (one
+// thread per particle).
 const char* kColliderKernels = R"(
 #include "fusetrack/device/collider_steps.h"
 // Arrival: one block of kColliderLanes threads per chunk. Each lane adds its particles to the record

@@ -82,7 +82,8 @@ FT_FUNCTION bool collider_finite6(double a, double b, double c, double d, double
 /// Departure of alive particle i from the IP: the kick of the partner's n slices (none: n = 0) and
 /// the inverse boost, then, with `ring` set, one turn of the linear map; stored with its derived
 /// quantities. A particle whose coordinates become non-finite is lost at `turn` and keeps the last
-/// finite ones (those before the kick, or after it when the turn overflows).
+/// finite lab-frame ones: its arrival coordinates boosted back (kick overflow), or those after the
+/// kick (turn overflow).
 FT_FUNCTION void collider_depart(const Bb6dParams& p, const Bb6dSlice* slices, int n, int ring,
                                  const ColliderRingMap& m, double* x, double* px, double* y, double* py, double* zeta,
                                  double* delta, double* ptau, double* rpp, double* rvv, int* state, int* lost_turn,
@@ -90,6 +91,10 @@ FT_FUNCTION void collider_depart(const Bb6dParams& p, const Bb6dSlice* slices, i
   double a = x[i], b = px[i], c = y[i], d = py[i], e = zeta[i], f = delta[i];
   collider_kick(p, slices, n, a, b, c, d, e, f);
   if (!collider_finite6(a, b, c, d, e, f)) {
+    double g = x[i], h = px[i], k = y[i], l = py[i], o = zeta[i], q = delta[i];  // as they arrived, boosted
+    bb6d_boost_inverse(p, g, h, k, l, o, q);
+    if (collider_finite6(g, h, k, l, o, q))
+      collider_store(x, px, y, py, zeta, delta, ptau, rpp, rvv, state, lost_turn, i, beta0, turn, g, h, k, l, o, q);
     state[i] = ft::kLostNotFinite;
     lost_turn[i] = turn;
     return;
