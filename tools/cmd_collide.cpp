@@ -26,6 +26,7 @@ struct CollideArgs {
   int64_t checkpoint_every = 0, stop_after = 0;
   bool resume = false;
   bool plot = true;
+  bool gpu_check = true;
 };
 
 std::string shell_word(const std::string& s) {
@@ -63,6 +64,7 @@ int run(const CollideArgs& a) {
   o.checkpoint_every = a.checkpoint_every;
   o.resume = a.resume;
   o.stop_after = a.stop_after;
+  o.check_gpu = a.gpu_check;
   if (comm.is_root()) check_output_directory(a.output, "--output");
   const CollideResult r = run_collide(setup, registry, o, comm);
   if (!r.root || r.stopped_at >= 0) return kOk;
@@ -87,6 +89,9 @@ int run(const CollideArgs& a) {
              "(kick, linear-map turn) {:.3f}, lattice turn {:.3f}; GPU kernels {:.3f} s\n",
              r.device, r.seconds, r.deposit_seconds, r.exchange_seconds, r.kick_seconds, r.transport_seconds,
              r.gpu_kernel_seconds);
+  if (r.gpu_checks > 0)
+    fmt::print("  GPU check: the first crossing of {} GPU bunch(es) on rank 0 equals the CPU's bit for bit\n",
+               r.gpu_checks);
   for (const std::string& f : r.output_files) fmt::print("  wrote {}\n", f);
   if (a.plot) plot(a.output);
   return kOk;
@@ -107,6 +112,8 @@ void add_collide_command(CLI::App& app) {
   cmd->add_option("--checkpoint-every", args->checkpoint_every,
                   "write a checkpoint (every bunch's particles) every this many turns into OUTPUT/checkpoint")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_flag("!--no-gpu-check", args->gpu_check,
+                "skip replaying each GPU bunch's first crossing on the CPU (done with --fma off)");
   cmd->add_flag("--resume", args->resume, "continue from the last checkpoint in OUTPUT (bitwise as if never stopped)");
   cmd->add_option("--stop-after", args->stop_after, "stop (with a checkpoint) after this many turns")
       ->check(CLI::NonNegativeNumber);

@@ -117,6 +117,9 @@ struct CollideOptions {
   int64_t checkpoint_every = 0;
   bool resume = false;
   int64_t stop_after = 0;
+  /// With fma off, the first crossing of every GPU bunch is replayed on the CPU and compared bit for
+  /// bit (arrival and departure); a difference ends the run with a DeviceError.
+  bool check_gpu = true;
 };
 
 /// One bunch at one crossing, as it arrives at the IP (before the kick).
@@ -164,6 +167,7 @@ struct CollideResult {
          deposit_seconds = 0.0;
   int64_t stopped_at = -1;         // the crossing a stop_after run stopped at (-1: ran to the end)
   std::string device = "CPU";     // where this rank's linear-map bunches were tracked
+  int gpu_checks = 0;               // GPU bunches whose first crossing equalled the CPU's (check_gpu)
   double gpu_kernel_seconds = 0.0;  // this rank's
   std::vector<std::string> output_files;
 };

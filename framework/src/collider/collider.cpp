@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -165,7 +166,18 @@ struct Bunch {
   int64_t crossings = 0;
   std::vector<uint64_t> moments;  // this crossing's integers (+ out_of_range last)
   std::unique_ptr<GpuColliderBunch> gpu;  // the particles live on the GPU (then `particles` is stale)
+  Particles check_copy;                   // the first crossing's CPU replica of a GPU bunch (check_gpu)
 };
+
+/// Every array of two particle sets bitwise equal.
+bool same_particles(const Particles& a, const Particles& b) {
+  const auto same = [](const auto& u, const auto& v) {
+    return u.size() == v.size() && (u.empty() || std::memcmp(u.data(), v.data(), u.size() * sizeof(u[0])) == 0);
+  };
+  return same(a.x, b.x) && same(a.px, b.px) && same(a.y, b.y) && same(a.py, b.py) && same(a.zeta, b.zeta) &&
+         same(a.delta, b.delta) && same(a.ptau, b.ptau) && same(a.rpp, b.rpp) && same(a.rvv, b.rvv) &&
+         same(a.state, b.state) && same(a.lost_turn, b.lost_turn);
+}
 
 int owner_of(int global, int total, int ranks, BunchPlacement placement) {
   if (placement == BunchPlacement::round_robin) return global % ranks;
@@ -337,6 +349,7 @@ nlohmann::ordered_json collide_summary_json(const ColliderSetup& setup, const Co
                                     {"peak_tune_x", number_or_null(b.peak_tune_x)},
                                     {"peak_tune_y", number_or_null(b.peak_tune_y)}});
   j["device"] = r.device;
+  j["gpu_checks"] = r.gpu_checks;
   j["seconds"] = {{"total", r.seconds},
                   {"gpu_kernels", r.gpu_kernel_seconds},
                   {"arrival", r.deposit_seconds},
@@ -661,11 +674,28 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
         std::vector<double> sums;
         if (gpu) {
+          // First crossing with fma off: the GPU's steps are checked against the CPU's on a copy of
+          // this bunch (arrival here, departure below); any difference ends the run (DeviceError).
+          const bool check = o.check_gpu && o.fma == FmaMode::Off && bunch.crossings == 0;
+          if (check) gpu->download(bunch.check_copy);
           std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
           uint64_t rejected = 0;
           sums = gpu->arrive(b.params, reducer.grid(), reducer.scales(), acc, rejected);
           bunch.moments = acc;
           bunch.moments.push_back(rejected);
+          if (check) {
+            const std::vector<double> cpu_sums = cpu_arrival(b.params, true, bunch.check_copy, threads);
+            SliceMomentReducer cpu_reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
+            cpu_reducer.deposit(bunch.check_copy, threads);
+            std::vector<uint64_t> cpu_moments = cpu_reducer.accumulators();
+            cpu_moments.push_back(cpu_reducer.out_of_range());
+            if (std::memcmp(cpu_sums.data(), sums.data(), sums.size() * sizeof(double)) != 0 ||
+                cpu_moments != bunch.moments)
+              throw DeviceError(fmt::format("collide: the GPU's arrival step (record sums, boost, slice moments) "
+                                            "differs from the CPU's for beam {} bunch {} (fma off); run with "
+                                            "--device cpu",
+                                            j + 1, bunch.index));
+          }
         } else {
           sums = cpu_arrival(b.params, !b.frozen, bunch.particles, threads);
           if (!b.frozen) {
@@ -730,6 +760,18 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
         const ColliderRingMap* ring = b.beam->linear_map ? &b.ring : nullptr;
         if (gpu) {
           gpu->depart(b.params, slices, ring, turn);
+          if (!bunch.check_copy.x.empty()) {  // the first crossing's check (see the arrival)
+            cpu_departure(b.params, slices, ring, bunch.check_copy, turn, threads);
+            Particles device;
+            gpu->download(device);
+            if (!same_particles(device, bunch.check_copy))
+              throw DeviceError(fmt::format("collide: the GPU's departure step (kick, inverse boost, linear turn) "
+                                            "differs from the CPU's for beam {} bunch {} (fma off); run with "
+                                            "--device cpu",
+                                            j + 1, bunch.index));
+            bunch.check_copy = Particles();
+            ++result.gpu_checks;
+          }
         } else if (!b.frozen) {
           cpu_departure(b.params, slices, ring, p, turn, threads);
         }
