@@ -57,36 +57,29 @@ def plot_luminosity(ax, records):
         ax.legend(fontsize=7)
 
 
-def plot_centroids(ax, records):
+def plot_xy_per_bunch(ax, records, x_key, y_key, scale, ylabel, title, lw):
+    """Per bunch: records[x_key] (solid) and records[y_key] (dashed) times `scale` against the turn."""
     series = bunch_series(records)
     for k, (b, n, rows) in enumerate(series):
         label = f"b{b} bunch {n}" if len(series) <= MAX_LEGEND_ENTRIES else None
         colour = f"C{k % 10}"
-        ax.plot(records["turn"][rows], records["x"][rows] * 1e6, lw=0.8, color=colour,
-                label=None if label is None else f"{label} x")
-        ax.plot(records["turn"][rows], records["y"][rows] * 1e6, lw=0.8, ls="--", color=colour,
-                label=None if label is None else f"{label} y")
+        for key, style, plane in ((x_key, "-", "x"), (y_key, "--", "y")):
+            ax.plot(records["turn"][rows], records[key][rows] * scale, lw=lw, ls=style, color=colour,
+                    label=None if label is None else f"{label} {plane}")
     ax.set_xlabel("turn (the bunch's own crossings)")
-    ax.set_ylabel("centroid [um]")
-    ax.set_title("centroids x (solid), y (dashed)")
+    ax.set_ylabel(ylabel)
+    ax.set_title(title)
     if series and len(series) <= MAX_LEGEND_ENTRIES:
         ax.legend(fontsize=7, ncol=2)
+
+
+def plot_centroids(ax, records):
+    plot_xy_per_bunch(ax, records, "x", "y", 1e6, "centroid [um]", "centroids x (solid), y (dashed)", 0.8)
 
 
 def plot_emittances(ax, records):
-    series = bunch_series(records)
-    for k, (b, n, rows) in enumerate(series):
-        label = f"b{b} bunch {n}" if len(series) <= MAX_LEGEND_ENTRIES else None
-        colour = f"C{k % 10}"
-        ax.plot(records["turn"][rows], records["emittance_x"][rows] * 1e9, lw=1, color=colour,
-                label=None if label is None else f"{label} x")
-        ax.plot(records["turn"][rows], records["emittance_y"][rows] * 1e9, lw=1, ls="--", color=colour,
-                label=None if label is None else f"{label} y")
-    ax.set_xlabel("turn (the bunch's own crossings)")
-    ax.set_ylabel("rms emittance [nm]")
-    ax.set_title("geometric rms emittances x (solid), y (dashed)")
-    if series and len(series) <= MAX_LEGEND_ENTRIES:
-        ax.legend(fontsize=7, ncol=2)
+    plot_xy_per_bunch(ax, records, "emittance_x", "emittance_y", 1e9, "rms emittance [nm]",
+                      "geometric rms emittances x (solid), y (dashed)", 1)
 
 
 def plot_spectra(ax, spectra, summary):

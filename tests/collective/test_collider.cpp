@@ -290,7 +290,7 @@ TEST_CASE("collide set-up: bad input names the file and the field") {
                        InputError);
 }
 
-TEST_CASE("NVRTC compiles the collider's GPU kernels (arrival: record sums, boost, slice moments; departure: kick, linear turn), fma off and on") {
+TEST_CASE("NVRTC compiles the collider's GPU kernels (arrival: record sums, boost, slice moments, departure: kick, linear turn), fma off and on") {
   for (const char* fma : {"off", "on"}) {
     KernelSource src;
     src.name = "fusetrack_collider_test.cu";

@@ -119,6 +119,18 @@ double analytic_sum(const std::vector<Source>& sources, double t, double st) {
   return v;
 }
 
+/// The element's field [V] on the slice centres (zeta order) for the smooth Gaussian profile of 10^6
+/// macroparticles; `g` receives the slicing.
+std::vector<double> smooth_bunch_field(const Lattice& lattice, SliceGrid& g) {
+  const double n_macro = 1e6;
+  CollectiveSolver solver(lattice, 0, FmaMode::Off, static_cast<size_t>(n_macro));
+  g = solver.slice_grid();
+  std::vector<uint64_t> counts = smooth_gaussian_profile(g, n_macro);
+  std::vector<double> field(counts.size());
+  solver.solve(counts.data(), field.data());
+  return field;
+}
+
 }  // namespace
 
 TEST_CASE("LongitudinalImpedance defaults: smooth Gaussian bunch against the analytic induced voltage, both methods") {
@@ -126,13 +138,9 @@ TEST_CASE("LongitudinalImpedance defaults: smooth Gaussian bunch against the ana
   for (const Source& s : sources)
     for (const std::string method : {"time", "frequency"}) {
       const Lattice lattice = ps_like_lattice({s}, method);
-      const double n_macro = 1e6;
-      CollectiveSolver solver(lattice, 0, FmaMode::Off, static_cast<size_t>(n_macro));
-      const SliceGrid g = solver.slice_grid();
+      SliceGrid g;
+      const std::vector<double> field = smooth_bunch_field(lattice, g);
       const double dz = (g.zeta_max - g.zeta_min) / g.n_slices;
-      std::vector<uint64_t> counts = smooth_gaussian_profile(g, n_macro);
-      std::vector<double> field(counts.size());
-      solver.solve(counts.data(), field.data());
       double peak = 0, worst = 0;
       for (int i = 0; i < g.n_slices; ++i) {
         const double zeta = g.zeta_min + (i + 0.5) * dz;
@@ -162,14 +170,9 @@ TEST_CASE("LongitudinalImpedance profile_filter: filtered smooth bunch = analyti
   const std::vector<Source> sources = ps_sources();
   std::vector<double> filtered_analytic;  // per slice (both methods share the grid; NaN: not compared)
   for (const std::string method : {"time", "frequency"}) {
-    const double n_macro = 1e6;
-    const Lattice filtered = ps_like_lattice(sources, method, cutoff);
-    CollectiveSolver solver(filtered, 0, FmaMode::Off, static_cast<size_t>(n_macro));
-    const SliceGrid g = solver.slice_grid();
+    SliceGrid g;
+    const std::vector<double> field = smooth_bunch_field(ps_like_lattice(sources, method, cutoff), g);
     const double dz = (g.zeta_max - g.zeta_min) / g.n_slices;
-    std::vector<uint64_t> counts = smooth_gaussian_profile(g, n_macro);
-    std::vector<double> field(counts.size());
-    solver.solve(counts.data(), field.data());
     double peak = 0, worst = 0;
     for (int i = 0; i < g.n_slices; ++i) {
       const double zeta = g.zeta_min + (i + 0.5) * dz;

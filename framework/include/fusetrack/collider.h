@@ -76,7 +76,7 @@ struct ColliderBeam {
 struct InteractionPoint {
   double phi = 0.0;           // half crossing angle [rad]
   double alpha = 0.0;         // crossing plane in beam 1's frame [rad] (0: horizontal)
-  int slices = 1;             // longitudinal slices per bunch
+  int slices = 1;             // longitudinal slices per bunch (set-up default: 21 in 6D)
   bool six_d = true;          // false: 4D (one slice, no energy change), as the weak-strong 4D element
   double slice_range = 4.0;   // slices cover +-slice_range sigma_zeta (uniform; particles outside: no field)
   double moment_range = 50.0; // fixed-point ranges of the moments, in matched rms sizes (README)

@@ -180,7 +180,7 @@ InteractionPoint read_ip(ObjectReader& r) {
   if (model != "6d" && model != "4d")
     r.fail("model", fmt::format("must be \"6d\" (slices, synchro-beam map) or \"4d\" (one slice), got \"{}\"", model));
   ip.six_d = model == "6d";
-  ip.slices = static_cast<int>(r.integer("slices", 1, 100000, ip.six_d ? 11 : 1));
+  ip.slices = static_cast<int>(r.integer("slices", 1, 100000, ip.six_d ? 21 : 1));
   if (!ip.six_d && ip.slices != 1) r.fail("slices", "the 4d model uses one slice (the whole bunch)");
   ip.slice_range = r.positive("slice_range_sigmas", ip.slice_range);
   ip.moment_range = r.positive("moment_range_sigmas", ip.moment_range);
