@@ -15,6 +15,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/session.h"
+#include "fusetrack/variants.h"
 
 namespace ft::cli {
 
@@ -37,6 +38,7 @@ struct DaArgs {
   bool resume = false;
   bool plots = true;
   std::string part;  // --part i/N
+  std::vector<std::string> variants;  // --variants: variants files or lattice files (a study)
   int64_t stop_after = 0;  // --stop-after TURNS
 };
 
@@ -110,6 +112,26 @@ void print_columns(const DaSummary& summary, const char* unit) {
              summary.da_min, summary.da_mean, summary.da_max, unit);
 }
 
+/// A study: per variant its DA, then per angle (column) the statistics over the variants.
+void print_study(const DaStudySummary& st, const DaScan& scan, const DaProgress& progress, const char* unit) {
+  fmt::print("survivors: {} of {} after {} turns; {:.3g} surviving-particle-turns/s over the study ({:.2f} s)\n",
+             scan.particles.alive_count(), scan.particles.size(), scan.config.turns,
+             progress.seconds > 0 ? progress.surviving_particle_turns / progress.seconds : 0.0, progress.seconds);
+  fmt::print("{:>5} {:<32} {:>14} {:>14} {:>14}\n", "#", "variant", fmt::format("DA min [{}]", unit),
+             fmt::format("mean [{}]", unit), fmt::format("max [{}]", unit));
+  for (size_t v = 0; v < st.names.size(); ++v)
+    fmt::print("{:>5} {:<32} {:>14.6g} {:>14.6g} {:>14.6g}\n", v, st.names[v], st.per_variant[v].da_min,
+               st.per_variant[v].da_mean, st.per_variant[v].da_max);
+  const bool cartesian = scan.config.grid == DaGrid::Cartesian;
+  fmt::print("across the {} variants:\n{:>10} {:>10} {:>14} {:>14} {:>14} {:>14}  {}\n", st.names.size(), "delta",
+             cartesian ? "x" : "angle", "min", "mean", "std", "max", "worst variant");
+  for (const DaStudyRow& r : st.rows)
+    fmt::print("{:>10.3g} {:>10.4g} {:>14.6g} {:>14.6g} {:>14.6g} {:>14.6g}  {}\n", r.delta, r.angle, r.min, r.mean,
+               r.std, r.max, st.names[r.worst_variant]);
+  fmt::print("DA (smallest over angles) over the variants: min {:.6g} ({}), mean {:.6g}, std {:.6g}, max {:.6g} [{}]\n",
+             st.da_min, st.names[st.worst_variant], st.da_mean, st.da_std, st.da_max, unit);
+}
+
 /// Options of the grid not chosen are an error, not silently ignored (--nx without --grid cartesian
 /// used to run the default polar scan).
 void refuse_options_of_the_other_grid(const CLI::App& cmd, const std::string& grid) {
@@ -149,7 +171,11 @@ int run_da(DaArgs a) {
 
   ElementRegistry registry;
   load_plugins(registry, a.common);
-  Lattice lattice = load_lattice(a.lattice, registry);
+  Lattice base = load_lattice(a.lattice, registry);
+  LatticeVariants variants;
+  const bool study = !a.variants.empty();
+  if (study) variants = load_variants(base, a.variants, registry);
+  Lattice& lattice = study ? variants.lattices[0] : base;
   DaJobOptions jo;
   jo.lattice_file = a.lattice;
   jo.output = a.output;
@@ -162,7 +188,9 @@ int run_da(DaArgs a) {
   jo.stop = &g_stop;
   ProgressReporter reporter;
   jo.on_progress = [&](const DaProgress& p) { reporter(p); };
-  DaJob job(lattice, c, jo);
+  std::unique_ptr<DaJob> job_holder =
+      study ? std::make_unique<DaJob>(variants, c, jo) : std::make_unique<DaJob>(lattice, c, jo);
+  DaJob& job = *job_holder;
   const bool split = job.split(), job_part = job.job_part(), root = job.root();
   const PartSpec part = job.part();
   const Share share = job.share();
@@ -171,6 +199,10 @@ int run_da(DaArgs a) {
     job.resume();
     fmt::print(stderr, "resuming from {} at turn {}\n", job.checkpoint_file(), job.scan().turns_done);
   }
+  if (root && study)
+    fmt::print("DA study of {}: {} lattice variants ({}{}), {} particles each, all tracked together\n", a.lattice,
+               variants.size(), variants.names.front(), variants.size() > 1 ? ", ..., " + variants.names.back() : "",
+               job.total() / variants.size());
   if (root)
     fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}{}\n", a.lattice,
                split ? share.size() : job.scan().particles.size(), c.deltas.size(), c.turns, backend->name(),
@@ -205,6 +237,12 @@ int run_da(DaArgs a) {
   const DaProgress& progress = job.progress();
 
   const char* unit = c.units == DaUnits::Sigma ? "sigma" : "m";
+  if (job.study()) {
+    print_study(job.study_summary(), scan, progress, unit);
+    fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/variants.csv, {0}/da.npz, {0}/variants/*/\n", a.output);
+    if (a.plots) make_da_plots(a.output);
+    return kOk;
+  }
   fmt::print("survivors: {} of {} after {} turns; {:.3g} surviving-particle-turns/s over the scan ({:.2f} s)\n",
              scan.particles.alive_count(), scan.particles.size(), c.turns,
              progress.seconds > 0 ? progress.surviving_particle_turns / progress.seconds : 0.0, progress.seconds);
@@ -244,6 +282,16 @@ void run_da_merge(const MergeArgs& m) {
   check_output_directory(m.output, "--output");
   std::string lattice_file;
   const DaScan scan = merge_da_parts(m.parts, lattice_file);
+  if (!scan.variants.empty()) {
+    const DaStudySummary study = summarize_da_study(scan);
+    write_da_study_results(scan, study, m.output, lattice_file);
+    fmt::print("merged {} particles of the study of {} ({} variants)\n", scan.particles.size(), lattice_file,
+               scan.variants.size());
+    print_study(study, scan, DaProgress{}, scan.config.units == DaUnits::Sigma ? "sigma" : "m");
+    fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/variants.csv, {0}/da.npz, {0}/variants/*/\n", m.output);
+    if (m.plots) make_da_plots(m.output);
+    return;
+  }
   const DaSummary summary = summarize_da(scan);
   write_da_results(scan, summary, m.output, lattice_file);
   fmt::print("merged {} particles of the scan of {}: survivors {} after {} turns\n", scan.particles.size(),
@@ -303,6 +351,10 @@ void add_da_command(CLI::App& app) {
   cmd->add_option("--part", a->part,
                   "job arrays: track only part i of N of the initial conditions (i/N, 0 <= i < N) and write "
                   "part_i_of_N.json/.npz; `fusetrack da-merge` joins the parts");
+  cmd->add_option("--variants", a->variants,
+                  "lattice variants tracked together in one run (a study: error seeds, knob scans): variants "
+                  "files (fusetrack errors writes them) applied to LATTICE, or lattice files with LATTICE's "
+                  "sequence; results per variant and across them");
   add_common_options(*cmd, a->common);
   cmd->callback([a, cmd] {
     refuse_options_of_the_other_grid(*cmd, a->grid);

@@ -51,6 +51,8 @@ struct KernelSource {
   /// block (the transformation's block, then the element's parameters).
   std::vector<const ElementType*> transformed_types;
   std::vector<uint32_t> transformed_words;
+  /// Generated for lattice variants: each particle reads its variant's parameter table.
+  bool variants = false;
 };
 
 /// The kernel entry point every generated source defines.
@@ -70,7 +72,11 @@ Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
 
 /// max_registers > 0 caps ptxas's registers per thread (through __launch_bounds__'s minimum blocks
 /// per multiprocessor, since NVRTC ignores --maxrregcount for kernels with launch bounds).
-KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch, int max_registers = 0);
+/// `variants` (Backend::set_variants; more than one): the switch form, each particle reading the
+/// parameter table of its variant (kernel_tables with the same variants); a definition transformed
+/// in any variant takes the transformed case in all (an empty transformation in the others).
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch, int max_registers = 0,
+                                   const std::vector<const Lattice*>& variants = {});
 
 /// A lattice with collective elements (TurnProgram): one kernel per segment,
 /// segment_kernel_name(k), each running one turn of its segment (the kick of the collective
@@ -99,9 +105,13 @@ struct KernelStep {
 /// settings thousands of times; fewer distinct bytes stay in the L1 cache).
 struct KernelTables {
   std::vector<KernelStep> steps;
-  std::vector<uint64_t> params;  // 8-byte aligned parameter blocks
+  std::vector<uint64_t> params;  // 8-byte aligned parameter blocks, one table per variant
+  size_t variant_stride_bytes = 0;  // variant v's table starts v * variant_stride_bytes into params
 };
-KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source);
+/// With `variants`, the parameters of every variant at the same offsets (one table each); a block
+/// is stored once when it is identical in every variant.
+KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source,
+                           const std::vector<const Lattice*>& variants = {});
 
 /// Writes the source and all its headers into `directory` (FUSETRACK_DUMP_SOURCE).
 void dump_kernel_source(const KernelSource& source, const std::string& directory);

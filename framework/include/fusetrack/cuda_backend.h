@@ -100,6 +100,7 @@ class CudaBackend : public Backend {
   double copy_bandwidth(size_t bytes = size_t(1) << 30);
   std::vector<CollectiveSnapshot> collective_snapshots() const override;
   void parameters_changed() override;
+  void set_variants(const std::vector<const Lattice*>& variants) override;
   const GpuInfo& gpu() const { return m_gpu; }
 
  struct Impl;

@@ -55,11 +55,29 @@ struct DaScan {
   int64_t turns_done = 0;
   double sigma_x = 0.0, sigma_y = 0.0;      // [m] per unit amplitude (1 for metres)
   double closed_orbit[6] = {0, 0, 0, 0, 0, 0};
+  /// A study of lattice variants (make_da_study): each variant's frame, and each particle's variant
+  /// (Particles::variant of the batches tracked). Empty: one lattice.
+  struct VariantFrame {
+    std::string name;
+    double sigma_x = 0.0, sigma_y = 0.0;
+    double closed_orbit[6] = {0, 0, 0, 0, 0, 0};
+  };
+  std::vector<VariantFrame> variants;
+  std::vector<int32_t> variant;  // per particle
 };
 
 /// Builds the initial conditions (needs the optics at the start for sigma units and the closed
 /// orbit; computed here with the CPU backend).
 DaScan make_da_scan(const Lattice& lattice, const DaConfig& config);
+
+/// A DA study: the scan of `config` on every lattice (variants of one lattice: the same sequence,
+/// e.g. error seeds), each exactly as make_da_scan builds it alone (its own closed orbit and beam
+/// sizes), joined in order: variant v's particles follow variant v-1's, each carrying its index.
+DaScan make_da_study(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
+                     const DaConfig& config);
+
+/// Variant v of a study as the scan of that variant alone (its particles, frame and grid).
+DaScan da_variant_scan(const DaScan& study, size_t v);
 
 struct DaProgress {
   int64_t turns_done = 0, turns_total = 0;
@@ -122,6 +140,38 @@ struct DaSummary {
 
 /// DA per angle and against turns (polar grids) or the border per column (cartesian), min/mean/max.
 DaSummary summarize_da(const DaScan& scan);
+
+/// A study's DA across its variants, per momentum offset and angle (polar grids) or x column
+/// (cartesian): the DA of each variant (last stable, or refined), and over the variants their
+/// minimum, mean, standard deviation and maximum, with the variant that has the minimum.
+struct DaStudyRow {
+  double delta = 0.0;
+  double angle = 0.0;             // [deg] (polar) or the column's x (cartesian)
+  std::vector<double> per_variant;
+  double min = 0.0, mean = 0.0, std = 0.0, max = 0.0;
+  size_t worst_variant = 0;
+};
+
+struct DaStudySummary {
+  std::vector<std::string> names;        // the variants
+  std::vector<DaSummary> per_variant;    // each variant's own summary
+  std::vector<DaStudyRow> rows;
+  // Over the variants, of each variant's da_min (the smallest DA over its angles).
+  double da_min = 0.0, da_mean = 0.0, da_std = 0.0, da_max = 0.0;
+  size_t worst_variant = 0;
+};
+
+/// The per-variant summaries (taken from `per_variant`, one per variant) joined into the study's statistics.
+DaStudySummary summarize_da_study(const DaScan& study, std::vector<DaSummary> per_variant);
+/// The same with each variant's summary computed here (summarize_da of da_variant_scan).
+DaStudySummary summarize_da_study(const DaScan& study);
+
+/// Writes the study: summary.json (every variant's DA per angle, and across variants min, mean,
+/// std, max per angle), summary.csv (one row per angle: the statistics, then one column per
+/// variant), variants.csv (per variant: name, DA min/mean/max, survivors) and da.npz (all
+/// particles with their variant), and each variant's own results in variants/<index>_<name>/.
+void write_da_study_results(const DaScan& study, const DaStudySummary& summary, const std::string& directory,
+                            const std::string& lattice_file);
 
 /// Adaptive refinement: bisection along each ray, tracking the midpoints for the full number of
 /// turns with `backend`; fills da_refined and the particle-turn accounting in `summary`.

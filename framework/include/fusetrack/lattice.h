@@ -61,6 +61,10 @@ class Lattice {
   void reserve(size_t definitions, size_t sequence_entries);
   /// Appends a definition by name.
   void append(const std::string& definition_name);
+  /// A copy of a definition (parameters, transformation) under a new name; returns its index.
+  uint32_t duplicate_definition(uint32_t definition, const std::string& new_name);
+  /// Makes sequence entry `e` an instance of `definition` (of the same type as before).
+  void set_sequence_definition(size_t e, uint32_t definition);
   /// Sets one field of a definition (programmatic knobs and tests; no range checks beyond type).
   void set_field(uint32_t definition, const std::string& field, double value, unsigned index = 0);
   double field(uint32_t definition, const std::string& field, unsigned index = 0) const;

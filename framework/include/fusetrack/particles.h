@@ -20,6 +20,8 @@ struct Particles {
   std::vector<int32_t> lost_turn;                 // turn of loss, -1 while alive
   std::vector<int64_t> lost_element;              // sequence index of the element of loss, -1 while alive
   std::vector<int64_t> id;                        // particle number, kept through reordering
+  /// Lattice variant of each particle (Backend::set_variants), or empty: every particle in variant 0.
+  std::vector<int32_t> variant;
 
   Particles() = default;
   Particles(size_t n, double beta0_);

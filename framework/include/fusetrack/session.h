@@ -29,6 +29,7 @@
 #include "fusetrack/parallel.h"
 #include "fusetrack/particles.h"
 #include "fusetrack/tracker.h"
+#include "fusetrack/variants.h"
 
 namespace ft {
 
@@ -162,6 +163,10 @@ class DaJob {
   /// Validates the configuration and the part, builds the initial conditions (optics with the
   /// CPU backend) and creates the output directory. Throws InputError naming the option.
   DaJob(Lattice& lattice, const DaConfig& config, const DaJobOptions& options);
+  /// A study: the scan on every variant (make_da_study) in one run; the backend is given the
+  /// variants (Backend::set_variants) when it runs. Results per variant and across them
+  /// (study_summary, write_da_study_results).
+  DaJob(LatticeVariants& variants, const DaConfig& config, const DaJobOptions& options);
 
   /// Continues from the checkpoint in the output directory (same share; else InputError).
   void resume();
@@ -172,6 +177,8 @@ class DaJob {
   const DaConfig& config() const { return m_scan.config; }
   const DaScan& scan() const { return m_scan; }
   const DaSummary& summary() const { return m_summary; }
+  bool study() const { return m_variants != nullptr; }
+  const DaStudySummary& study_summary() const { return m_study; }
   const DaProgress& progress() const { return m_progress; }
   const std::string& checkpoint_file() const { return m_run.checkpoint_file; }
   const PartSpec& part() const { return m_part; }
@@ -183,7 +190,12 @@ class DaJob {
   bool root() const { return m_part.index == 0 || m_job_part; }
 
  private:
+  void start(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
+             const DaConfig& config);
+
   const Lattice& m_lattice;
+  const LatticeVariants* m_variants = nullptr;  // a study
+  DaStudySummary m_study;
   DaJobOptions m_options;
   PartSpec m_part;
   bool m_job_part = false;

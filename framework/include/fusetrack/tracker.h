@@ -68,7 +68,20 @@ class Backend {
   /// regenerated, parameter tables uploaded again (the switch kernel is not recompiled), and the
   /// state of collective elements (multi-turn wake memory) starts afresh.
   virtual void parameters_changed() {}
+  /// Lattice variants (fusetrack/variants.h): from now on a particle with Particles::variant v is
+  /// tracked through `variants[v]`, whose sequence must be this backend's lattice's (field values
+  /// and transformations may differ; no collective elements). Each variant's particles come out
+  /// bitwise as tracking them through that variant alone. Empty: the backend's own lattice again.
+  /// The lattices must outlive the backend's use of them. Throws Error when a variant cannot be
+  /// tracked this way (a different sequence, collective elements).
+  virtual void set_variants(const std::vector<const Lattice*>& variants);
 };
+
+/// Throws Error unless every variant can share `lattice`'s sequence in one run (Backend::set_variants).
+void check_variants_trackable(const Lattice& lattice, const std::vector<const Lattice*>& variants);
+/// The variant of particle i (0 when the particles carry none); throws Error naming the particle
+/// when it is out of range for `n_variants`.
+int32_t particle_variant(const Particles& particles, size_t i, size_t n_variants);
 
 std::unique_ptr<Backend> make_cpu_backend(const Lattice& lattice);
 

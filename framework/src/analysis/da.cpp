@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cctype>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
@@ -174,6 +175,10 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     for (size_t k = 0; k < alive.size(); ++k) {
       batch.store(k, scan.particles.view(alive[k]));
       batch.id[k] = scan.particles.id[alive[k]];
+    }
+    if (!scan.variant.empty()) {
+      batch.variant.resize(alive.size());
+      for (size_t k = 0; k < alive.size(); ++k) batch.variant[k] = scan.variant[alive[k]];
     }
     TrackOptions o;
     o.turns = std::min(chunk, scan.config.turns - scan.turns_done);
@@ -578,6 +583,8 @@ DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end) {
   part.grid_x = cut(scan.grid_x);
   part.grid_y = cut(scan.grid_y);
   part.delta_index = cut(scan.delta_index);
+  part.variants = scan.variants;
+  if (!scan.variant.empty()) part.variant = cut(scan.variant);
   part.initial = slice_particles(scan.initial, begin, end);
   part.particles = slice_particles(scan.particles, begin, end);
   part.turns_done = scan.turns_done;
@@ -651,6 +658,32 @@ namespace {
 
 std::string part_stem(int index, int count) { return fmt::format("part_{}_of_{}", index, count); }
 
+json variant_frames_to_json(const std::vector<DaScan::VariantFrame>& frames) {
+  json out = json::array();
+  for (const auto& f : frames)
+    out.push_back({{"name", f.name},
+                   {"sigma", {f.sigma_x, f.sigma_y}},
+                   {"closed_orbit", std::vector<double>(f.closed_orbit, f.closed_orbit + 6)}});
+  return out;
+}
+
+std::vector<DaScan::VariantFrame> variant_frames_from_json(const json& j, const std::string& file) {
+  std::vector<DaScan::VariantFrame> out;
+  try {
+    for (const json& f : j) {
+      DaScan::VariantFrame v;
+      v.name = f.at("name").get<std::string>();
+      v.sigma_x = f.at("sigma").at(0).get<double>();
+      v.sigma_y = f.at("sigma").at(1).get<double>();
+      for (size_t k = 0; k < 6; ++k) v.closed_orbit[k] = f.at("closed_orbit").at(k).get<double>();
+      out.push_back(v);
+    }
+  } catch (const json::exception& ex) {
+    throw InputError(InputLocation(file), fmt::format("bad \"variants\" in a study part: {}", ex.what()));
+  }
+  return out;
+}
+
 }  // namespace
 
 void write_da_part(const DaScan& scan, int index, int count, size_t total, const std::string& directory,
@@ -664,6 +697,7 @@ void write_da_part(const DaScan& scan, int index, int count, size_t total, const
   members.emplace_back("grid_x", NpyArray::from(scan.grid_x));
   members.emplace_back("grid_y", NpyArray::from(scan.grid_y));
   members.emplace_back("delta_index", NpyArray::from(scan.delta_index));
+  if (!scan.variant.empty()) members.emplace_back("variant", NpyArray::from(scan.variant));
   write_npz(stem + ".npz", members);
   json j;
   j["fusetrack_da_part"] = 1;
@@ -678,6 +712,7 @@ void write_da_part(const DaScan& scan, int index, int count, size_t total, const
   j["sigma"] = {scan.sigma_x, scan.sigma_y};
   j["closed_orbit"] = std::vector<double>(scan.closed_orbit, scan.closed_orbit + 6);
   j["beta0"] = scan.particles.beta0;
+  if (!scan.variants.empty()) j["variants"] = variant_frames_to_json(scan.variants);
   write_file_atomically(stem + ".json", j.dump(2) + "\n");
 }
 
@@ -804,10 +839,236 @@ DaScan merge_da_parts(const std::vector<std::string>& inputs, std::string& latti
     auto di = a.find("delta_index");
     if (di == a.end()) throw InputError(InputLocation(npz), "part archive lacks 'delta_index'");
     for (int64_t v : di->second.to_int64()) scan.delta_index.push_back(static_cast<int32_t>(v));
+    if (first.contains("variants")) {
+      auto vi = a.find("variant");
+      if (vi == a.end()) throw InputError(InputLocation(npz), "part archive of a study lacks 'variant'");
+      for (int64_t v : vi->second.to_int64()) scan.variant.push_back(static_cast<int32_t>(v));
+    }
   }
+  if (first.contains("variants")) scan.variants = variant_frames_from_json(first.at("variants"), parts.front().file);
   if (scan.particles.size() != first.at("total_particles").get<size_t>())
     throw InputError(InputLocation(parts.front().file), "the parts do not add up to the scan's particle count");
   return scan;
+}
+
+DaScan make_da_study(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
+                     const DaConfig& config) {
+  if (lattices.empty()) throw Error("a DA study needs at least one lattice");
+  if (names.size() != lattices.size()) throw Error("a DA study needs one name per lattice");
+  std::vector<DaScan> scans(lattices.size());
+  for (size_t v = 0; v < lattices.size(); ++v) scans[v] = make_da_scan(*lattices[v], config);
+  DaScan study = std::move(scans[0]);
+  study.variant.assign(study.particles.size(), 0);
+  auto frame_of = [&](const DaScan& s, size_t v) {
+    DaScan::VariantFrame f;
+    f.name = names[v];
+    f.sigma_x = s.sigma_x;
+    f.sigma_y = s.sigma_y;
+    std::copy(s.closed_orbit, s.closed_orbit + 6, f.closed_orbit);
+    return f;
+  };
+  study.variants.push_back(frame_of(study, 0));
+  for (size_t v = 1; v < lattices.size(); ++v) {
+    const DaScan& s = scans[v];
+    study.variants.push_back(frame_of(s, v));
+    auto add = [](auto& to, const auto& from) { to.insert(to.end(), from.begin(), from.end()); };
+    add(study.amplitude, s.amplitude);
+    add(study.angle, s.angle);
+    add(study.grid_x, s.grid_x);
+    add(study.grid_y, s.grid_y);
+    add(study.delta_index, s.delta_index);
+    append_particles(study.initial, s.initial);
+    append_particles(study.particles, s.particles);
+    study.variant.insert(study.variant.end(), s.particles.size(), static_cast<int32_t>(v));
+  }
+  return study;
+}
+
+DaScan da_variant_scan(const DaScan& study, size_t v) {
+  if (study.variants.empty()) {
+    if (v != 0) throw Error("a scan of one lattice has only variant 0");
+    return study;
+  }
+  if (v >= study.variants.size()) throw Error(fmt::format("variant {} of a study of {}", v, study.variants.size()));
+  // A variant's particles are consecutive (make_da_study; shares and parts keep the order).
+  size_t begin = 0;
+  while (begin < study.variant.size() && study.variant[begin] != static_cast<int32_t>(v)) ++begin;
+  size_t end = begin;
+  while (end < study.variant.size() && study.variant[end] == static_cast<int32_t>(v)) ++end;
+  DaScan scan = slice_da_scan(study, begin, end);
+  scan.variants.clear();
+  scan.variant.clear();
+  const DaScan::VariantFrame& f = study.variants[v];
+  scan.sigma_x = f.sigma_x;
+  scan.sigma_y = f.sigma_y;
+  std::copy(f.closed_orbit, f.closed_orbit + 6, scan.closed_orbit);
+  return scan;
+}
+
+namespace {
+
+/// The DA a variant's summary gives for one row: polar, last stable (refined when refined);
+/// cartesian, the vertical border min(|y_high|, |y_low|) (NaN when the start is lost).
+double row_da(const DaSummary& s, size_t row, bool cartesian) {
+  if (cartesian) {
+    const DaColumnResult& c = s.per_column[row];
+    return std::min(std::fabs(c.y_high), std::fabs(c.y_low));
+  }
+  const DaAngleResult& r = s.per_angle[row];
+  return std::isnan(r.da_refined) ? r.da_last_stable : r.da_refined;
+}
+
+/// min, mean, population standard deviation, max of the finite values; the index of the minimum.
+void statistics(const std::vector<double>& v, double& min, double& mean, double& std, double& max, size_t& arg_min) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  min = mean = std = max = nan;
+  arg_min = 0;
+  double sum = 0.0;
+  size_t n = 0;
+  for (size_t k = 0; k < v.size(); ++k) {
+    if (std::isnan(v[k])) continue;
+    if (n == 0 || v[k] < min) min = v[k], arg_min = k;
+    if (n == 0 || v[k] > max) max = v[k];
+    sum += v[k];
+    ++n;
+  }
+  if (n == 0) return;
+  mean = sum / static_cast<double>(n);
+  double squares = 0.0;
+  for (double x : v)
+    if (!std::isnan(x)) squares += (x - mean) * (x - mean);
+  std = std::sqrt(squares / static_cast<double>(n));
+}
+
+json nullable(double v) { return std::isnan(v) ? json(nullptr) : json(v); }
+
+std::string directory_name(size_t v, const std::string& name) {
+  std::string safe;
+  for (char c : name) safe += (std::isalnum(static_cast<unsigned char>(c)) || c == '-' || c == '_' || c == '.') ? c : '_';
+  return fmt::format("{:03d}_{}", v, safe);
+}
+
+}  // namespace
+
+DaStudySummary summarize_da_study(const DaScan& study, std::vector<DaSummary> per_variant) {
+  DaStudySummary out;
+  const size_t n_variants = std::max<size_t>(1, study.variants.size());
+  if (per_variant.size() != n_variants) throw Error("summarize_da_study: one summary per variant expected");
+  for (size_t v = 0; v < n_variants; ++v) out.names.push_back(study.variants.empty() ? "base" : study.variants[v].name);
+  out.per_variant = std::move(per_variant);
+  const bool cartesian = study.config.grid == DaGrid::Cartesian;
+  const size_t rows = cartesian ? out.per_variant[0].per_column.size() : out.per_variant[0].per_angle.size();
+  for (size_t r = 0; r < rows; ++r) {
+    DaStudyRow row;
+    row.delta = cartesian ? out.per_variant[0].per_column[r].delta : out.per_variant[0].per_angle[r].delta;
+    row.angle = cartesian ? out.per_variant[0].per_column[r].x : out.per_variant[0].per_angle[r].angle;
+    for (const DaSummary& s : out.per_variant) row.per_variant.push_back(row_da(s, r, cartesian));
+    statistics(row.per_variant, row.min, row.mean, row.std, row.max, row.worst_variant);
+    out.rows.push_back(std::move(row));
+  }
+  std::vector<double> minima;
+  for (const DaSummary& s : out.per_variant) minima.push_back(s.da_min);
+  statistics(minima, out.da_min, out.da_mean, out.da_std, out.da_max, out.worst_variant);
+  return out;
+}
+
+DaStudySummary summarize_da_study(const DaScan& study) {
+  std::vector<DaSummary> per_variant;
+  for (size_t v = 0; v < std::max<size_t>(1, study.variants.size()); ++v)
+    per_variant.push_back(summarize_da(da_variant_scan(study, v)));
+  return summarize_da_study(study, std::move(per_variant));
+}
+
+void write_da_study_results(const DaScan& study, const DaStudySummary& s, const std::string& directory,
+                            const std::string& lattice_file) {
+  fs::create_directories(directory);
+  const DaConfig& c = study.config;
+  const bool cartesian = c.grid == DaGrid::Cartesian;
+  const char* unit = c.units == DaUnits::Sigma ? "sigma" : "m";
+  json j;
+  j["lattice"] = lattice_file;
+  j["study"] = true;
+  j["variants"] = s.names;
+  j["turns"] = c.turns;
+  j["grid"] = cartesian ? "cartesian" : "polar";
+  j["amplitude_unit"] = unit;
+  j["deltas"] = c.deltas;
+  j["particles"] = study.particles.size();
+  j["survivors"] = study.particles.alive_count();
+  j["definition"] = cartesian ? "per x column and variant, the vertical border min(|y_high|, |y_low|) of the stable "
+                                "region; across variants min, mean, std (population), max"
+                              : "per angle and variant, the DA (largest amplitude below the first loss on the ray that "
+                                "survived, refined when refinement is on); across variants min, mean, std "
+                                "(population), max";
+  j["da_min_over_variants"] = nullable(s.da_min);
+  j["da_min_mean"] = nullable(s.da_mean);
+  j["da_min_std"] = nullable(s.da_std);
+  j["da_min_max"] = nullable(s.da_max);
+  j["worst_variant"] = s.names[s.worst_variant];
+  json rows = json::array();
+  for (const DaStudyRow& r : s.rows) {
+    json per = json::array();
+    for (double v : r.per_variant) per.push_back(nullable(v));
+    rows.push_back({{"delta", r.delta},
+                    {cartesian ? "x" : "angle_deg", r.angle},
+                    {"min", nullable(r.min)},
+                    {"mean", nullable(r.mean)},
+                    {"std", nullable(r.std)},
+                    {"max", nullable(r.max)},
+                    {"worst_variant", s.names[r.worst_variant]},
+                    {"per_variant", per}});
+  }
+  j[cartesian ? "per_column" : "per_angle"] = rows;
+  json vs = json::array();
+  for (size_t v = 0; v < s.names.size(); ++v) {
+    const DaSummary& d = s.per_variant[v];
+    vs.push_back({{"name", s.names[v]},
+                  {"directory", "variants/" + directory_name(v, s.names[v])},
+                  {"da_min", d.da_min},
+                  {"da_mean", d.da_mean},
+                  {"da_max", d.da_max}});
+  }
+  j["per_variant"] = vs;
+  write_file_atomically((fs::path(directory) / "summary.json").string(), j.dump(2) + "\n");
+  write_file_atomically((fs::path(directory) / "summary.csv").string(), [&](std::ostream& csv) {
+    csv << (cartesian ? "delta,x,min,mean,std,max,worst_variant" : "delta,angle_deg,min,mean,std,max,worst_variant");
+    for (const std::string& name : s.names) csv << ",\"" << name << "\"";
+    csv << "\n";
+    for (const DaStudyRow& r : s.rows) {
+      csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g},{:.10g},{:.10g},\"{}\"", r.delta, r.angle, r.min, r.mean,
+                         r.std, r.max, s.names[r.worst_variant]);
+      for (double v : r.per_variant) csv << fmt::format(",{:.10g}", v);
+      csv << "\n";
+    }
+  });
+  write_file_atomically((fs::path(directory) / "variants.csv").string(), [&](std::ostream& csv) {
+    csv << "variant,name,da_min,da_mean,da_max,particles,survivors\n";
+    for (size_t v = 0; v < s.names.size(); ++v) {
+      const DaScan scan = da_variant_scan(study, v);
+      csv << fmt::format("{},\"{}\",{:.10g},{:.10g},{:.10g},{},{}\n", v, s.names[v], s.per_variant[v].da_min,
+                         s.per_variant[v].da_mean, s.per_variant[v].da_max, scan.particles.size(),
+                         scan.particles.alive_count());
+    }
+  });
+  for (size_t v = 0; v < s.names.size(); ++v)
+    write_da_results(da_variant_scan(study, v), s.per_variant[v],
+                     (fs::path(directory) / "variants" / directory_name(v, s.names[v])).string(),
+                     fmt::format("{} (variant '{}')", lattice_file, s.names[v]));
+  const Particles& in = study.initial;
+  const Particles& out = study.particles;
+  write_npz((fs::path(directory) / "da.npz").string(),
+            {{"variant", NpyArray::from(study.variant)},
+             {"x0", NpyArray::from(in.x)},
+             {"y0", NpyArray::from(in.y)},
+             {"delta0", NpyArray::from(in.delta)},
+             {"grid_x", NpyArray::from(study.grid_x)},
+             {"grid_y", NpyArray::from(study.grid_y)},
+             {"amplitude", NpyArray::from(study.amplitude)},
+             {"angle", NpyArray::from(study.angle)},
+             {"delta_index", NpyArray::from(study.delta_index)},
+             {"state", NpyArray::from(out.state)},
+             {"lost_turn", NpyArray::from(out.lost_turn)},
+             {"lost_element", NpyArray::from(out.lost_element)}});
 }
 
 }  // namespace ft

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <tuple>
 
 #include "fusetrack/collective.h"
 #include "fusetrack/error.h"
@@ -108,10 +109,13 @@ struct FtParticleArrays {
 extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int element_begin, int element_end, int n_elements,
-    int first_turn, int n_turns, ft::GlobalLimits limits) {
+    int first_turn, int n_turns, ft::GlobalLimits limits, const int* __restrict__ variant,
+    unsigned long long variant_stride) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n_particles) return;
   if (P.state[i] <= 0) return;
+  // Lattice variants: the particle reads its variant's copy of the parameter table.
+  if (variant) params += variant[i] * variant_stride;
   ft::ParticleView p{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],
                      P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};
   int turn = first_turn;
@@ -137,17 +141,33 @@ done:
 
 namespace {
 
+/// The most words of `definition`'s transformation block over the lattices; 0 when none has one.
+uint32_t transform_words_over_variants(const std::vector<const Lattice*>& lattices, uint32_t definition) {
+  uint32_t words = 0;
+  for (const Lattice* l : lattices)
+    if (const std::vector<uint64_t>* block = l->transform_block(definition))
+      words = std::max(words, static_cast<uint32_t>(block->size()));
+  return words;
+}
+
 /// The types used with a transformation (their own switch cases, after the plain ones).
-void add_transformed_types(const Lattice& lattice, KernelSource& src) {
-  if (!lattice.has_transforms()) return;
+void add_transformed_types(const Lattice& lattice, KernelSource& src, const std::vector<const Lattice*>& variants) {
+  // With variants, a definition takes the transformed case when any variant transforms it (the
+  // others then carry an empty transformation: no operations, the same arithmetic as untransformed).
+  std::vector<const Lattice*> lattices = variants;
+  if (lattices.empty()) lattices.push_back(&lattice);
+  bool any = false;
+  for (const Lattice* l : lattices) any |= l->has_transforms();
+  if (!any) return;
   std::vector<bool> seen(lattice.definitions().size(), false);
   for (const auto& entry : lattice.sequence()) {
     if (seen[entry.definition]) continue;
     seen[entry.definition] = true;
     const ElementDefinition& def = lattice.definitions()[entry.definition];
-    const std::vector<uint64_t>* block = lattice.transform_block(entry.definition);
-    if (!block || def.type->is_collective()) continue;
-    const uint32_t words = static_cast<uint32_t>(block->size()) + (def.type->param_size + 7) / 8;
+    if (def.type->is_collective()) continue;
+    const uint32_t block_words = transform_words_over_variants(lattices, entry.definition);
+    if (block_words == 0) continue;
+    const uint32_t words = block_words + (def.type->param_size + 7) / 8;
     auto it = std::find(src.transformed_types.begin(), src.transformed_types.end(), def.type);
     if (it == src.transformed_types.end()) {
       src.transformed_types.push_back(def.type);
@@ -176,7 +196,8 @@ std::string baked_track_call(const Lattice& lattice, uint32_t definition) {
 }
 
 /// The parts every generated source shares: headers, includes and layout checks.
-std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode fma) {
+std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode fma,
+                            const std::vector<const Lattice*>& variants = {}) {
   src.fma = fma;
   src.types = lattice.types_used();
   if (src.types.size() > 255) throw Error("a fused kernel supports at most 255 element types per lattice");
@@ -202,7 +223,7 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   if (fma == FmaMode::On) s += "#define FT_DEVICE_FAST_MATH 1\n";
   s += "#include \"fusetrack/device/element.h\"\n";
   for (const ElementType* t : src.types) s += fmt::format("#include \"{}\"\n", t->header);
-  add_transformed_types(lattice, src);
+  add_transformed_types(lattice, src, variants);
   if (!src.transformed_types.empty()) s += "#include \"fusetrack/device/transform.h\"\n";
   s += "\n// The device structs must have the layout the host plugins gave the packed parameters.\n";
   for (const ElementType* t : src.types)
@@ -267,7 +288,11 @@ struct FtParticleArrays {
 extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int element_begin, int element_end, int n_elements,
-    int first_turn, int n_turns, ft::GlobalLimits limits) {
+    int first_turn, int n_turns, ft::GlobalLimits limits, const int* __restrict__ variant,
+    unsigned long long variant_stride) {
+  // Staged parameters are shared by the block: no lattice variants (the switch form runs those).
+  (void)variant;
+  (void)variant_stride;
   __shared__ unsigned int s_step[kChunk];
   __shared__ unsigned long long s_param[kChunk * kSlotWords];
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
@@ -347,11 +372,19 @@ void apply_register_cap(KernelSource& src, int max_registers) {
   if (at != std::string::npos) src.text.replace(at, plain.size(), launch_bounds(max_registers));
 }
 
-KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested) {
+KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested,
+                                  const std::vector<const Lattice*>& variants) {
   KernelSource src;
   src.name = "fusetrack_fused.cu";
   src.dispatch = choose_dispatch(lattice, requested);
-  std::string s = source_preamble(lattice, src, fma);
+  if (variants.size() > 1 && src.dispatch != Dispatch::Switch) {
+    if (requested != Dispatch::Auto)
+      throw Error(fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
+                              "parameters); {} was asked for", dispatch_name(requested)));
+    src.dispatch = Dispatch::Switch;
+  }
+  src.variants = variants.size() > 1;
+  std::string s = source_preamble(lattice, src, fma, variants);
   if (src.dispatch == Dispatch::Staged) {
     src.text = s + staged_kernel(src);
     return src;
@@ -395,8 +428,9 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 
 }  // namespace
 
-KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested, int max_registers) {
-  KernelSource src = uncapped_fused_kernel(lattice, fma, requested);
+KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested, int max_registers,
+                                  const std::vector<const Lattice*>& variants) {
+  KernelSource src = uncapped_fused_kernel(lattice, fma, requested, variants);
   apply_register_cap(src, max_registers);
   return src;
 }
@@ -631,40 +665,78 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
   return src;
 }
 
-KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source) {
+namespace {
+
+/// A definition's parameter block as the switch kernel reads it in one lattice: the element's
+/// parameters, after its transformation block when the kernel runs it transformed (`words` > 0:
+/// the block padded to `words` words, or an empty transformation when this lattice has none).
+std::string switch_block(const Lattice& lattice, uint32_t definition, uint32_t words) {
+  const ElementDefinition& def = lattice.definitions()[definition];
+  const std::string own(reinterpret_cast<const char*>(lattice.params(definition)), def.type->param_size);
+  if (words == 0) return own;
+  std::vector<uint64_t> block(words, 0);
+  const std::vector<uint64_t>* transform = lattice.transform_block(definition);
+  if (transform) std::copy(transform->begin(), transform->end(), block.begin());
+  // Header: operations in bits 0-47 (none for an empty transformation), the block's words above.
+  block[0] = (block[0] & 0xffffffffffffull) | (static_cast<uint64_t>(words) << 48);
+  return std::string(reinterpret_cast<const char*>(block.data()), 8 * block.size()) + own;
+}
+
+}  // namespace
+
+KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source, const std::vector<const Lattice*>& variants) {
+  std::vector<const Lattice*> lattices = variants;
+  if (lattices.empty()) lattices.push_back(&lattice);
   KernelTables t;
   t.steps.reserve(lattice.sequence().size());
-  std::map<std::pair<const ElementType*, std::string>, uint32_t> stored;  // (type, bytes) -> offset
+  // (type, transformed, the blocks of every variant) -> offset: identical blocks stored once.
+  std::map<std::tuple<const ElementType*, bool, std::string>, uint32_t> stored;
   std::vector<uint32_t> offset_of_definition(lattice.definitions().size(), UINT32_MAX);
+  std::vector<std::string> blocks(lattices.size());  // per variant, in the order stored
+  size_t words_stored = 0;
   for (const auto& entry : lattice.sequence()) {
     const ElementDefinition& def = lattice.definitions()[entry.definition];
     uint32_t& offset = offset_of_definition[entry.definition];
-    const std::vector<uint64_t>* transform = lattice.transform_block(entry.definition);
+    const uint32_t transform_words = def.type->is_collective() ? 0 : transform_words_over_variants(lattices, entry.definition);
     if (offset == UINT32_MAX) {
-      const auto* bytes = reinterpret_cast<const char*>(lattice.params(entry.definition));
-      // A transformed element's block: the transformation's words, then the element's parameters.
-      const std::string block = transform ? std::string(reinterpret_cast<const char*>(transform->data()), 8 * transform->size()) +
-                                                std::string(bytes, def.type->param_size)
-                                          : std::string(bytes, def.type->param_size);
-      auto key = std::make_pair(def.type, block);
+      std::string key_bytes;
+      std::vector<std::string> per_variant;
+      for (const Lattice* l : lattices) {
+        per_variant.push_back(switch_block(*l, entry.definition, transform_words));
+        key_bytes += per_variant.back();
+      }
+      auto key = std::make_tuple(def.type, transform_words > 0, std::move(key_bytes));
       auto it = stored.find(key);
       if (it == stored.end()) {
-        const uint32_t at = static_cast<uint32_t>(t.params.size() * sizeof(uint64_t));
-        t.params.resize(t.params.size() + (key.second.size() + 7) / 8, 0);
-        std::memcpy(reinterpret_cast<char*>(t.params.data()) + at, key.second.data(), key.second.size());
+        const uint32_t at = static_cast<uint32_t>(words_stored * sizeof(uint64_t));
+        const size_t words = (per_variant[0].size() + 7) / 8;
+        for (size_t v = 0; v < lattices.size(); ++v) {
+          per_variant[v].resize(8 * words, '\0');
+          blocks[v] += per_variant[v];
+        }
+        words_stored += words;
         it = stored.emplace(std::move(key), at).first;
       }
       offset = it->second;
       if (offset >= (1u << 27)) throw Error("switch kernel: more than 128 MiB of distinct element parameters");
     }
     const uint32_t type_id =
-        transform ? static_cast<uint32_t>(source.types.size() +
-                                          (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
-                                           source.transformed_types.begin()))
-                  : static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
+        transform_words > 0
+            ? static_cast<uint32_t>(source.types.size() +
+                                    (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
+                                     source.transformed_types.begin()))
+            : static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
     t.steps.push_back(KernelStep::make(type_id, offset));
   }
-  if (t.params.empty()) t.params.push_back(0);
+  if (words_stored == 0) {
+    words_stored = 1;
+    for (std::string& b : blocks) b.assign(8, '\0');
+  }
+  // Variant v's table starts v * stride bytes into the buffer, with the offsets of the steps.
+  t.variant_stride_bytes = words_stored * sizeof(uint64_t);
+  t.params.assign(words_stored * lattices.size(), 0);
+  for (size_t v = 0; v < lattices.size(); ++v)
+    std::memcpy(reinterpret_cast<char*>(t.params.data()) + v * t.variant_stride_bytes, blocks[v].data(), blocks[v].size());
   return t;
 }
 

@@ -159,6 +159,10 @@ class CpuBackend : public Backend {
   std::vector<CollectiveSnapshot> collective_snapshots() const override { return m_snapshots; }
   // Element functions read the lattice's parameters at every call; collective solvers copy theirs.
   void parameters_changed() override { m_solvers.clear(); }
+  void set_variants(const std::vector<const Lattice*>& variants) override {
+    check_variants_trackable(m_lattice, variants);
+    m_variants = variants;
+  }
 
  private:
   /// Turn by turn, split at the collective elements (TurnProgram): each segment in parallel
@@ -166,6 +170,7 @@ class CpuBackend : public Backend {
   void track_collective(Particles& particles, const TrackOptions& options);
 
   const Lattice& m_lattice;
+  std::vector<const Lattice*> m_variants;  // set_variants; empty: m_lattice for every particle
   // Collective state, kept across track() calls (multi-turn wake memory).
   std::vector<std::unique_ptr<CollectiveSolver>> m_solvers;
   FmaMode m_solver_fma = FmaMode::Off;
@@ -175,6 +180,7 @@ class CpuBackend : public Backend {
 
 void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   if (runs_collective(m_lattice, options)) {
+    if (!m_variants.empty()) throw Error("lattice variants with collective elements are not supported");
     track_collective(particles, options);
     return;
   }
@@ -184,20 +190,41 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   const bool full_turn_end = end == n_elements;
   const GlobalLimits limits = m_lattice.limits();
   const size_t n = particles.size();
-  const size_t n_blocks = (n + kBlockSize - 1) / kBlockSize;
 
-  // Resolve what each sequence entry calls once, outside the hot loop.
+  // The blocks: at most kBlockSize consecutive particles of one variant (with variants, a block
+  // ends where the variant changes; particles ordered by variant make full blocks).
+  struct BlockSpan {
+    size_t first, count;
+    int32_t variant;
+  };
+  std::vector<BlockSpan> blocks;
+  blocks.reserve((n + kBlockSize - 1) / kBlockSize);
+  const size_t n_variants = std::max<size_t>(1, m_variants.size());
+  for (size_t first = 0; first < n;) {
+    const int32_t v = particle_variant(particles, first, n_variants);
+    size_t count = 1;
+    while (count < kBlockSize && first + count < n && particle_variant(particles, first + count, n_variants) == v) ++count;
+    blocks.push_back({first, count, v});
+    first += count;
+  }
+  const size_t n_blocks = blocks.size();
+
+  // Resolve what each sequence entry calls once, outside the hot loop (per variant: its own
+  // parameters and transformations).
   struct Step {
     ft_track_block_fn fn;
     const void* params;
     const unsigned char* transform;  // nullptr: none
   };
-  std::vector<Step> steps(n_elements);
-  for (size_t e = 0; e < n_elements; ++e) {
-    const auto& entry = m_lattice.sequence()[e];
-    // Collective elements are skipped here (options.collective is false): fn stays null.
-    steps[e] = {m_lattice.definitions()[entry.definition].type->track_block, m_lattice.params(entry.definition),
-                transform_of(m_lattice, entry.definition)};
+  std::vector<Step> all_steps(n_variants * n_elements);
+  for (size_t v = 0; v < n_variants; ++v) {
+    const Lattice& lattice = m_variants.empty() ? m_lattice : *m_variants[v];
+    for (size_t e = 0; e < n_elements; ++e) {
+      const auto& entry = lattice.sequence()[e];
+      // Collective elements are skipped here (options.collective is false): fn stays null.
+      all_steps[v * n_elements + e] = {lattice.definitions()[entry.definition].type->track_block,
+                                       lattice.params(entry.definition), transform_of(lattice, entry.definition)};
+    }
   }
 
   const int64_t chunk = options.callback_every > 0 ? options.callback_every : options.turns;
@@ -208,8 +235,9 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
     std::string failure;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(options.threads > 0 ? options.threads : omp_get_max_threads())
     for (size_t blk = 0; blk < n_blocks; ++blk) {
-      const size_t first = blk * kBlockSize;
-      const size_t count = std::min(kBlockSize, n - first);
+      const size_t first = blocks[blk].first;
+      const size_t count = blocks[blk].count;
+      const Step* steps = all_steps.data() + static_cast<size_t>(blocks[blk].variant) * n_elements;
       BlockBuffer buffer;
       ft_particle_block b = buffer.load(particles, first, count);
       b.limit_x = limits.x;

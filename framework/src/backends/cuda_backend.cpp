@@ -95,6 +95,9 @@ struct CudaBackend::Impl {
   // take neither.
   CUdeviceptr switch_steps = 0;
   CUdeviceptr switch_params = 0;
+  // Lattice variants (set_variants): the lattices, and the distance between their parameter tables.
+  std::vector<const Lattice*> variants;
+  unsigned long long variant_stride = 0;
   // Particles made on the device (track_matched_share): compiled with its first use.
   CUmodule sampler_module = nullptr;
   CUfunction sample_matched = nullptr, longitudinal_sums = nullptr, count_alive = nullptr;
@@ -141,7 +144,7 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   auto it = impl.kernels.find(key);
   if (it != impl.kernels.end()) return it->second;
   LoadedKernel k;
-  k.source = generate_fused_kernel(lattice, fma, dispatch, form.max_registers);
+  k.source = generate_fused_kernel(lattice, fma, dispatch, form.max_registers, impl.variants);
   std::string dump_dir;
   if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
     dump_dir = fmt::format("{}/{}{}_{}", dump, dispatch_name(dispatch),
@@ -160,7 +163,8 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
   if (dispatch != Dispatch::Baked && !impl.switch_steps) {
-    const KernelTables tables = kernel_tables(lattice, k.source);
+    const KernelTables tables = kernel_tables(lattice, k.source, impl.variants);
+    impl.variant_stride = tables.variant_stride_bytes;
     CUdeviceptr p = 0;
     check_alloc(d, &p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8), "cuMemAlloc(steps)");
     check(d.memcpy_htod(p, tables.steps.data(), tables.steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
@@ -527,7 +531,7 @@ void CudaBackend::parameters_changed() {
     for (const auto& [key, k] : impl.kernels)
       if (!source && static_cast<Dispatch>(std::get<1>(key)) != Dispatch::Baked) source = &k.source;
     if (source) {
-      const KernelTables tables = kernel_tables(m_lattice, *source);
+      const KernelTables tables = kernel_tables(m_lattice, *source, impl.variants);
       check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
             "cuMemcpyHtoD(parameters)");
     }
@@ -543,6 +547,23 @@ void CudaBackend::parameters_changed() {
   }
   // Collective solvers copy their element's parameters: rebuilt on the next track().
   if (impl.collective_ready) impl.free_collective();
+}
+
+void CudaBackend::set_variants(const std::vector<const Lattice*>& variants) {
+  check_variants_trackable(m_lattice, variants);
+  Impl& impl = *m_impl;
+  const cuda::Driver& d = *impl.d;
+  check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+  // The kernels' transformed cases and the tables depend on the variants: made again on next use.
+  for (auto& [key, k] : impl.kernels)
+    if (k.module) d.module_unload(k.module);
+  impl.kernels.clear();
+  impl.measured_forms.clear();
+  if (impl.switch_steps) d.mem_free(impl.switch_steps);
+  if (impl.switch_params) d.mem_free(impl.switch_params);
+  impl.switch_steps = impl.switch_params = 0;
+  impl.variants = variants;
+  impl.variant_stride = 0;
 }
 
 void CudaBackend::track_per_element(Particles& particles, const TrackOptions& options) {
@@ -562,8 +583,19 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   KernelForm form{choose_dispatch(m_lattice, m_options.dispatch), m_options.max_registers};
   if ((!whole_sequence || per_element) && form.dispatch == Dispatch::Baked)
     form.dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
+  const bool variants = !m_impl->variants.empty();
+  if (variants) {
+    if (m_options.dispatch != Dispatch::Auto && m_options.dispatch != Dispatch::Switch)
+      throw Error(fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
+                              "parameters); {} was asked for", dispatch_name(m_options.dispatch)));
+    form.dispatch = Dispatch::Switch;
+    for (size_t i = 0; i < particles.variant.size(); ++i) particle_variant(particles, i, m_impl->variants.size());
+  } else if (!particles.variant.empty()) {
+    for (size_t i = 0; i < particles.variant.size(); ++i) particle_variant(particles, i, 1);
+  }
   std::vector<std::pair<KernelForm, double>> measured;
-  if (m_options.dispatch == Dispatch::Auto && !per_element && whole_sequence && worth_measuring(particles, options)) {
+  if (!variants && m_options.dispatch == Dispatch::Auto && !per_element && whole_sequence &&
+      worth_measuring(particles, options)) {
     form = measured_form(particles, options);
     measured = m_impl->last_measurement;
   }
@@ -665,6 +697,11 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
 
   DeviceParticleBuffers buffers(d, resident, m_stats);
   DeviceParticles& dp = buffers.arrays();
+  // Each particle's variant (null: every particle reads the first table).
+  const bool with_variants = !m_impl->variants.empty() && !particles.variant.empty();
+  CUdeviceptr variant_index = 0;
+  if (with_variants) check_alloc(d, &variant_index, std::max<size_t>(resident, 1) * sizeof(int32_t), "cuMemAlloc(variants)");
+  unsigned long long variant_stride = m_impl->variant_stride;
 
   CUevent ev0, ev1;
   check(d.event_create(&ev0, CU_EVENT_DEFAULT), "cuEventCreate");
@@ -677,6 +714,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
     const size_t count = std::min(resident, n - first);
     ++m_stats.chunks;
     buffers.upload(particles, first, count);
+    if (with_variants)
+      check(d.memcpy_htod(variant_index, particles.variant.data() + first, count * sizeof(int32_t)), "cuMemcpyHtoD(variants)");
     const int64_t chunk_turns = options.callback_every > 0 ? options.callback_every : options.turns;
     int64_t done = 0;
     int n_particles = static_cast<int>(count);
@@ -697,8 +736,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
         for (size_t k = 0; k < element_launches; ++k) {
           int lb = per_element ? static_cast<int>(begin + k) : eb;
           int le = per_element ? lb + 1 : ee;
-          void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
-                          &launch_turns, const_cast<GlobalLimits*>(&limits)};
+          void* args[] = {&dp,          &steps, &params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
+                          &launch_turns, const_cast<GlobalLimits*>(&limits), &variant_index, &variant_stride};
           check(d.launch_kernel(kernel.function, blocks, 1, 1, static_cast<unsigned>(tpb), 1,
                                 1, 0, nullptr, args, nullptr),
                 "cuLaunchKernel");
@@ -720,6 +759,7 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
   }
   d.event_destroy(ev0);
   d.event_destroy(ev1);
+  if (variant_index) d.mem_free(variant_index);
 }
 
 namespace {

@@ -164,6 +164,32 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
   return index;
 }
 
+uint32_t Lattice::duplicate_definition(uint32_t definition, const std::string& new_name) {
+  if (find_definition(new_name) >= 0) throw Error(fmt::format("element name '{}' is defined twice", new_name));
+  ElementDefinition copy = m_definitions.at(definition);
+  copy.name = new_name;
+  copy.transform = -1;
+  const size_t words = (copy.type->param_size + 7) / 8;
+  copy.param_offset = static_cast<uint32_t>(m_params.size() * sizeof(uint64_t));
+  const size_t from = m_definitions[definition].param_offset / sizeof(uint64_t);
+  m_params.resize(m_params.size() + words, 0);
+  std::copy(m_params.begin() + static_cast<long>(from), m_params.begin() + static_cast<long>(from + words),
+            m_params.begin() + static_cast<long>(copy.param_offset / sizeof(uint64_t)));
+  m_definitions.push_back(std::move(copy));
+  const uint32_t index = static_cast<uint32_t>(m_definitions.size() - 1);
+  index_name(index);
+  if (const ElementTransformInput* t = transform(definition)) set_transform(index, ElementTransformInput(*t));
+  return index;
+}
+
+void Lattice::set_sequence_definition(size_t e, uint32_t definition) {
+  SequenceEntry& entry = m_sequence.at(e);
+  if (m_definitions.at(definition).type != m_definitions.at(entry.definition).type)
+    throw Error(fmt::format("sequence entry #{} is a {}, '{}' a {}", e, m_definitions[entry.definition].type->name,
+                            m_definitions[definition].name, m_definitions[definition].type->name));
+  entry.definition = definition;
+}
+
 void Lattice::set_transform(uint32_t definition, const ElementTransformInput& t) {
   ElementDefinition& def = m_definitions.at(definition);
   if (!t.active()) {

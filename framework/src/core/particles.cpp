@@ -26,6 +26,7 @@ void Particles::resize(size_t n) {
   lost_element.resize(n, -1);
   id.resize(n);
   for (size_t i = old; i < n; ++i) id[i] = static_cast<int64_t>(i);
+  if (!variant.empty()) variant.resize(n, 0);
 }
 
 void Particles::set(size_t i, double x_, double px_, double y_, double py_, double zeta_, double delta_) {

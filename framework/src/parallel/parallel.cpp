@@ -94,6 +94,7 @@ Particles slice_particles(const Particles& all, size_t begin, size_t end) {
   cut(all.lost_turn, p.lost_turn);
   cut(all.lost_element, p.lost_element);
   cut(all.id, p.id);
+  if (!all.variant.empty()) cut(all.variant, p.variant);
   return p;
 }
 

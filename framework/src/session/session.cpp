@@ -232,7 +232,23 @@ DaJob::DaJob(Lattice& lattice, const DaConfig& config, const DaJobOptions& optio
   GlobalLimits limits = lattice.limits();
   std::copy(config.turn_limits, config.turn_limits + 6, limits.turn_limit);
   lattice.set_limits(limits);
+  start({}, {}, config);
+}
 
+DaJob::DaJob(LatticeVariants& variants, const DaConfig& config, const DaJobOptions& options)
+    : m_lattice(variants.lattices.at(0)), m_variants(&variants), m_options(options) {
+  validate_da_config(config);
+  for (Lattice& lattice : variants.lattices) {
+    GlobalLimits limits = lattice.limits();
+    std::copy(config.turn_limits, config.turn_limits + 6, limits.turn_limit);
+    lattice.set_limits(limits);
+  }
+  start(variants.pointers(), variants.names, config);
+}
+
+void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
+                  const DaConfig& config) {
+  const DaJobOptions& options = m_options;
   // The share of the scan this process tracks: an MPI rank's, a job-array part's, or all of it.
   Communicator& comm = world();
   m_part = PartSpec{comm.rank(), comm.size()};
@@ -244,8 +260,9 @@ DaJob::DaJob(Lattice& lattice, const DaConfig& config, const DaJobOptions& optio
       throw option_error(options.part_label, "--refine needs whole rays: refine after merging the parts");
     m_part = parse_part(options.part, options.part_label);
   }
-  m_full = make_da_scan(lattice, config);
+  m_full = lattices.empty() ? make_da_scan(m_lattice, config) : make_da_study(lattices, names, config);
   m_fingerprint = da_fingerprint(options.lattice_file, config);
+  if (m_variants) m_fingerprint += "-" + variants_fingerprint(*m_variants);
   m_total = m_full.particles.size();
   m_share = share_of(m_total, m_part.index, m_part.count);
   if (split()) {
@@ -286,6 +303,7 @@ DaJobStatus DaJob::run(Backend& backend) {
     if (m_options.stop_after > 0 && p.turns_done >= m_options.stop_after) stop = true;
     if (outer && outer->load()) stop = true;
   };
+  if (m_variants) backend.set_variants(m_variants->pointers());
   const bool done = run_da_scan(m_scan, backend, ro, &m_progress);
   if (!done && m_options.stop_after > 0 && m_scan.turns_done >= m_options.stop_after)
     return DaJobStatus::StoppedAsAsked;
@@ -301,6 +319,25 @@ DaJobStatus DaJob::run(Backend& backend) {
     if (!root) return DaJobStatus::NotRoot;
     m_scan = std::move(m_full);
     m_full = DaScan{};
+  }
+  if (m_variants) {
+    // Each variant summarized (and refined, through a backend given that variant alone) as it would be alone.
+    std::vector<DaSummary> per_variant;
+    for (size_t v = 0; v < m_variants->size(); ++v) {
+      DaScan scan = da_variant_scan(m_scan, v);
+      DaSummary summary = summarize_da(scan);
+      if (m_scan.config.refine_resolution > 0) {
+        backend.set_variants({&m_variants->lattices[v]});
+        refine_da(m_variants->lattices[v], scan, summary, backend, ro);
+      }
+      per_variant.push_back(std::move(summary));
+    }
+    if (m_scan.config.refine_resolution > 0) backend.set_variants(m_variants->pointers());
+    m_study = summarize_da_study(m_scan, std::move(per_variant));
+    m_summary = m_study.per_variant.at(m_study.worst_variant);
+    if (!m_options.output.empty())
+      write_da_study_results(m_scan, m_study, m_options.output, m_options.lattice_file);
+    return DaJobStatus::Finished;
   }
   m_summary = summarize_da(m_scan);
   if (m_scan.config.refine_resolution > 0) refine_da(m_lattice, m_scan, m_summary, backend, ro);

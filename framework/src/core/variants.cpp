@@ -1,0 +1,432 @@
+// Lattice variants (fusetrack/variants.h): variants files and lattice files that share a sequence.
+#include "fusetrack/variants.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+#include <nlohmann/json.hpp>
+#include <regex>
+#include <set>
+
+#include "fusetrack/error.h"
+#include "fusetrack/tracker.h"
+
+namespace ft {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+/// Where an edit is, for errors: the file with the variant, the element and the field.
+InputLocation edit_location(const std::string& file, const std::string& variant, const Lattice* lattice,
+                            int definition, const std::string& field) {
+  InputLocation at(fmt::format("{} (variant '{}')", file, variant));
+  if (lattice && definition >= 0) {
+    at.element_name = lattice->definitions()[static_cast<size_t>(definition)].name;
+    at.element_type = lattice->definitions()[static_cast<size_t>(definition)].type->name;
+  }
+  at.field = field;
+  return at;
+}
+
+double number_at(const json& v, const InputLocation& at, const std::string& what) {
+  if (!v.is_number()) throw InputError(at, fmt::format("{} must be a number, not {}", what, json_type_name(v)));
+  const double x = v.get<double>();
+  if (!std::isfinite(x)) throw InputError(at, fmt::format("{} is not finite", what));
+  return x;
+}
+
+/// One field of one definition: `value` is set, or added to the current value.
+void apply_field(Lattice& lattice, uint32_t definition, const std::string& field, const json& value, bool add,
+                 const InputLocation& at) {
+  const int tk = transform_field_index(field);
+  if (tk >= 0) {
+    const ElementTransformInput* current = lattice.transform(definition);
+    ElementTransformInput t = current ? *current : ElementTransformInput{};
+    const double v = number_at(value, at, "a transformation value");
+    transform_field(t, tk) = add ? transform_field(t, tk) + v : v;
+    lattice.set_transform(definition, t);
+    return;
+  }
+  const ElementType& type = *lattice.definitions()[definition].type;
+  const FieldInfo* f = type.find_field(field);
+  if (!f) {
+    std::string names;
+    for (const FieldInfo& g : type.fields)
+      if (!g.derived && !g.host_only()) names += (names.empty() ? "" : ", ") + g.name;
+    for (const char* t : kTransformFieldNames) names += std::string(", ") + t;
+    throw InputError(at, fmt::format("{} has no field '{}' (fields: {})", type.name, field, names));
+  }
+  if (f->derived) throw InputError(at, "is computed from the other fields (derived) and cannot be given");
+  if (f->host_only()) throw InputError(at, "is a host-side JSON field; variants change numeric fields only");
+  std::vector<json> entries;
+  if (value.is_array()) {
+    if (f->count == 1) throw InputError(at, "is a single number, not a list");
+    if (value.size() > f->count) throw InputError(at, fmt::format("has {} entries, the list gives {}", f->count, value.size()));
+    entries.assign(value.begin(), value.end());
+  } else {
+    if (f->count > 1) throw InputError(at, fmt::format("is a list of {} entries: give a list", f->count));
+    entries.push_back(value);
+  }
+  for (size_t k = 0; k < entries.size(); ++k) {
+    const std::string what = f->count > 1 ? fmt::format("entry {}", k) : std::string("the value");
+    double v = number_at(entries[k], at, what);
+    if (f->type == FT_FIELD_INT32 && (add || v != std::floor(v)))
+      throw InputError(at, fmt::format("is an integer field: {} must be an integer set, not {}", what,
+                                       add ? "added" : fmt::format("{}", v)));
+    if (add) v += lattice.field(definition, field, static_cast<unsigned>(k));
+    lattice.set_field(definition, field, v, static_cast<unsigned>(k));
+  }
+}
+
+/// The definitions an entry names: "name" exactly, or "match" as a whole-name regular expression.
+std::vector<uint32_t> entry_definitions(const Lattice& lattice, const json& entry, const InputLocation& at) {
+  if (!entry.is_object()) throw InputError(at, fmt::format("an element entry must be an object, not {}", json_type_name(entry)));
+  const bool by_name = entry.contains("name"), by_match = entry.contains("match");
+  if (by_name == by_match) throw InputError(at, "an element entry needs exactly one of \"name\" and \"match\"");
+  const json& key = entry.at(by_name ? "name" : "match");
+  if (!key.is_string()) throw InputError(at, fmt::format("\"{}\" must be a string", by_name ? "name" : "match"));
+  const std::string text = key.get<std::string>();
+  std::vector<uint32_t> out;
+  if (by_name) {
+    const int d = lattice.find_definition(text);
+    if (d < 0) {
+      InputLocation where = at;
+      where.element_name = text;
+      throw InputError(where, "no element of that name in the lattice");
+    }
+    out.push_back(static_cast<uint32_t>(d));
+    return out;
+  }
+  std::regex pattern;
+  try {
+    pattern = std::regex(text, std::regex::ECMAScript);
+  } catch (const std::regex_error& ex) {
+    throw InputError(at, fmt::format("\"match\": '{}' is not a valid regular expression ({})", text, ex.what()));
+  }
+  for (uint32_t d = 0; d < lattice.definitions().size(); ++d)
+    if (std::regex_match(lattice.definitions()[d].name, pattern)) out.push_back(d);
+  if (out.empty()) throw InputError(at, fmt::format("\"match\": '{}' matches no element of the lattice", text));
+  return out;
+}
+
+/// Applies one variant's list of element entries to `lattice`.
+void apply_entries(Lattice& lattice, const json& entries, const std::string& file, const std::string& variant) {
+  const InputLocation at = edit_location(file, variant, nullptr, -1, "elements");
+  if (!entries.is_array()) throw InputError(at, fmt::format("\"elements\" must be a list, not {}", json_type_name(entries)));
+  for (const json& entry : entries) {
+    const std::vector<uint32_t> defs = entry_definitions(lattice, entry, at);
+    for (const auto& [key, value] : entry.items()) {
+      if (key == "name" || key == "match" || key == "comment") continue;
+      if (key != "set" && key != "add")
+        throw InputError(at, fmt::format("unknown key \"{}\" in an element entry (expected name or match, set, add)", key));
+      if (!value.is_object()) throw InputError(at, fmt::format("\"{}\" must be an object of field values", key));
+      for (uint32_t d : defs)
+        for (const auto& [field, v] : value.items())
+          apply_field(lattice, d, field, v, key == "add", edit_location(file, variant, &lattice, static_cast<int>(d), field));
+    }
+  }
+}
+
+void prepare_variant(Lattice& lattice, const std::string& file, const std::string& variant) {
+  try {
+    lattice.prepare();
+  } catch (const InputError& ex) {
+    InputLocation at = ex.where();
+    at.file = fmt::format("{} (variant '{}')", file, variant);
+    throw InputError(at, ex.problem());
+  }
+}
+
+/// "NAME[k]": the k-th (from 1, as MAD-X counts occurrences) instance of definition NAME, when no
+/// definition has that name itself. Returns the definition and the sequence entry, or false.
+bool instance_reference(const Lattice& lattice, const std::string& text, uint32_t& definition, size_t& entry) {
+  if (lattice.find_definition(text) >= 0 || text.size() < 4 || text.back() != ']') return false;
+  const size_t open = text.rfind('[');
+  if (open == std::string::npos || open == 0 || open + 2 > text.size() - 1) return false;
+  const std::string digits = text.substr(open + 1, text.size() - open - 2);
+  if (digits.find_first_not_of("0123456789") != std::string::npos || digits.size() > 9) return false;
+  const int d = lattice.find_definition(text.substr(0, open));
+  const long k = std::stol(digits);
+  if (d < 0 || k < 1) return false;
+  long seen = 0;
+  for (size_t e = 0; e < lattice.sequence().size(); ++e)
+    if (lattice.sequence()[e].definition == static_cast<uint32_t>(d) && ++seen == k) {
+      definition = static_cast<uint32_t>(d);
+      entry = e;
+      return true;
+    }
+  return false;
+}
+
+/// The instance names ("NAME[k]") a variants document refers to.
+void collect_instance_names(const json& doc, std::set<std::string>& names) {
+  auto from_entry = [&](const json& entry) {
+    if (entry.is_object() && entry.contains("name") && entry.at("name").is_string())
+      names.insert(entry.at("name").get<std::string>());
+  };
+  if (doc.contains("variants") && doc.at("variants").is_array())
+    for (const json& v : doc.at("variants"))
+      if (v.is_object() && v.contains("elements") && v.at("elements").is_array())
+        for (const json& entry : v.at("elements")) from_entry(entry);
+  if (doc.contains("scans") && doc.at("scans").is_array())
+    for (const json& scan : doc.at("scans")) from_entry(scan);
+}
+
+/// A knob of "scans": the elements, the field (entry), its values and how they apply.
+struct Scan {
+  json entry;  // {"name"/"match": ...}
+  std::string field;
+  int index = -1;  // array entry, -1 for a scalar
+  bool add = false;
+  std::vector<double> values;
+};
+
+Scan parse_scan(const json& s, const std::string& file, size_t k) {
+  InputLocation at(file);
+  at.field = fmt::format("scans[{}]", k);
+  if (!s.is_object()) throw InputError(at, "a scan must be an object");
+  Scan scan;
+  for (const char* key : {"name", "match"})
+    if (s.contains(key)) scan.entry[key] = s.at(key);
+  if (!s.contains("field") || !s.at("field").is_string()) throw InputError(at, "needs \"field\" (a string)");
+  scan.field = s.at("field").get<std::string>();
+  if (s.contains("index")) {
+    if (!s.at("index").is_number_integer() || s.at("index").get<int>() < 0)
+      throw InputError(at, "\"index\" must be a non-negative integer");
+    scan.index = s.at("index").get<int>();
+  }
+  const std::string mode = s.value("mode", std::string("set"));
+  if (mode != "set" && mode != "add") throw InputError(at, "\"mode\" must be \"set\" or \"add\"");
+  scan.add = mode == "add";
+  if (s.contains("values")) {
+    if (!s.at("values").is_array() || s.at("values").empty()) throw InputError(at, "\"values\" must be a non-empty list");
+    for (const json& v : s.at("values")) scan.values.push_back(number_at(v, at, "each of \"values\""));
+  } else {
+    if (!s.contains("from") || !s.contains("to") || !s.contains("steps"))
+      throw InputError(at, "needs \"values\", or \"from\", \"to\" and \"steps\"");
+    const double from = number_at(s.at("from"), at, "\"from\""), to = number_at(s.at("to"), at, "\"to\"");
+    if (!s.at("steps").is_number_integer() || s.at("steps").get<int>() < 1)
+      throw InputError(at, "\"steps\" must be an integer >= 1");
+    const int steps = s.at("steps").get<int>();
+    for (int i = 0; i < steps; ++i)
+      scan.values.push_back(steps == 1 ? from : from + (to - from) * static_cast<double>(i) / static_cast<double>(steps - 1));
+  }
+  for (const auto& [key, v] : s.items()) {
+    (void)v;
+    if (key != "name" && key != "match" && key != "field" && key != "index" && key != "mode" && key != "values" &&
+        key != "from" && key != "to" && key != "steps" && key != "comment")
+      throw InputError(at, fmt::format("unknown key \"{}\"", key));
+  }
+  return scan;
+}
+
+/// The JSON value a scan step applies (a list with the value at `index` for array fields).
+json scan_value(const Scan& scan, double v) {
+  if (scan.index < 0) return v;
+  json list = json::array();
+  for (int k = 0; k < scan.index; ++k) list.push_back(0.0);
+  list.push_back(v);
+  return list;
+}
+
+}  // namespace
+
+Lattice with_own_instances(const Lattice& lattice, const std::set<std::string>& names) {
+  Lattice out = lattice;
+  bool changed = false;
+  for (const std::string& name : names) {
+    uint32_t definition = 0;
+    size_t entry = 0;
+    if (!instance_reference(out, name, definition, entry)) continue;
+    out.set_sequence_definition(entry, out.duplicate_definition(definition, name));
+    changed = true;
+  }
+  if (changed) out.prepare();
+  return out;
+}
+
+std::vector<const Lattice*> LatticeVariants::pointers() const {
+  std::vector<const Lattice*> out;
+  for (const Lattice& l : lattices) out.push_back(&l);
+  return out;
+}
+
+void check_same_sequence(const Lattice& base, const Lattice& other, const std::string& file) {
+  InputLocation at(file);
+  if (base.sequence().size() != other.sequence().size())
+    throw InputError(at, fmt::format("a variant must have the base lattice's element sequence: it has {} elements, "
+                                     "the base ({}) {}",
+                                     other.sequence().size(), base.source_file(), base.sequence().size()));
+  for (size_t e = 0; e < base.sequence().size(); ++e) {
+    const ElementDefinition& a = base.element(e);
+    const ElementDefinition& b = other.element(e);
+    if (a.name != b.name || a.type != b.type) {
+      at.element_index = static_cast<long>(e);
+      at.element_name = b.name;
+      at.element_type = b.type->name;
+      throw InputError(at, fmt::format("a variant must have the base lattice's element sequence: element #{} is "
+                                       "'{}' ({}) in the base ({})",
+                                       e, a.name, a.type->name, base.source_file()));
+    }
+  }
+  if (std::memcmp(&base.reference(), &other.reference(), sizeof(ReferenceParticle)) != 0)
+    throw InputError(at, fmt::format("a variant must have the base lattice's reference particle (mass0, q0, p0c as in {})",
+                                     base.source_file()));
+}
+
+LatticeVariants variants_from_json(const Lattice& base, const json& doc, const std::string& file) {
+  InputLocation at(file);
+  if (!doc.is_object() || !doc.contains("fusetrack_variants"))
+    throw InputError(at, "not a variants file (no \"fusetrack_variants\" key)");
+  if (doc.at("fusetrack_variants") != 1) throw InputError(at, "unsupported \"fusetrack_variants\" version (expected 1)");
+  for (const auto& [key, v] : doc.items()) {
+    (void)v;
+    if (key != "fusetrack_variants" && key != "lattice" && key != "description" && key != "variants" && key != "scans")
+      throw InputError(at, fmt::format("unknown key \"{}\" (expected variants, scans, lattice, description)", key));
+  }
+  LatticeVariants out;
+  std::vector<std::pair<std::string, const json*>> listed;
+  static const json kNoEntries = json::array();
+  if (doc.contains("variants")) {
+    const json& vs = doc.at("variants");
+    if (!vs.is_array() || vs.empty()) throw InputError(at, "\"variants\" must be a non-empty list");
+    for (size_t k = 0; k < vs.size(); ++k) {
+      const json& v = vs[k];
+      at.field = fmt::format("variants[{}]", k);
+      if (!v.is_object()) throw InputError(at, "a variant must be an object {\"name\": ..., \"elements\": [...]}");
+      const std::string name = v.contains("name") && v.at("name").is_string() ? v.at("name").get<std::string>()
+                                                                             : fmt::format("variant_{}", k);
+      for (const auto& p : listed)
+        if (p.first == name) throw InputError(at, fmt::format("the name '{}' is given to two variants", name));
+      listed.emplace_back(name, v.contains("elements") ? &v.at("elements") : &kNoEntries);
+    }
+  } else {
+    listed.emplace_back("base", &kNoEntries);
+  }
+  std::vector<Scan> scans;
+  if (doc.contains("scans")) {
+    if (!doc.at("scans").is_array()) throw InputError(InputLocation(file), "\"scans\" must be a list");
+    for (size_t k = 0; k < doc.at("scans").size(); ++k) scans.push_back(parse_scan(doc.at("scans")[k], file, k));
+  }
+  size_t combinations = 1;
+  for (const Scan& s : scans) combinations *= s.values.size();
+  if (listed.size() * combinations > 100000)
+    throw InputError(InputLocation(file), fmt::format("{} variants: more than 100000", listed.size() * combinations));
+  std::set<std::string> instances;
+  collect_instance_names(doc, instances);
+  const Lattice own = with_own_instances(base, instances);
+  for (const auto& [name, entries] : listed) {
+    Lattice variant = own;
+    apply_entries(variant, *entries, file, name);
+    for (size_t c = 0; c < combinations; ++c) {
+      Lattice knobbed = variant;
+      std::string full = name;
+      size_t rest = c;
+      for (const Scan& s : scans) {
+        const double v = s.values[rest % s.values.size()];
+        rest /= s.values.size();
+        json entry = s.entry;
+        entry[s.add ? "add" : "set"] = json{{s.field, scan_value(s, v)}};
+        apply_entries(knobbed, json::array({entry}), file, name);
+        full += fmt::format("/{}{}={}", s.field, s.index >= 0 ? fmt::format("[{}]", s.index) : "", v);
+      }
+      prepare_variant(knobbed, file, full);
+      out.names.push_back(full);
+      out.lattices.push_back(std::move(knobbed));
+    }
+  }
+  return out;
+}
+
+LatticeVariants load_variants(const Lattice& base, const std::vector<std::string>& paths, ElementRegistry& registry) {
+  LatticeVariants out;
+  if (paths.empty()) {
+    out.names.push_back("base");
+    out.lattices.push_back(base);
+    return out;
+  }
+  // Instances named in any variants file get their own definition in every variant (and the
+  // lattice files' variants), so that all share one sequence.
+  std::vector<json> docs(paths.size());
+  std::set<std::string> instances;
+  for (size_t k = 0; k < paths.size(); ++k) {
+    if (std::filesystem::path(paths[k]).extension() != ".json") continue;
+    json doc = parse_json_file(paths[k]);
+    if (doc.is_object() && doc.contains("fusetrack_variants")) {
+      collect_instance_names(doc, instances);
+      docs[k] = std::move(doc);
+    }
+  }
+  const Lattice own_base = with_own_instances(base, instances);
+  for (size_t k = 0; k < paths.size(); ++k) {
+    const std::string& path = paths[k];
+    // A variants file is JSON with "fusetrack_variants"; anything else is loaded as a lattice.
+    const bool is_variants_file = !docs[k].is_null();
+    {
+      if (is_variants_file) {
+        LatticeVariants v = variants_from_json(own_base, docs[k], path);
+        for (size_t i = 0; i < v.size(); ++i) {
+          out.names.push_back(v.names[i]);
+          out.lattices.push_back(std::move(v.lattices[i]));
+        }
+      }
+    }
+    if (!is_variants_file) {
+      Lattice lattice = with_own_instances(load_lattice(path, registry), instances);
+      check_same_sequence(own_base, lattice, path);
+      out.names.push_back(std::filesystem::path(path).stem().string());
+      out.lattices.push_back(std::move(lattice));
+    }
+  }
+  for (size_t a = 0; a < out.names.size(); ++a)
+    for (size_t b = a + 1; b < out.names.size(); ++b)
+      if (out.names[a] == out.names[b]) out.names[b] += fmt::format("#{}", b);
+  return out;
+}
+
+std::string variants_fingerprint(const LatticeVariants& variants) {
+  uint64_t h = 14695981039346656037ull;  // FNV-1a over names, parameter bytes and transformations
+  auto mix = [&h](const void* data, size_t n) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    for (size_t i = 0; i < n; ++i) h = (h ^ p[i]) * 1099511628211ull;
+  };
+  for (size_t v = 0; v < variants.size(); ++v) {
+    mix(variants.names[v].data(), variants.names[v].size());
+    const Lattice& l = variants.lattices[v];
+    mix(l.param_bytes(), l.param_byte_count());
+    for (uint32_t d = 0; d < l.definitions().size(); ++d)
+      if (const std::vector<uint64_t>* block = l.transform_block(d)) mix(block->data(), 8 * block->size());
+  }
+  return fmt::format("{:016x}", h);
+}
+
+void check_variants_trackable(const Lattice& lattice, const std::vector<const Lattice*>& variants) {
+  if (variants.size() > static_cast<size_t>(INT32_MAX)) throw Error("too many lattice variants");
+  for (size_t v = 0; v < variants.size(); ++v) {
+    if (!variants[v]) throw Error(fmt::format("lattice variant {} is null", v));
+    check_same_sequence(lattice, *variants[v], fmt::format("variant {} ({})", v, variants[v]->source_file()));
+    if (variants[v]->has_collective()) throw Error("lattice variants with collective elements are not supported");
+    const GlobalLimits a = lattice.limits(), b = variants[v]->limits();
+    if (std::memcmp(&a, &b, sizeof(GlobalLimits)) != 0)
+      throw Error(fmt::format("lattice variant {} ({}) has other global limits (limit_x, limit_y, per-turn limits) "
+                              "than the base lattice: variants share them", v, variants[v]->source_file()));
+  }
+}
+
+int32_t particle_variant(const Particles& particles, size_t i, size_t n_variants) {
+  if (particles.variant.empty()) return 0;
+  const int32_t v = particles.variant[i];
+  if (v < 0 || static_cast<size_t>(v) >= n_variants)
+    throw Error(fmt::format("particle {} (id {}) is in lattice variant {}, but the backend has {} variant(s)", i,
+                            particles.id.at(i), v, n_variants));
+  return v;
+}
+
+void Backend::set_variants(const std::vector<const Lattice*>& variants) {
+  if (!variants.empty()) throw Error(fmt::format("the {} backend does not track lattice variants", name()));
+}
+
+}  // namespace ft
