@@ -24,6 +24,7 @@
 #include "fusetrack/collider.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/da.h"
+#include "fusetrack/variants.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/longitudinal.h"
@@ -424,10 +425,43 @@ py::dict twiss_dict(const LatticeHandle& h, bool force_4d, double delta0, int th
   return d;
 }
 
+/// A study's results (DaJob::study_summary) as NumPy: names, per row the statistics, per variant the DA.
+py::dict study_dict(const ft::DaStudySummary& st, const ft::DaScan& scan) {
+  py::dict d;
+  d["names"] = st.names;
+  std::vector<double> delta, angle, lo, mean, sd, hi;
+  py::array_t<double> per({st.rows.size(), st.names.size()});
+  for (size_t r = 0; r < st.rows.size(); ++r) {
+    const ft::DaStudyRow& row = st.rows[r];
+    delta.push_back(row.delta);
+    angle.push_back(row.angle);
+    lo.push_back(row.min);
+    mean.push_back(row.mean);
+    sd.push_back(row.std);
+    hi.push_back(row.max);
+    for (size_t v = 0; v < row.per_variant.size(); ++v) per.mutable_at(r, v) = row.per_variant[v];
+  }
+  d["delta"] = copy_array(delta);
+  d[scan.config.grid == ft::DaGrid::Cartesian ? "x" : "angle"] = copy_array(angle);
+  d["min"] = copy_array(lo);
+  d["mean"] = copy_array(mean);
+  d["std"] = copy_array(sd);
+  d["max"] = copy_array(hi);
+  d["per_variant"] = per;
+  std::vector<double> da_min;
+  for (const ft::DaSummary& s : st.per_variant) da_min.push_back(s.da_min);
+  d["da_min_per_variant"] = copy_array(da_min);
+  d["variant"] = copy_array(scan.variant);
+  return d;
+}
+
 py::dict da_scan(const LatticePtr& h, const ft::DaConfig& config, const std::string& device, const std::string& fma,
-                 int threads, const std::string& dispatch, const std::string& output, int64_t checkpoint_every) {
+                 int threads, const std::string& dispatch, const std::string& output, int64_t checkpoint_every,
+                 const std::vector<std::string>& variant_files) {
   // The scan sets the lattice's per-turn limits: it works on a copy.
   ft::Lattice lattice = h->lattice;
+  ft::LatticeVariants variants;
+  if (!variant_files.empty()) variants = ft::load_variants(lattice, variant_files, *h->registry);
   ft::DaJobOptions jo;
   jo.lattice_file = h->lattice.source_file();
   jo.output = output;
@@ -442,8 +476,9 @@ py::dict da_scan(const LatticePtr& h, const ft::DaConfig& config, const std::str
   std::string backend_name;
   {
     py::gil_scoped_release release;
-    job = std::make_unique<ft::DaJob>(lattice, config, jo);
-    auto backend = ft::make_backend(lattice, choice, nullptr);
+    job = variant_files.empty() ? std::make_unique<ft::DaJob>(lattice, config, jo)
+                                : std::make_unique<ft::DaJob>(variants, config, jo);
+    auto backend = ft::make_backend(variant_files.empty() ? lattice : variants.lattices[0], choice, nullptr);
     backend_name = backend->name();
     status = job->run(*backend);
   }
@@ -491,6 +526,7 @@ py::dict da_scan(const LatticePtr& h, const ft::DaConfig& config, const std::str
       vs.mutable_at(i, j) = summary.da_vs_turns[i][j];
   d["da_vs_turns"] = vs;
   d["closed_orbit"] = py::array_t<double>(6, scan.closed_orbit);
+  if (job->study()) d["study"] = study_dict(job->study_summary(), scan);
   return d;
 }
 
@@ -970,7 +1006,8 @@ PYBIND11_MODULE(_fusetrack, m) {
       .def_readwrite("refine_resolution", &ft::DaConfig::refine_resolution);
 
   m.def("_da_scan", &da_scan, py::arg("lattice"), py::arg("config"), py::arg("device"), py::arg("fma"),
-        py::arg("threads"), py::arg("dispatch"), py::arg("output"), py::arg("checkpoint_every"));
+        py::arg("threads"), py::arg("dispatch"), py::arg("output"), py::arg("checkpoint_every"),
+        py::arg("variants"));
   m.def("_collide", &collide, py::arg("setup"), py::arg("turns"), py::arg("threads"), py::arg("placement"),
         py::arg("output_dir"), py::arg("device"), py::arg("fma"));
   m.def("_repro", &repro, py::arg("lattice"), py::arg("particles"), py::arg("turns"), py::arg("fma"),

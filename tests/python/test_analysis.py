@@ -99,3 +99,30 @@ def test_da_example_writes_a_plot(tmp_path):
     assert r.returncode == 0, r.stdout + r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert "DA min" in r.stdout
+
+
+def test_da_study_equals_the_cli_and_each_variant_alone(ring, tmp_path):
+    """A study of variants (a variants file) through Python: the CLI's summary, and each variant's DA
+    per angle equal to the scan of that variant's lattice file alone."""
+    variants = {"fusetrack_variants": 1,
+                "variants": [{"name": "nominal"},
+                             {"name": "strong_sf", "elements": [{"name": "sf_half", "add": {"knl": [0, 0, 1.5]}}]}]}
+    vfile = tmp_path / "variants.json"
+    vfile.write_text(json.dumps(variants))
+    args = dict(turns=200, angles=4, amplitudes=8, amplitude_range=(0.004, 0.04))
+    study = ft.da_scan(ring, device="cpu", variants=[vfile], output=tmp_path / "py", **args)
+    s = study["study"]
+    assert list(s["names"]) == ["nominal", "strong_sf"]
+    assert s["per_variant"].shape == (4, 2)
+    assert np.array_equal(s["min"], s["per_variant"].min(axis=1))
+    assert len(study["final"]) == 2 * 4 * 8 and list(np.unique(s["variant"])) == [0, 1]
+    run_cli("da", lattice_path("sextupole_rf_ring.json"), "--variants", vfile, "-n", 200, "--angles", 4,
+            "--amplitudes", 8, "--amplitude-range", 0.004, 0.04, "--device", "cpu", "--no-plots", "-o", tmp_path / "cli")
+    j = json.load(open(tmp_path / "cli" / "summary.json"))
+    assert [r["per_variant"] for r in j["per_angle"]] == s["per_variant"].tolist()
+    # The second variant alone: the base lattice with the changed sextupoles.
+    doc = json.load(open(lattice_path("sextupole_rf_ring.json")))
+    doc["elements"]["sf_half"]["knl"][2] += 1.5
+    (tmp_path / "strong_sf.json").write_text(json.dumps(doc))
+    alone = ft.da_scan(ft.Lattice.from_file(tmp_path / "strong_sf.json"), device="cpu", **args)
+    assert np.array_equal(alone["per_angle"]["da_last_stable"], s["per_variant"][:, 1])

@@ -365,7 +365,7 @@ def da_scan(lattice: Lattice, turns: int = 1000, grid: str = "polar", angles: in
             py: float = 0.0, zeta: float = 0.0, deltas: Iterable[float] = (0.0,), closed_orbit: bool = True,
             limits: Optional[Sequence[float]] = None, refine: float = 0.0, device: str = "auto",
             fma: str = "off", threads: int = 0, dispatch: str = "auto", output: Optional[str] = None,
-            checkpoint_every: int = 0) -> dict:
+            checkpoint_every: int = 0, variants: Iterable[str] = ()) -> dict:
     """A dynamic-aperture scan (``fusetrack da``; the same options, the same results).
 
     Polar grids: ``angles`` rays in ``angle_range`` [deg] with ``amplitudes`` points in
@@ -378,7 +378,13 @@ def da_scan(lattice: Lattice, turns: int = 1000, grid: str = "polar", angles: in
     Returns a dict of NumPy arrays: per particle ``amplitude angle grid_x grid_y delta_index
     lost_turn survived`` and ``initial``/``final`` :class:`Particles`; ``per_angle`` (``delta
     angle da_first_loss da_last_stable da_refined``); ``da_min da_mean da_max``;
-    ``turn_checkpoints`` and ``da_vs_turns`` (per delta, the DA for that many turns)."""
+    ``turn_checkpoints`` and ``da_vs_turns`` (per delta, the DA for that many turns).
+
+    ``variants``: variants files or lattice files (``fusetrack da --variants``): a study of all
+    variants in one run. The per-particle arrays then hold every variant's scan in turn, the
+    summary entries are the worst variant's, and ``study`` holds ``names``, per angle ``delta
+    angle min mean std max`` over the variants, ``per_variant`` (angle x variant),
+    ``da_min_per_variant`` and the per-particle ``variant``."""
     c = _ft._DaConfig()
     c.turns = int(turns)
     c.grid = grid
@@ -398,7 +404,8 @@ def da_scan(lattice: Lattice, turns: int = 1000, grid: str = "polar", angles: in
         c.turn_limits = [float(v) for v in limits]
     c.refine_resolution = refine
     return _ft._da_scan(lattice, c, device, fma, int(threads), dispatch,
-                        "" if output is None else os.fspath(output), int(checkpoint_every))
+                        "" if output is None else os.fspath(output), int(checkpoint_every),
+                        [os.fspath(v) for v in variants])
 
 
 def repro(lattice: Lattice, particles: Optional[Particles] = None, n: int = 10000, amplitude: float = 0.02,

@@ -1,0 +1,40 @@
+// Lattice variants on the GPU: one switch kernel for every variant, each particle reading its
+// variant's parameter table. With fma off the study equals the CPU's study bit for bit, and each
+// variant equals that variant tracked alone on the GPU (whatever form the lone run takes).
+#include <doctest/doctest.h>
+
+#include "fusetrack/compare.h"
+#include "fusetrack/cuda_backend.h"
+#include "fusetrack/da.h"
+#include "support/variant_study.h"
+
+using namespace ft;
+
+TEST_CASE("variants on the GPU: a DA study equals the CPU's bit for bit and each variant equals its lone GPU scan") {
+  const LatticeVariants v = ft::test::sextupole_ring_variants();
+  const DaConfig c = ft::test::variant_study_config(2000);
+  DaScan on_cpu = make_da_study(v.pointers(), v.names, c), on_gpu = on_cpu;
+  DaRunOptions ro;
+  ro.checkpoint_every = 500;
+  auto cpu = make_cpu_backend(v.lattices[0]);
+  cpu->set_variants(v.pointers());
+  CudaBackend gpu(v.lattices[0], CudaBackendOptions{});
+  gpu.set_variants(v.pointers());
+  REQUIRE(run_da_scan(on_cpu, *cpu, ro));
+  REQUIRE(run_da_scan(on_gpu, gpu, ro));
+  CHECK(gpu.last_stats().form.dispatch == Dispatch::Switch);
+  const ParticleComparison cmp = compare_particles(on_cpu.particles, on_gpu.particles);
+  MESSAGE("study of ", v.size(), " variants on ", gpu.name(), ": lost ",
+          on_cpu.particles.size() - on_cpu.particles.alive_count(), " of ", on_cpu.particles.size(), "; bitwise equal ",
+          cmp.bitwise_equal, "/", cmp.coordinates);
+  CHECK(on_cpu.particles.alive_count() < on_cpu.particles.size());
+  CHECK(cmp.identical());
+  for (size_t k = 0; k < v.size(); ++k) {
+    DaScan alone = make_da_scan(v.lattices[k], c);
+    CudaBackend lone(v.lattices[k], CudaBackendOptions{});
+    REQUIRE(run_da_scan(alone, lone, ro));
+    const ParticleComparison each = compare_particles(alone.particles, da_variant_scan(on_gpu, k).particles);
+    INFO("variant ", v.names[k], ": lone form ", kernel_form_name(lone.last_stats().form));
+    CHECK(each.identical());
+  }
+}

@@ -1,0 +1,47 @@
+#!/bin/bash
+# Issue 22 on the GPU machine: DA studies of lattice variants (error seeds) in one run.
+#   OUT=/tmp/out bash tools/device/da_study.sh [quick|full]   (needs .carry/deps and .carry/xsuite)
+# quick: GPU tests of the variants and a short study; full: the benchmarks of the issue
+#   CLIC damping ring, 60 seeds x 100x100 initial conditions x 10^4 turns (and one scan alone)
+#   bundled light-source ring, 60 seeds x 496 initial conditions x 1000 turns, GPU vs all CPU cores
+set -u
+OUT=${OUT:-/tmp/fusetrack-out}
+MODE=${1:-quick}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
+export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+t0=$(date +%s)
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
+  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+echo "== build ok ($(( $(date +%s) - t0 )) s)"
+BIN=$ROOT/build-gpu/bin/fusetrack
+# Errors of the CLIC ring: every thin multipole, b3/a3 relative to its main component at 10 mm, and
+# 20 um / 0.1 mrad misalignments (a study table, not a measured error budget).
+cat > build-gpu/clic_errors.json <<'JSON'
+{"fusetrack_error_table": 1, "cut": 3.0,
+ "entries": [{"match": ".*", "type": "Multipole", "order": 1, "radius": 0.01,
+              "random": {"dknr": [0, 0, 1e-3], "dksr": [0, 0, 1e-3], "dx": 2e-5, "dy": 2e-5, "dpsi": 1e-4}}]}
+JSON
+if [ "$MODE" = quick ]; then
+  (cd build-gpu && ./bin/test_gpu -tc="variants*,DA scan*" 2>&1 | grep -E "MESSAGE|ERROR|test cases|assertions|variant") | tee "$OUT/test_gpu_variants.log"
+  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 8 -o build-gpu/clic_seeds8.json 2>&1 | tail -3
+  /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds8.json --turns 1000 --angles 20 --amplitudes 50 \
+    --amplitude-range 0.0001 0.01 --device gpu --no-plots -o build-gpu/study8 2>&1 | grep -vE "^progress|^ +[0-9]+ " | tee "$OUT/study8.log"
+fi
+if [ "$MODE" = full ]; then
+  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json 2>&1 | tail -2
+  echo "== CLIC, 60 seeds x 100 x 100 x 10^4 turns, one GPU" | tee "$OUT/study_clic.log"
+  /usr/bin/time -f "study wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns 10000 --angles 100 \
+    --amplitudes 100 --amplitude-range 0.0001 0.01 --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/study_clic 2>&1 \
+    | grep -vE "^progress|^ +[0-9]+ " | tail -12 | tee -a "$OUT/study_clic.log"
+  echo "== CLIC, one scan alone (the same grid), one GPU" | tee -a "$OUT/study_clic.log"
+  /usr/bin/time -f "alone wall %e s" $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+    --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/alone_clic 2>&1 | grep -E "survivors|DA min|wall" | tee -a "$OUT/study_clic.log"
+  cp build-gpu/study_clic/summary.csv "$OUT/study_clic_summary.csv" 2>/dev/null
+fi
+echo "== total $(( $(date +%s) - t0 )) s"
