@@ -3,12 +3,19 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <cstring>
+#include <limits>
+#include <tuple>
+#include <utility>
 
 #include "cli_common.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/cuda_backend.h"
+#include "fusetrack/lattice_optimize.h"
 
 namespace ft::cli {
 
@@ -28,6 +35,7 @@ struct BenchArgs {
   std::vector<double> collective_particles = {1e6, 1e7, 1e8};
   std::vector<int> slices;            // --slices: n_slices of every collective element
   double sigma_zeta = 0.0;            // collective bench bunch length [m]; 0: a fifth of the cuts
+  bool optimize = false;              // compare the lattice with its optimized form (lattice_optimize.h)
 };
 
 struct Measurement {
@@ -113,6 +121,157 @@ void run_gpu_bench(const BenchArgs& a, const Lattice& lattice, const std::string
     fmt::print("# {} kernel: {} registers/thread, {} bytes local memory/thread\n", dname,
                gpu.last_stats().registers_per_thread, gpu.last_stats().local_bytes_per_thread);
   }
+}
+
+/// One lattice tracked for the --optimize comparison: the final particles and the best time of the
+/// repeats (CPU: wall time of track(); GPU: its kernels, device events).
+struct OptimizeRun {
+  Particles particles;
+  double seconds = std::numeric_limits<double>::infinity();
+};
+
+/// The largest differences of the optimized lattice's particles from the original's, over the
+/// particles alive in both, and the particles whose fate differs.
+struct OptimizeDifference {
+  std::array<double, 6> absolute{};  // max |optimized - original| per coordinate
+  std::array<double, 6> spread{};    // max - min of the original's coordinate
+  size_t lost = 0;                   // particles lost with the original lattice
+  size_t fate_differs = 0;           // state or lost_turn differ
+  size_t element_differs = 0;        // lost alike, but lost_element (mapped to the original) differs
+};
+
+OptimizeDifference optimize_difference(const Particles& original, const Particles& optimized,
+                                       const OptimizeReport& report) {
+  OptimizeDifference d;
+  std::array<double, 6> low, high;
+  low.fill(std::numeric_limits<double>::infinity());
+  high.fill(-std::numeric_limits<double>::infinity());
+  Particles mapped = optimized;
+  map_lost_elements_to_original(mapped, report);
+  const std::vector<int64_t>& lost_element = mapped.lost_element;
+  for (size_t i = 0; i < original.size(); ++i) {
+    d.lost += original.state[i] <= 0;
+    if (original.state[i] != optimized.state[i] || original.lost_turn[i] != optimized.lost_turn[i]) {
+      ++d.fate_differs;
+      continue;
+    }
+    if (original.state[i] <= 0) {
+      d.element_differs += original.lost_element[i] != lost_element[i];
+      continue;
+    }
+    double a[6], b[6];
+    original.coordinates(i, a);
+    optimized.coordinates(i, b);
+    for (size_t k = 0; k < 6; ++k) {
+      d.absolute[k] = std::max(d.absolute[k], std::fabs(a[k] - b[k]));
+      low[k] = std::min(low[k], a[k]);
+      high[k] = std::max(high[k], a[k]);
+    }
+  }
+  for (size_t k = 0; k < 6; ++k) d.spread[k] = high[k] > low[k] ? high[k] - low[k] : 0.0;
+  return d;
+}
+
+/// --optimize: the lattice as given and optimized, on the same particles, backend, threads and
+/// turns, in one run. Each lattice is tracked `kRepeats` times, alternating, after a one-turn
+/// warm-up of each; the best time counts (the other processes of a shared machine only slow a run
+/// down). Prints element counts, element-passes/s and particle-turns/s of both, the speed ratio,
+/// the largest coordinate differences (absolute and relative to the coordinate's spread) and
+/// whether losses agree (state, turn, element mapped back to the original sequence); with a GPU the
+/// same on its kernels, and whether it reproduces the CPU's optimized run bit for bit (fma off).
+void run_optimize_comparison(const BenchArgs& a, const Lattice& lattice, const std::string& path) {
+  constexpr int kRepeats = 3;
+  OptimizeReport report;
+  const Lattice optimized = optimize_for_tracking(lattice, &report);
+  fmt::print("# {}: {}\n", path, report.summary());
+  const Particles start = bench_particles(lattice, a.particles, a.amplitude);
+  const int threads = a.threads.back();
+  const double particle_turns = static_cast<double>(a.particles) * static_cast<double>(a.turns);
+  fmt::print("{:<40} {:>8} {:>10} {:>10} {:>10} {:>14} {:>14}\n", "lattice", "backend", "form", "elements", "seconds",
+             "elem-passes/s", "part-turns/s");
+
+  // Tracks both lattices with the backends `make(lattice)` returns; `seconds_of` reads a run's time.
+  auto compare = [&](const std::string& backend_name, auto make, auto seconds_of) {
+    auto original_backend = make(lattice);
+    auto optimized_backend = make(optimized);
+    TrackOptions options;
+    options.threads = threads;
+    options.fma = parse_fma(a.common.fma);
+    options.turns = 1;
+    for (Backend* backend : {original_backend.get(), optimized_backend.get()}) {
+      Particles warm = start;
+      backend->track(warm, options);  // caches, thread pool, kernel compile or load
+    }
+    options.turns = a.turns;
+    OptimizeRun original_run, optimized_run;
+    for (int repeat = 0; repeat < kRepeats; ++repeat) {
+      for (auto [backend, run] : {std::make_pair(original_backend.get(), &original_run),
+                                  std::make_pair(optimized_backend.get(), &optimized_run)}) {
+        Particles p = start;
+        const auto t0 = std::chrono::steady_clock::now();
+        backend->track(p, options);
+        const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        run->seconds = std::min(run->seconds, seconds_of(*backend, wall));
+        run->particles = std::move(p);
+      }
+    }
+    for (auto [form, run, elements] : {std::make_tuple("original", &original_run, lattice.sequence().size()),
+                                       std::make_tuple("optimized", &optimized_run, optimized.sequence().size())})
+      fmt::print("{:<40} {:>8} {:>10} {:>10} {:>10.4f} {:>14.4g} {:>14.4g}\n", path, backend_name, form, elements,
+                 run->seconds, particle_turns * static_cast<double>(elements) / run->seconds,
+                 particle_turns / run->seconds);
+    const OptimizeDifference d = optimize_difference(original_run.particles, optimized_run.particles, report);
+    fmt::print("# {} speed ratio optimized/original: {:.3f}x in particle-turns/s ({} -> {} elements, best of {})\n",
+               backend_name, original_run.seconds / optimized_run.seconds, lattice.sequence().size(),
+               optimized.sequence().size(), kRepeats);
+    static const char* const kNames[6] = {"x", "px", "y", "py", "zeta", "delta"};
+    std::string differences;
+    double worst_relative = 0.0;
+    for (size_t k = 0; k < 6; ++k) {
+      const double relative = d.spread[k] > 0 ? d.absolute[k] / d.spread[k] : d.absolute[k];
+      worst_relative = std::max(worst_relative, relative);
+      differences += fmt::format("{}{} {:.3g} ({:.3g} of spread)", k ? ", " : "", kNames[k], d.absolute[k], relative);
+    }
+    fmt::print("# {} max |optimized - original| after {} turns: {}; largest relative {:.3g}\n", backend_name, a.turns,
+               differences, worst_relative);
+    if (d.fate_differs == 0 && d.element_differs == 0)
+      fmt::print("# {} losses agree: {} of {} lost in both, at the same turn and element\n", backend_name, d.lost,
+                 a.particles);
+    else
+      fmt::print(
+          "# {} losses differ: {} particles lost or not or at another turn, {} at another element ({} lost "
+          "with the original)\n",
+          backend_name, d.fate_differs, d.element_differs, d.lost);
+    return optimized_run.particles;
+  };
+
+  const Particles cpu_optimized = compare(
+      fmt::format("cpu({})", threads), [](const Lattice& l) { return make_cpu_backend(l); },
+      [](Backend&, double wall) { return wall; });
+  if (a.common.device == "cpu") return;
+  const std::string why = gpu_unavailable_reason();
+  if (!why.empty()) {
+    fmt::print("# gpu: skipped ({})\n", why);
+    return;
+  }
+  const Particles gpu_optimized = compare(
+      "gpu",
+      [&](const Lattice& l) {
+        CudaBackendOptions co;
+        co.cache_dir = a.common.cache_dir;
+        return std::make_unique<CudaBackend>(l, co);
+      },
+      [](Backend& backend, double) { return static_cast<CudaBackend&>(backend).last_stats().kernel_seconds; });
+  size_t differ = 0;
+  for (size_t i = 0; i < cpu_optimized.size(); ++i) {
+    double c[6], g[6];
+    cpu_optimized.coordinates(i, c);
+    gpu_optimized.coordinates(i, g);
+    differ += std::memcmp(c, g, sizeof c) != 0 || cpu_optimized.state[i] != gpu_optimized.state[i] ||
+              cpu_optimized.lost_turn[i] != gpu_optimized.lost_turn[i];
+  }
+  fmt::print("# optimized lattice, gpu against cpu (fma {}): {}\n", a.common.fma,
+             differ == 0 ? "bitwise identical" : fmt::format("{} of {} particles differ", differ, a.particles));
 }
 
 /// A Gaussian bunch in zeta (and delta) centred between the cuts of the collective elements.
@@ -253,8 +412,9 @@ void run_bench(BenchArgs a) {
   if (a.threads.empty()) a.threads = {1, omp_get_max_threads()};
   fmt::print("# fusetrack bench: {} particles, {} turns, CPU threads available {}\n", a.particles, a.turns,
              omp_get_max_threads());
-  fmt::print("{:<40} {:>8} {:>8} {:>10} {:>14} {:>14} {:>9}\n", "lattice", "backend", "threads", "seconds",
-             "elem-passes/s", "part-turns/s", "speedup");
+  if (!a.optimize)  // --optimize prints its own table per lattice
+    fmt::print("{:<40} {:>8} {:>8} {:>10} {:>14} {:>14} {:>9}\n", "lattice", "backend", "threads", "seconds",
+               "elem-passes/s", "part-turns/s", "speedup");
   for (const auto& path : a.lattices) {
     Lattice lattice = load_lattice(path, registry);
     for (const std::string& setting : a.settings) {
@@ -269,7 +429,13 @@ void run_bench(BenchArgs a) {
     }
     lattice.prepare();
     if (lattice.has_collective()) {
+      if (a.optimize)
+        fmt::print("# --optimize: {} has collective elements; the collective bench runs unoptimized\n", path);
       run_collective_bench(a, lattice, path);
+      continue;
+    }
+    if (a.optimize) {
+      run_optimize_comparison(a, lattice, path);
       continue;
     }
     auto cpu = make_cpu_backend(lattice);
@@ -310,6 +476,10 @@ void add_bench_command(CLI::App& app) {
                   "macroparticle counts of the collective GPU bench (default 1e6 1e7 1e8)");
   cmd->add_option("--slices", args->slices, "collective bench: n_slices of every collective element (repeatable list)");
   cmd->add_option("--sigma-zeta", args->sigma_zeta, "collective bench: rms bunch length [m] (default: a tenth of the cuts)");
+  cmd->add_flag("--optimize", args->optimize,
+                "instead of the thread and GPU tables: the lattice and its optimized form (markers removed, drifts "
+                "and thin kicks merged) on the same particles, with the speed ratio, the largest coordinate "
+                "differences and whether losses agree (threads: the last of --thread-counts)");
   add_common_options(*cmd, args->common);
   cmd->callback([args] { run_bench(*args); });
 }

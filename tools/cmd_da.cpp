@@ -15,6 +15,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/session.h"
+#include "fusetrack/lattice_optimize.h"
 #include "fusetrack/variants.h"
 
 namespace ft::cli {
@@ -39,6 +40,7 @@ struct DaArgs {
   bool plots = true;
   std::string part;  // --part i/N
   std::vector<std::string> variants;  // --variants: variants files or lattice files (a study)
+  bool optimize = false;               // --optimize
   int64_t stop_after = 0;  // --stop-after TURNS
 };
 
@@ -175,6 +177,14 @@ int run_da(DaArgs a) {
   LatticeVariants variants;
   const bool study = !a.variants.empty();
   if (study) variants = load_variants(base, a.variants, registry);
+  if (a.optimize) {
+    OptimizeReport report;
+    if (study)
+      variants.lattices = optimize_variants_for_tracking(variants.pointers(), &report);
+    else
+      base = optimize_for_tracking(base, &report);
+    fmt::print("{} (loss elements are indices into the optimized sequence)\n", report.summary());
+  }
   Lattice& lattice = study ? variants.lattices[0] : base;
   DaJobOptions jo;
   jo.lattice_file = a.lattice;
@@ -355,6 +365,9 @@ void add_da_command(CLI::App& app) {
                   "lattice variants tracked together in one run (a study: error seeds, knob scans): variants "
                   "files (fusetrack errors writes them) applied to LATTICE, or lattice files with LATTICE's "
                   "sequence; results per variant and across them");
+  cmd->add_flag("--optimize", a->optimize,
+                "simplify the lattice for tracking first: markers removed, consecutive drifts and adjacent thin "
+                "kicks merged (README: Optimizing a lattice for tracking)");
   add_common_options(*cmd, a->common);
   cmd->callback([a, cmd] {
     refuse_options_of_the_other_grid(*cmd, a->grid);

@@ -11,6 +11,7 @@
 #include "fusetrack/particle_files.h"
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
+#include "fusetrack/lattice_optimize.h"
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
@@ -42,6 +43,7 @@ struct TrackArgs {
   int64_t profile_every = 0;
   std::string plots;
   bool progress = false;
+  bool optimize = false;  // markers removed, drifts and thin kicks merged (fusetrack/lattice_optimize.h)
 };
 
 /// A matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves the same
@@ -174,7 +176,13 @@ void run_track(const TrackArgs& a) {
   if (!a.monitor.empty() && root) check_output_path(a.monitor, "--monitor");
   ElementRegistry registry;
   load_plugins(registry, a.common);
-  const Lattice lattice = load_lattice(a.lattice, registry);
+  OptimizeReport optimization;
+  const Lattice lattice = [&] {
+    Lattice loaded = load_lattice(a.lattice, registry);
+    if (!a.optimize) return loaded;
+    return optimize_for_tracking(loaded, &optimization);
+  }();
+  if (a.optimize && root) fmt::print("{}\n", optimization.summary());
   auto backend = make_backend(lattice, a.common);
   InputLocation at;
   at.field = "--profile-every";
@@ -213,6 +221,8 @@ void run_track(const TrackArgs& a) {
   const TrackRun run = run_tracking(lattice, *backend, particles, options);
   times.generated = options.matched != nullptr;
   const auto t_output = std::chrono::steady_clock::now();
+  // Output files name the elements of the lattice file (a loss in a merged element at its first part).
+  if (a.optimize) map_lost_elements_to_original(particles, optimization);
   if (!a.output.empty()) write_particle_shards(a.output, particles, comm);
   if (run.monitor) run.monitor->write(a.monitor);
   comm.barrier();
@@ -316,6 +326,9 @@ void add_track_command(CLI::App& app) {
   cmd->add_option("--profile-every", args->profile_every,
                   "record the profiles and fields of the collective elements every K turns (with --monitor)");
   cmd->add_option("--plots", args->plots, "with --monitor: plots of the bunch length and profiles into DIR");
+  cmd->add_flag("--optimize", args->optimize,
+                "track a simplified lattice: markers removed, consecutive drifts and thin kicks merged (the same "
+                "map to rounding; lost_element still indexes the lattice file's sequence)");
   cmd->add_flag("--progress", args->progress, "progress bar with ETA on stderr (default: only on a terminal)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
   cmd->add_option("-o,--output", args->output,

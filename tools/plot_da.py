@@ -15,9 +15,35 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 
+def plot_study(directory, summary):
+    """A study of lattice variants: per angle (or x column), each variant's DA as a thin line and
+    the minimum, mean and maximum over the variants (da_study.png)."""
+    key = "per_angle" if "per_angle" in summary else "per_column"
+    axis = "angle_deg" if key == "per_angle" else "x"
+    fig, ax = plt.subplots(figsize=(7, 4.6))
+    for delta in summary["deltas"]:
+        rows = [r for r in summary[key] if r["delta"] == delta]
+        xs = [r[axis] for r in rows]
+        per = np.array([[np.nan if v is None else v for v in r["per_variant"]] for r in rows], dtype=float)
+        ax.plot(xs, per, color="0.8", lw=0.6)
+        value = lambda name: [np.nan if r[name] is None else r[name] for r in rows]  # noqa: E731
+        ax.fill_between(xs, value("min"), value("max"), alpha=0.25, label=f"min..max, delta = {delta:g}")
+        ax.plot(xs, value("mean"), lw=1.5, label=f"mean over {per.shape[1]} variants, delta = {delta:g}")
+        ax.plot(xs, value("min"), "k--", lw=1)
+    ax.set_xlabel("angle [deg]" if axis == "angle_deg" else "x")
+    ax.set_ylabel(f"DA [{summary['amplitude_unit']}]")
+    ax.set_title(f"DA over {len(summary['variants'])} lattice variants, {summary['turns']} turns")
+    ax.legend(fontsize=8)
+    fig.tight_layout()
+    fig.savefig(os.path.join(directory, "da_study.png"), dpi=120)
+
+
 def main(directory):
     with open(os.path.join(directory, "summary.json")) as f:
         summary = json.load(f)
+    if summary.get("study"):
+        plot_study(directory, summary)
+        return
     data = np.load(os.path.join(directory, "da.npz"))
     unit = summary["amplitude_unit"]
     turns = summary["turns"]

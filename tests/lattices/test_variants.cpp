@@ -80,6 +80,22 @@ TEST_CASE("Variants file: set, add, whole-name patterns, per-instance names and 
   CHECK(v.lattices[0].transform(static_cast<uint32_t>(v.lattices[0].find_definition("sd[5]"))) == nullptr);
   CHECK(v.lattices[2].field(static_cast<uint32_t>(sf), "knl", 2) == 2.0 + 0.7);
 
+  // Many instances of one definition (qd[1] ... qd[16], named in any order): each its own.
+  json many = json::parse(R"({"fusetrack_variants": 1, "variants": [{"name": "all_qd", "elements": []}]})");
+  for (int k = 16; k >= 1; --k)
+    many["variants"][0]["elements"].push_back({{"name", fmt::format("qd[{}]", k)}, {"set", {{"shift_y", 1e-6 * k}}}});
+  const Lattice each = variants_from_json(base, many, "many.json").lattices[0];
+  int seen_qd = 0;
+  for (size_t e = 0; e < base.sequence().size(); ++e) {
+    if (base.sequence()[e].definition != static_cast<uint32_t>(qd)) continue;
+    ++seen_qd;
+    const ElementDefinition& def = each.definitions()[each.sequence()[e].definition];
+    CHECK(def.name == fmt::format("qd[{}]", seen_qd));
+    REQUIRE(each.transform(each.sequence()[e].definition) != nullptr);
+    CHECK(each.transform(each.sequence()[e].definition)->shift_y == 1e-6 * seen_qd);
+  }
+  CHECK(seen_qd == 16);
+
   // Scans: every variant for every combination of the knob values, named after them.
   const LatticeVariants s = variants_from_json(base, json::parse(R"({"fusetrack_variants": 1,
       "variants": [{"name": "a"}, {"name": "b", "elements": [{"name": "sd", "set": {"knl": [0, 0, -3.0]}}]}],

@@ -856,7 +856,13 @@ DaScan make_da_study(const std::vector<const Lattice*>& lattices, const std::vec
   if (lattices.empty()) throw Error("a DA study needs at least one lattice");
   if (names.size() != lattices.size()) throw Error("a DA study needs one name per lattice");
   std::vector<DaScan> scans(lattices.size());
-  for (size_t v = 0; v < lattices.size(); ++v) scans[v] = make_da_scan(*lattices[v], config);
+  for (size_t v = 0; v < lattices.size(); ++v) {
+    try {
+      scans[v] = make_da_scan(*lattices[v], config);
+    } catch (const Error& ex) {  // e.g. no closed orbit: name the variant (an error seed without correction)
+      throw Error(fmt::format("DA study, variant '{}': {}", names[v], ex.what()));
+    }
+  }
   DaScan study = std::move(scans[0]);
   study.variant.assign(study.particles.size(), 0);
   auto frame_of = [&](const DaScan& s, size_t v) {

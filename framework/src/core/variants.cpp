@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <filesystem>
@@ -235,16 +236,19 @@ json scan_value(const Scan& scan, double v) {
 }  // namespace
 
 Lattice with_own_instances(const Lattice& lattice, const std::set<std::string>& names) {
-  Lattice out = lattice;
-  bool changed = false;
+  // Every name resolved against the lattice as given (before any instance has its own definition).
+  std::vector<std::pair<size_t, std::string>> instances;  // (sequence entry, name)
   for (const std::string& name : names) {
     uint32_t definition = 0;
     size_t entry = 0;
-    if (!instance_reference(out, name, definition, entry)) continue;
-    out.set_sequence_definition(entry, out.duplicate_definition(definition, name));
-    changed = true;
+    if (instance_reference(lattice, name, definition, entry)) instances.emplace_back(entry, name);
   }
-  if (changed) out.prepare();
+  if (instances.empty()) return lattice;
+  std::sort(instances.begin(), instances.end());
+  Lattice out = lattice;
+  for (const auto& [entry, name] : instances)
+    out.set_sequence_definition(entry, out.duplicate_definition(lattice.sequence()[entry].definition, name));
+  out.prepare();
   return out;
 }
 
