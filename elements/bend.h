@@ -173,9 +173,11 @@ inline void Bend_prepare(Bend& e, const ft_reference& /*ref*/) {
 }
 #endif
 
+// P: ft::ParticleView, or ft::ParticleLanes on the host (magnet_integrators.h).
 struct BendBody {
   const Bend& e;
-  FT_FUNCTION void drift(double s, ft::ParticleView& p) const {
+  template <class P>
+  FT_FUNCTION void drift(double s, P& p) const {
     if (e.body == FT_BEND_BODY_EXPANDED) {
       magnet_expanded_drift(s, p);
     } else if (e.body == FT_BEND_BODY_POLAR) {
@@ -186,19 +188,35 @@ struct BendBody {
       magnet_combined_map(s, e.k0_body, e.k1_body, e.h, p);
     }
   }
-  FT_FUNCTION void kick(double w, ft::ParticleView& p) const { magnet_kick(e, w, p); }
+  template <class P>
+  FT_FUNCTION void kick(double w, P& p) const { magnet_kick(e, w, p); }
 };
 
-FT_MAGNET_BODY_FUNCTION void Bend_body(const Bend& e, ft::ParticleView& p) {
+template <class P>
+FT_FUNCTION void bend_body(const Bend& e, P& p) {
   const BendBody body{e};
   magnet_integrate(body, e.integrator, e.num_kicks, e.length, p);
 }
 
-FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) {
+FT_MAGNET_BODY_FUNCTION void Bend_body(const Bend& e, ft::ParticleView& p) { bend_body(e, p); }
+
+#ifndef FT_DEVICE_COMPILE
+inline void Bend_body(const Bend& e, ft::ParticleLanes& l) { bend_body(e, l); }
+#endif
+
+template <class P>
+FT_FUNCTION void bend_track(const Bend& e, P& p) {
   if (e.edge_entry_active) dipole_edge_linear_kick(e.r21_entry, e.r43_entry, p);
   Bend_body(e, p);
   if (e.edge_exit_active) dipole_edge_linear_kick(e.r21_exit, e.r43_exit, p);
 }
+
+FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) { bend_track(e, p); }
+
+#ifndef FT_DEVICE_COMPILE
+/// The CPU form: the edges and every drift and kick over all alive particles of a block at once.
+inline void Bend_track_lanes(const Bend& e, ft::ParticleLanes& l) { bend_track(e, l); }
+#endif
 
 FT_REGISTER_ELEMENT(Bend, FT_BEND_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick sector bend with gradient and multipoles, edges with fringe fields; models: expanded "

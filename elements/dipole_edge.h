@@ -45,6 +45,12 @@ FT_FUNCTION void dipole_edge_linear_kick(double r21, double r43, ft::ParticleVie
   p.py += r43 * p.y;
 }
 
+#ifndef FT_DEVICE_COMPILE
+FT_LANES_FUNCTION void dipole_edge_linear_kick(double r21, double r43, ft::ParticleLanes& l) {
+  ft::for_each_lane(l, [r21, r43](ft::ParticleView& p) { dipole_edge_linear_kick(r21, r43, p); });
+}
+#endif
+
 FT_FUNCTION void DipoleEdge_track(const DipoleEdge& e, ft::ParticleView& p) { dipole_edge_linear_kick(e.r21, e.r43, p); }
 
 FT_REGISTER_ELEMENT(DipoleEdge, FT_DIPOLE_EDGE_FIELDS, FT_THIN, FT_WITH_PREPARE,

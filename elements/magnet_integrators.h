@@ -263,9 +263,11 @@ FT_FUNCTION double magnet_slice_op(int integrator, int o, bool& is_drift) {
 /// track_magnet.h, in xtrack's order of operations). One call site each for the drift and the
 /// kick, in loops that are not unrolled: the code of a thick magnet does not grow with the
 /// number of integrator stages (NVRTC compile time).
-template <class Body>
-FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kicks, double length,
-                                  ft::ParticleView& p) {
+/// P is ft::ParticleView (one particle; the GPU and the tests) or, on the host, ft::ParticleLanes
+/// (every alive particle of a block: each drift and kick is then one loop over the particles, and
+/// each particle sees the same operations in the same order).
+template <class Body, class P>
+FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kicks, double length, P& p) {
   if (integrator == FT_INTEGRATOR_TEAPOT) {
     // D(edge) [K D(inside)] x (n - 1) K D(edge)
     const double w = 1.0 / num_kicks;
@@ -308,6 +310,42 @@ FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kick
     }
   }
 }
+
+#ifndef FT_DEVICE_COMPILE
+// The drifts and kicks over all lanes of a block (host only): the per-particle function above,
+// run lane by lane in one loop that vectorizes across the particles.
+template <class E>
+FT_LANES_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleLanes& l) {
+  // On a copy, the kick's tests of kick_hl and kick_h_k1l are invariants of the lane loop: decided
+  // here once, they leave each loop without branches (GCC then vectorizes it without AVX-512's
+  // masking, and computes no term that is not used).
+  const E c = e;
+  const auto kick = [&c, w](ft::ParticleView& p) { magnet_kick(c, w, p); };
+  if (c.kick_hl != 0.0) {
+    if (c.kick_h_k1l != 0.0)
+      ft::for_each_lane(l, kick);
+    else
+      ft::for_each_lane(l, kick);
+  } else {
+    if (c.kick_h_k1l != 0.0)
+      ft::for_each_lane(l, kick);
+    else
+      ft::for_each_lane(l, kick);
+  }
+}
+FT_LANES_FUNCTION void magnet_expanded_drift(double s, ft::ParticleLanes& l) {
+  ft::for_each_lane(l, [s](ft::ParticleView& p) { magnet_expanded_drift(s, p); });
+}
+FT_LANES_FUNCTION void magnet_exact_drift(double s, ft::ParticleLanes& l) {
+  ft::for_each_lane(l, [s](ft::ParticleView& p) { magnet_exact_drift(s, p); });
+}
+FT_LANES_FUNCTION void magnet_polar_dipole(double s, double h, double k0, ft::ParticleLanes& l) {
+  ft::for_each_lane(l, [s, h, k0](ft::ParticleView& p) { magnet_polar_dipole(s, h, k0, p); });
+}
+FT_LANES_FUNCTION void magnet_combined_map(double s, double k0, double k1, double h, ft::ParticleLanes& l) {
+  ft::for_each_lane(l, [s, k0, k1, h](ft::ParticleView& p) { magnet_combined_map(s, k0, k1, h, p); });
+}
+#endif
 
 #ifndef FT_DEVICE_COMPILE
 #include <cmath>

@@ -37,16 +37,29 @@ inline void ThickMultipole_prepare(ThickMultipole& e, const ft_reference& /*ref*
 }
 #endif
 
+// P: ft::ParticleView, or ft::ParticleLanes on the host (magnet_integrators.h).
 struct ThickMultipoleBody {
   const ThickMultipole& e;
-  FT_FUNCTION void drift(double s, ft::ParticleView& p) const { magnet_expanded_drift(s, p); }
-  FT_FUNCTION void kick(double w, ft::ParticleView& p) const { magnet_kick(e, w, p); }
+  template <class P>
+  FT_FUNCTION void drift(double s, P& p) const { magnet_expanded_drift(s, p); }
+  template <class P>
+  FT_FUNCTION void kick(double w, P& p) const { magnet_kick(e, w, p); }
 };
 
-FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::ParticleView& p) {
+template <class P>
+FT_FUNCTION void thick_multipole_track(const ThickMultipole& e, P& p) {
   const ThickMultipoleBody body{e};
   magnet_integrate(body, e.integrator, e.num_kicks, e.length, p);
 }
+
+FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::ParticleView& p) {
+  thick_multipole_track(e, p);
+}
+
+#ifndef FT_DEVICE_COMPILE
+/// The CPU form: every drift and kick over all alive particles of a block at once.
+inline void ThickMultipole_track_lanes(const ThickMultipole& e, ft::ParticleLanes& l) { thick_multipole_track(e, l); }
+#endif
 
 FT_REGISTER_ELEMENT(ThickMultipole, FT_THICK_MULTIPOLE_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick straight multipole (k_n, j_n to n = 5), Forest-Ruth (AT StrMPoleSymplectic4Pass) or "

@@ -61,6 +61,8 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <type_traits>
+#include <utility>
 
 #include "fusetrack/plugin_abi.h"
 
@@ -91,34 +93,115 @@ inline void write_error(ft_error* error, const char* what) {
   if (error) std::snprintf(error->message, sizeof(error->message), "%s", what);
 }
 
-/// The CPU loop over one block of particles for one element: each alive particle is loaded into
-/// a ParticleView, given to `f`, checked against the element limits and stored back; losses
-/// record the turn and the element index. The framework owns this loop: element code sees one
-/// particle. Exceptions become the plugin's error message.
-template <class F>
-int for_each_alive(ft_particle_block* b, ft_error* error, F&& f) {
-  try {
-    GlobalLimits limits{};
-    limits.x = b->limit_x;
-    limits.y = b->limit_y;
-    // Distinct arrays: restrict lets the compiler drop the store-back of untouched coordinates.
-    double* __restrict__ x = b->x;
-    double* __restrict__ px = b->px;
-    double* __restrict__ y = b->y;
-    double* __restrict__ py = b->py;
-    double* __restrict__ zeta = b->zeta;
-    double* __restrict__ delta = b->delta;
-    double* __restrict__ ptau = b->ptau;
-    double* __restrict__ rpp = b->rpp;
-    double* __restrict__ rvv = b->rvv;
-    int32_t* __restrict__ state = b->state;
-    const int64_t count = b->count;
-    const double beta0 = b->beta0;
-    for (int64_t i = 0; i < count; ++i) {
-      if (state[i] <= 0) continue;
-      ParticleView p{x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], rpp[i], rvv[i], beta0, state[i]};
-      f(p);
-      apply_element_limits(p, limits);
+/// Inlined into the CPU loops whatever GCC's inlining budget (the lane loops below vectorize only
+/// when the element code is inlined into them).
+#define FT_LANES_INLINE inline __attribute__((always_inline))
+/// For a host function that runs element code over lanes (ParticleLanes): everything it calls is
+/// inlined into it, so that its lane loops hold no call and vectorize.
+#define FT_LANES_FUNCTION inline __attribute__((flatten))
+
+/// Most particles one element call works on at a time (the CPU backend's blocks are 64).
+constexpr int64_t kLaneChunk = 64;
+/// ParticleLanes::count is a multiple of this (the widest vector, 8 doubles): no scalar remainder.
+constexpr int64_t kLaneMultiple = 8;
+/// A block is tracked in place, lost particles computed and dropped, when at least this many
+/// eighths of it are alive; below, the alive particles are copied out and back (9 arrays each
+/// way). Elements of one operation (a drift: a few cycles per particle) are cheaper to compute
+/// for every particle than to copy; thick magnets (tens of operations) are worth compacting.
+constexpr int64_t kInPlaceEighthsOneStep = 3;
+constexpr int64_t kInPlaceEighthsLanes = 7;
+
+}  // namespace element_sdk
+
+/// Host only: the particles one element call works on, as arrays, for element code that is run
+/// over all of them one operation at a time (an element that defines NAME_track_lanes; see
+/// track_block). rv0v[i] is 1 / rvv[i], as in ParticleView. count is a multiple of
+/// element_sdk::kLaneMultiple. Every lane is computed; a lane is stored back only where `live` is
+/// null or live[i] != 0 (the particles alive when the element began): the other lanes (lost
+/// particles, or copies of an alive particle that pad the count) are computed and dropped.
+struct ParticleLanes {
+  double* x;
+  double* px;
+  double* y;
+  double* py;
+  double* zeta;
+  double* delta;
+  double* ptau;
+  double* rpp;
+  double* rvv;
+  double* rv0v;
+  // kAlive on entry; a lane loop writes the state of each particle an element loses (<= 0).
+  // Elements are given alive particles only, as ParticleViews of state kAlive (the one alive
+  // state fusetrack uses), and say a particle is lost by setting state <= 0. Not read by the
+  // lane loops: they then carry no 32-bit integers and vectorize with as many doubles per
+  // vector as the machine has.
+  int64_t* state;
+  const int64_t* live;  // null: store every lane
+  double beta0;
+  int64_t count;
+};
+
+namespace element_sdk {
+
+/// a where the mask is all ones, b where it is zero (bit for bit).
+FT_LANES_INLINE double select_bits(uint64_t mask, double a, double b) {
+  uint64_t ua, ub;
+  std::memcpy(&ua, &a, sizeof ua);
+  std::memcpy(&ub, &b, sizeof ub);
+  const uint64_t r = (ua & mask) | (ub & ~mask);
+  double d;
+  std::memcpy(&d, &r, sizeof d);
+  return d;
+}
+
+template <bool kMasked, class F>
+FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
+  double* __restrict__ x = l.x;
+  double* __restrict__ px = l.px;
+  double* __restrict__ y = l.y;
+  double* __restrict__ py = l.py;
+  double* __restrict__ zeta = l.zeta;
+  double* __restrict__ delta = l.delta;
+  double* __restrict__ ptau = l.ptau;
+  double* __restrict__ rpp = l.rpp;
+  double* __restrict__ rvv = l.rvv;
+  double* __restrict__ rv0v = l.rv0v;
+  int64_t* __restrict__ state = l.state;
+  const int64_t* __restrict__ live = l.live;
+  const double beta0 = l.beta0;
+  const int64_t n = l.count;
+  if (n % kLaneMultiple != 0) __builtin_unreachable();
+#pragma omp simd simdlen(8)
+  for (int64_t i = 0; i < n; ++i) {
+    ParticleView p;
+    p.x = x[i];
+    p.px = px[i];
+    p.y = y[i];
+    p.py = py[i];
+    p.zeta = zeta[i];
+    p.delta = delta[i];
+    p.ptau = ptau[i];
+    p.rpp = rpp[i];
+    p.rvv = rvv[i];
+    p.beta0 = beta0;
+    p.state = kAlive;  // see ParticleLanes::state
+    p.rv0v = rv0v[i];
+    f(p);
+    if (kMasked) {
+      // Bit selects, not a branch: every lane's arithmetic stays unconditional (a trapping
+      // operation under a condition vectorizes only with AVX-512's masking).
+      const uint64_t keep = static_cast<uint64_t>(0) - static_cast<uint64_t>(live[i] != 0);
+      x[i] = select_bits(keep, p.x, x[i]);
+      px[i] = select_bits(keep, p.px, px[i]);
+      y[i] = select_bits(keep, p.y, y[i]);
+      py[i] = select_bits(keep, p.py, py[i]);
+      zeta[i] = select_bits(keep, p.zeta, zeta[i]);
+      delta[i] = select_bits(keep, p.delta, delta[i]);
+      ptau[i] = select_bits(keep, p.ptau, ptau[i]);
+      rpp[i] = select_bits(keep, p.rpp, rpp[i]);
+      rvv[i] = select_bits(keep, p.rvv, rvv[i]);
+      rv0v[i] = select_bits(keep, p.rv0v, rv0v[i]);
+    } else {
       x[i] = p.x;
       px[i] = p.px;
       y[i] = p.y;
@@ -128,10 +211,133 @@ int for_each_alive(ft_particle_block* b, ft_error* error, F&& f) {
       ptau[i] = p.ptau;
       rpp[i] = p.rpp;
       rvv[i] = p.rvv;
-      if (p.state <= 0) {
-        state[i] = p.state;
-        b->lost_turn[i] = b->turn;
-        b->lost_element[i] = b->element_index;
+      rv0v[i] = p.rv0v;
+    }
+    if (p.state <= 0) state[i] = p.state;  // nothing to store for elements that lose no particle
+  }
+}
+
+}  // namespace element_sdk
+
+/// Runs the per-particle function f on every lane: each lane is loaded into a ParticleView, given
+/// to f and stored back. The loop vectorizes across particles (omp simd) when f is branch-free
+/// enough: every particle still sees exactly the operations of f, in its order (IEEE, no
+/// contraction, no reassociation), so the results are those of one particle at a time, bit for bit.
+template <class F>
+FT_LANES_INLINE void for_each_lane(ParticleLanes& l, F&& f) {
+  if (l.live)
+    element_sdk::for_each_lane_impl<true>(l, f);
+  else
+    element_sdk::for_each_lane_impl<false>(l, f);
+}
+
+namespace element_sdk {
+
+/// The CPU loop over one block of particles for one element. Up to kLaneChunk particles of the
+/// block become the lanes of a ParticleLanes: the block's own arrays when at least
+/// `in_place_eighths` / 8 of them are alive (the lost ones are computed and not stored), else a
+/// compacted copy of the alive ones padded to a multiple of kLaneMultiple. `g(lanes)` tracks them,
+/// the element limits are checked and the alive particles are stored back; losses record the
+/// turn and the element index. Per particle this is exactly what one particle at a time does
+/// (ParticleView's rv0v = 1 / rvv on entry, the element, apply_element_limits), so the results
+/// are the same bit for bit. The framework owns this loop: element code sees one particle, or
+/// lanes. Exceptions become the plugin's error message.
+template <class G>
+int for_each_lanes_chunk(ft_particle_block* b, ft_error* error, int64_t in_place_eighths, G&& g) {
+  try {
+    GlobalLimits limits{};
+    limits.x = b->limit_x;
+    limits.y = b->limit_y;
+    const double beta0 = b->beta0;
+    for (int64_t first = 0; first < b->count; first += kLaneChunk) {
+      const int64_t n = b->count - first < kLaneChunk ? b->count - first : kLaneChunk;
+      const int32_t* state = b->state + first;
+      int64_t m = 0;
+      for (int64_t i = 0; i < n; ++i) m += state[i] > 0;
+      if (m == 0) continue;
+      const bool in_place = n % kLaneMultiple == 0 && 8 * m >= in_place_eighths * n;
+      const int64_t lanes = in_place ? n : (m + kLaneMultiple - 1) / kLaneMultiple * kLaneMultiple;
+      double* const block_arrays[9] = {b->x + first,    b->px + first,  b->y + first,   b->py + first, b->zeta + first,
+                                       b->delta + first, b->ptau + first, b->rpp + first, b->rvv + first};
+      alignas(64) int32_t index[kLaneChunk];
+      alignas(64) double buffer[9][kLaneChunk];
+      alignas(64) double rv0v[kLaneChunk];
+      alignas(64) int64_t lane_state[kLaneChunk];
+      alignas(64) int64_t live[kLaneChunk];
+      ParticleLanes l;
+      l.live = nullptr;
+      double** const lane_arrays[9] = {&l.x, &l.px, &l.y, &l.py, &l.zeta, &l.delta, &l.ptau, &l.rpp, &l.rvv};
+      if (in_place) {
+        for (int k = 0; k < 9; ++k) *lane_arrays[k] = block_arrays[k];
+        if (m < n) {
+          for (int64_t i = 0; i < n; ++i) live[i] = state[i] > 0;
+          l.live = live;
+        }
+      } else {
+        // The alive particles, then copies of the first one up to a multiple of kLaneMultiple:
+        // the padding lanes are computed with the others and never stored back.
+        int64_t k = 0;
+        for (int64_t i = 0; i < n; ++i) {
+          index[k] = static_cast<int32_t>(i);
+          k += state[i] > 0;
+        }
+        for (int64_t i = m; i < lanes; ++i) index[i] = index[0];
+        for (int a = 0; a < 9; ++a) {
+          const double* __restrict__ from = block_arrays[a];
+          double* __restrict__ to = buffer[a];
+          for (int64_t i = 0; i < lanes; ++i) to[i] = from[index[i]];
+          *lane_arrays[a] = buffer[a];
+        }
+      }
+      for (int64_t i = 0; i < lanes; ++i) lane_state[i] = kAlive;
+      {
+        const double* __restrict__ rvv = l.rvv;
+        double* __restrict__ inv = rv0v;
+#pragma omp simd simdlen(8)
+        for (int64_t i = 0; i < lanes; ++i) inv[i] = 1.0 / rvv[i];
+      }
+      l.rv0v = rv0v;
+      l.state = lane_state;
+      l.beta0 = beta0;
+      l.count = lanes;
+      g(l);
+      // The element limits; a loss counts for the particles alive when the element began.
+      int32_t any_lost = 0;
+      {
+        const double* __restrict__ x = l.x;
+        const double* __restrict__ y = l.y;
+        int64_t* __restrict__ s = lane_state;
+        const int32_t* __restrict__ entry = state;
+#pragma omp simd simdlen(8) reduction(| : any_lost)
+        for (int64_t i = 0; i < lanes; ++i) {
+          ParticleView p;
+          p.x = x[i];
+          p.y = y[i];
+          p.state = static_cast<int>(s[i]);
+          apply_element_limits(p, limits);
+          s[i] = p.state;
+          const bool was_alive = in_place ? entry[i] > 0 : i < m;
+          any_lost |= was_alive & (p.state <= 0);
+        }
+      }
+      if (!in_place) {
+        for (int a = 0; a < 9; ++a) {
+          const double* __restrict__ from = buffer[a];
+          double* __restrict__ to = block_arrays[a];
+          for (int64_t i = 0; i < m; ++i) to[index[i]] = from[i];
+        }
+      }
+      if (any_lost) {
+        if (in_place)
+          for (int64_t i = 0; i < n; ++i) index[i] = static_cast<int32_t>(i);
+        for (int64_t i = 0; i < (in_place ? n : m); ++i) {
+          const int64_t j = first + index[i];
+          if (lane_state[i] <= 0 && b->state[j] > 0) {
+            b->state[j] = static_cast<int32_t>(lane_state[i]);
+            b->lost_turn[j] = b->turn;
+            b->lost_element[j] = b->element_index;
+          }
+        }
       }
     }
     return 0;
@@ -143,10 +349,31 @@ int for_each_alive(ft_particle_block* b, ft_error* error, F&& f) {
   return 1;
 }
 
-template <class E, void (*Track)(const E&, ParticleView&)>
+/// The CPU loop over one block for a per-particle function f(ParticleView&): for_each_lanes_chunk
+/// with f run lane by lane (a loop that vectorizes across particles where f allows).
+template <class F>
+int for_each_alive(ft_particle_block* b, ft_error* error, F&& f) {
+  return for_each_lanes_chunk(b, error, kInPlaceEighthsOneStep, [&f](ParticleLanes& l) { for_each_lane(l, f); });
+}
+
+/// Whether element E has a host-only `void E_track_lanes(const E&, ft::ParticleLanes&)` (found
+/// through Caller, which each registration defines): it runs the element one operation at a time
+/// over all lanes (thick magnets: each drift and kick of the integrator as one vectorized loop
+/// over the particles) instead of one particle at a time.
+template <class Caller, class E, class = void>
+struct has_lanes_track : std::false_type {};
+template <class Caller, class E>
+struct has_lanes_track<Caller, E,
+                       std::void_t<decltype(Caller::track(std::declval<const E&>(), std::declval<ParticleLanes&>()))>>
+    : std::true_type {};
+
+template <class E, void (*Track)(const E&, ParticleView&), class Caller = void>
 int track_block(const void* params, ft_particle_block* b, ft_error* error) {
   const E& e = *static_cast<const E*>(params);
-  return for_each_alive(b, error, [&e](ParticleView& p) { Track(e, p); });
+  if constexpr (!std::is_void_v<Caller> && has_lanes_track<Caller, E>::value)
+    return for_each_lanes_chunk(b, error, kInPlaceEighthsLanes, [&e](ParticleLanes& l) { Caller::track(e, l); });
+  else
+    return for_each_alive(b, error, [&e](ParticleView& p) { Track(e, p); });
 }
 
 /// The slice grid both backends bin with (inv_dz computed here, once, on the host).
@@ -210,6 +437,12 @@ bool add_type(const ft_element_type_desc& desc);
   {#name, unit, doc, 0u, FT_FIELD_JSON, 0u, FT_FIELD_INPUT, 0.0, (required) ? 0 : 1},
 
 #define FT_ELEMENT_DESCRIPTOR_(NAME, FIELDS, THICKNESS, PREPARE, DOC)                                        \
+  struct ft_element_lanes_##NAME {                                                                    \
+    template <class L>                                                                                \
+    static auto track(const NAME& e, L& l) -> decltype(NAME##_track_lanes(e, l)) {                    \
+      return NAME##_track_lanes(e, l);                                                                \
+    }                                                                                                 \
+  };                                                                                                  \
   inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
     using Self = NAME;                                                                                \
     static const ft_field_desc fields[] = {                                                           \
@@ -219,7 +452,7 @@ bool add_type(const ft_element_type_desc& desc);
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(THICKNESS),  \
         ::ft::element_sdk::find_length_field(fields, sizeof(fields) / sizeof(fields[0])), PREPARE,    \
-        &::ft::element_sdk::track_block<NAME, &NAME##_track>, nullptr};                               \
+        &::ft::element_sdk::track_block<NAME, &NAME##_track, ft_element_lanes_##NAME>, nullptr};                               \
     return desc;                                                                                      \
   }
 
