@@ -12,6 +12,7 @@
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_optimize.h"
+#include "fusetrack/variants.h"
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
@@ -44,6 +45,7 @@ struct TrackArgs {
   std::string plots;
   bool progress = false;
   bool optimize = false;  // markers removed, drifts and thin kicks merged (fusetrack/lattice_optimize.h)
+  std::vector<std::string> variants;  // --variants: the particles tracked through every variant in one run
 };
 
 /// A matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves the same
@@ -177,13 +179,27 @@ void run_track(const TrackArgs& a) {
   ElementRegistry registry;
   load_plugins(registry, a.common);
   OptimizeReport optimization;
-  const Lattice lattice = [&] {
+  // Lattice variants: the same particles through each variant, all in one run (each particle a copy
+  // carrying its variant; fusetrack/variants.h). Variants are applied before the optimization.
+  LatticeVariants variants;
+  if (!a.variants.empty()) {
+    InputLocation v_at;
+    v_at.field = "--variants";
+    if (a.matched > 0 || !a.monitor.empty() || comm.size() > 1)
+      throw InputError(v_at, "tracks particles from a file or a grid, without --matched, --monitor or MPI ranks");
+    variants = load_variants(load_lattice(a.lattice, registry), a.variants, registry);
+    if (a.optimize) variants.lattices = optimize_variants_for_tracking(variants.pointers(), &optimization);
+  }
+  const Lattice single = [&] {
+    if (!variants.lattices.empty()) return Lattice();
     Lattice loaded = load_lattice(a.lattice, registry);
     if (!a.optimize) return loaded;
     return optimize_for_tracking(loaded, &optimization);
   }();
+  const Lattice& lattice = variants.lattices.empty() ? single : variants.lattices[0];
   if (a.optimize && root) fmt::print("{}\n", optimization.summary());
   auto backend = make_backend(lattice, a.common);
+  if (!variants.lattices.empty()) backend->set_variants(variants.pointers());
   InputLocation at;
   at.field = "--profile-every";
   if (a.profile_every < 0 || (a.profile_every > 0 && a.profile_every % a.monitor_every != 0))
@@ -203,6 +219,16 @@ void run_track(const TrackArgs& a) {
     matched = matched_run(a, lattice);  // the particles are made by run_tracking (on the GPU: on the device)
   } else {
     particles = initial_particles(a, lattice, &bunch_size);
+  }
+  if (!variants.lattices.empty()) {  // one copy of the particles per variant, variant after variant
+    const Particles one = particles;
+    particles = Particles(0, one.beta0);
+    for (size_t v = 0; v < variants.size(); ++v) append_particles(particles, one);
+    particles.variant.resize(particles.size());
+    for (size_t v = 0; v < variants.size(); ++v)
+      std::fill(particles.variant.begin() + static_cast<long>(v * one.size()),
+                particles.variant.begin() + static_cast<long>((v + 1) * one.size()), static_cast<int32_t>(v));
+    bunch_size = particles.size();
   }
   comm.barrier();
   times.initial = seconds_since(t_initial);
@@ -245,6 +271,16 @@ void run_track(const TrackArgs& a) {
                run.reduce_seconds, 1e6 * run.reduce_seconds / static_cast<double>(run.reductions));
   fmt::print("particles   {} tracked for {} turns: {} survived, {} lost\n", run.total, a.turns, run.alive,
              run.total - run.alive);
+  if (!variants.lattices.empty()) {
+    const size_t each = particles.size() / variants.size();
+    fmt::print("variants    {} in one run, {} particles each (the column 'variant' of the output); survivors:\n",
+               variants.size(), each);
+    for (size_t v = 0; v < variants.size(); ++v) {
+      size_t alive = 0;
+      for (size_t i = v * each; i < (v + 1) * each; ++i) alive += particles.state[i] > 0;
+      fmt::print("  {:>4} {:<40} {}\n", v, variants.names[v], alive);
+    }
+  }
   print_times(run, times, particle_turns, passes);
   if (lattice.has_collective()) {
     for (const CollectiveSnapshot& snap : run.collective) {
@@ -326,6 +362,9 @@ void add_track_command(CLI::App& app) {
   cmd->add_option("--profile-every", args->profile_every,
                   "record the profiles and fields of the collective elements every K turns (with --monitor)");
   cmd->add_option("--plots", args->plots, "with --monitor: plots of the bunch length and profiles into DIR");
+  cmd->add_option("--variants", args->variants,
+                  "lattice variants (variants files applied to LATTICE, or lattice files with its sequence): the "
+                  "particles are tracked through every variant in one run; the output gets a 'variant' column");
   cmd->add_flag("--optimize", args->optimize,
                 "track a simplified lattice: markers removed, consecutive drifts and thin kicks merged (the same "
                 "map to rounding; lost_element still indexes the lattice file's sequence)");

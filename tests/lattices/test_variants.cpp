@@ -16,6 +16,8 @@
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/nvrtc_compiler.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/variants.h"
 #include "support/lattice_builders.h"
 #include "support/process.h"
@@ -347,5 +349,39 @@ TEST_CASE("fusetrack da --variants: a study from the command line writes per-var
       ft::test::source_path("lattices/sextupole_rf_ring.json"), (dir / "bad.json").string(), (dir / "out2").string()));
   CHECK(rc2 != 0);
   CHECK(out2.find("bad.json (variant 'seed_4'): element 'qz'") != std::string::npos);
+  fs::remove_all(dir);
+}
+
+TEST_CASE("fusetrack track --variants: every variant's particles equal the lattice file tracked alone, bit for bit") {
+  const fs::path dir = fs::temp_directory_path() / fmt::format("ft_track_variants_{}", ::getpid());
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  json doc = ft::test::parse_bundled("sextupole_rf_ring.json");
+  doc["elements"]["sd"]["knl"] = {0.0, 0.0, -9.0};
+  doc["elements"]["qd"]["shift_y"] = 2e-3;
+  std::ofstream(dir / "changed.json") << doc.dump(2);
+  const std::string ring = ft::test::source_path("lattices/sextupole_rf_ring.json");
+  const std::string common = "--grid -0.038 0.038 6 -0.03 0.03 5 -n 300 --device cpu";
+  auto run = [&](const std::string& args) {
+    const auto [rc, out] = ft::test::run_command(fmt::format("{} track {} 2>&1", ft::test::fusetrack_binary(), args));
+    INFO(out);
+    REQUIRE(rc == 0);
+    return out;
+  };
+  const std::string out = run(fmt::format("{} --variants {} {} {} -o {}", ring, ring, (dir / "changed.json").string(),
+                                          common, (dir / "both.npz").string()));
+  CHECK(out.find("variants    2 in one run, 30 particles each") != std::string::npos);
+  run(fmt::format("{} {} -o {}", ring, common, (dir / "base.npz").string()));
+  run(fmt::format("{} {} -o {}", (dir / "changed.json").string(), common, (dir / "changed.npz").string()));
+  const double beta0 = ft::test::bundled_lattice("sextupole_rf_ring.json").reference().beta0();
+  const Particles both = read_particle_set((dir / "both.npz").string(), beta0);
+  CHECK(both.variant.size() == both.size());
+  size_t k = 0;
+  for (const char* alone_file : {"base.npz", "changed.npz"}) {
+    const Particles alone = read_particle_set((dir / alone_file).string(), beta0);
+    check_bitwise(alone, slice_particles(both, k * alone.size(), (k + 1) * alone.size()));
+    ++k;
+  }
+  CHECK(both.alive_count() < both.size());
   fs::remove_all(dir);
 }

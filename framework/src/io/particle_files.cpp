@@ -19,10 +19,11 @@ namespace {
 const char* const kCoordinateNames[6] = {"x", "px", "y", "py", "zeta", "delta"};
 /// The arrays that write_particles writes besides the coordinates: accepted in a particle file and
 /// ignored (the particles start alive, ptau/rpp/rvv follow from delta, ids count from 0).
-const char* const kAcceptedExtras[7] = {"id", "ptau", "rpp", "rvv", "state", "lost_turn", "lost_element"};
+const char* const kAcceptedExtras[8] = {"id",    "ptau",      "rpp",          "rvv",
+                                        "state", "lost_turn", "lost_element", "variant"};
 const char* const kExpectedArrays =
     "expected the coordinates x, px, y, py, zeta, delta (all six), and optionally id, ptau, rpp, rvv, state, "
-    "lost_turn, lost_element (as fusetrack writes them; ignored on input)";
+    "lost_turn, lost_element, variant (as fusetrack writes them; ignored on input)";
 
 int coordinate_index(const std::string& name) {
   for (int k = 0; k < 6; ++k)
@@ -217,16 +218,19 @@ Particles read_particle_set(const std::string& path, double beta0) {
   take("lost_turn", p.lost_turn);
   take("lost_element", p.lost_element);
   take("id", p.id);
+  if (a.count("variant")) take("variant", p.variant);  // runs of lattice variants
   return p;
 }
 
 void write_particles(const std::string& path, const Particles& p) {
   if (ends_with(path, ".csv")) {
     write_file_atomically(path, [&](std::ostream& out) {
-      out << "id,x,px,y,py,zeta,delta,state,lost_turn,lost_element\n";
+      const bool variants = !p.variant.empty();  // lattice variants: one more column
+      out << "id,x,px,y,py,zeta,delta,state,lost_turn,lost_element" << (variants ? ",variant\n" : "\n");
       for (size_t i = 0; i < p.size(); ++i)
-        out << fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{}\n", p.id[i], p.x[i], p.px[i],
-                           p.y[i], p.py[i], p.zeta[i], p.delta[i], p.state[i], p.lost_turn[i], p.lost_element[i]);
+        out << fmt::format("{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{},{}", p.id[i], p.x[i], p.px[i],
+                           p.y[i], p.py[i], p.zeta[i], p.delta[i], p.state[i], p.lost_turn[i], p.lost_element[i])
+            << (variants ? fmt::format(",{}\n", p.variant[i]) : std::string("\n"));
     });
     return;
   }
@@ -235,13 +239,16 @@ void write_particles(const std::string& path, const Particles& p) {
 }
 
 std::vector<std::pair<std::string, NpyArray>> particle_arrays(const Particles& p) {
-  return {{"id", NpyArray::from(p.id)},       {"x", NpyArray::from(p.x)},
-          {"px", NpyArray::from(p.px)},       {"y", NpyArray::from(p.y)},
-          {"py", NpyArray::from(p.py)},       {"zeta", NpyArray::from(p.zeta)},
-          {"delta", NpyArray::from(p.delta)}, {"ptau", NpyArray::from(p.ptau)},
-          {"rpp", NpyArray::from(p.rpp)},     {"rvv", NpyArray::from(p.rvv)},
-          {"state", NpyArray::from(p.state)}, {"lost_turn", NpyArray::from(p.lost_turn)},
-          {"lost_element", NpyArray::from(p.lost_element)}};
+  std::vector<std::pair<std::string, NpyArray>> arrays = {
+      {"id", NpyArray::from(p.id)},       {"x", NpyArray::from(p.x)},
+      {"px", NpyArray::from(p.px)},       {"y", NpyArray::from(p.y)},
+      {"py", NpyArray::from(p.py)},       {"zeta", NpyArray::from(p.zeta)},
+      {"delta", NpyArray::from(p.delta)}, {"ptau", NpyArray::from(p.ptau)},
+      {"rpp", NpyArray::from(p.rpp)},     {"rvv", NpyArray::from(p.rvv)},
+      {"state", NpyArray::from(p.state)}, {"lost_turn", NpyArray::from(p.lost_turn)},
+      {"lost_element", NpyArray::from(p.lost_element)}};
+  if (!p.variant.empty()) arrays.emplace_back("variant", NpyArray::from(p.variant));  // lattice variants
+  return arrays;
 }
 
 }  // namespace ft

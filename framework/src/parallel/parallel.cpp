@@ -114,6 +114,13 @@ void append_particles(Particles& all, const Particles& part) {
   add(all.lost_turn, part.lost_turn);
   add(all.lost_element, part.lost_element);
   add(all.id, part.id);
+  if (!all.variant.empty() || !part.variant.empty()) {  // lattice variants: absent means variant 0
+    all.variant.resize(all.id.size() - part.id.size(), 0);
+    if (part.variant.empty())
+      all.variant.resize(all.id.size(), 0);
+    else
+      add(all.variant, part.variant);
+  }
 }
 
 PartSpec parse_part(const std::string& text, const std::string& option) {
