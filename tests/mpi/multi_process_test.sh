@@ -1,7 +1,8 @@
 #!/bin/bash
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
-# CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign
+# CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign |
+#       study_mpi_parts
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -37,6 +38,27 @@ case "$CASE" in
       for f in da.npz summary.json summary.csv; do same single/$f np$np/$f; done
     done
     ls np3/checkpoint.part2of3.npz >/dev/null || { echo "no per-rank checkpoint"; failed=1; }
+    ;;
+  study_mpi_parts)
+    # A DA study of lattice variants: MPI ranks, and job-array parts merged, byte-identical to one run.
+    cat >variants.json <<'JSON'
+{"fusetrack_variants": 1,
+ "variants": [{"name": "nominal"},
+              {"name": "errors", "elements": [{"name": "qd[3]", "add": {"knl": [0, 0.004]}},
+                                              {"name": "sd[5]", "set": {"shift_x": 1e-3, "rot_s_rad": 0.02}}]}],
+ "scans": [{"name": "sf_half", "field": "knl", "index": 2, "values": [2.0, 2.6]}]}
+JSON
+    run "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS -o single
+    for f in da.npz summary.json summary.csv variants.csv variants/003_errors_knl_2__2.6/summary.json; do
+      [ -e single/$f ] || { echo "missing single/$f"; failed=1; }
+    done
+    for i in 0 1 2; do run "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS --part $i/3 -o parts; done
+    run "$BIN" da-merge parts -o merged --no-plots
+    for f in da.npz summary.json summary.csv variants.csv; do same single/$f merged/$f; done
+    if command -v mpirun >/dev/null; then
+      run mpirun -np 2 "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS -o np2
+      for f in da.npz summary.json summary.csv variants.csv; do same single/$f np2/$f; done
+    fi
     ;;
   da_resume_mpi)
     need_mpirun

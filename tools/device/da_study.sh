@@ -1,6 +1,7 @@
 #!/bin/bash
 # Issue 22 on the GPU machine: DA studies of lattice variants (error seeds) in one run.
-#   OUT=/tmp/out bash tools/device/da_study.sh [quick|full]   (needs .carry/deps and .carry/xsuite)
+#   OUT=/tmp/out bash tools/device/da_study.sh [quick|full|lightsource]   (needs .carry/deps and .carry/xsuite;
+#   lightsource also .peers/trackcpp for the per-core comparison, never committed)
 # quick: GPU tests of the variants and a short study; full: the benchmarks of the issue
 #   CLIC damping ring, 60 seeds x 100x100 initial conditions x 10^4 turns (and one scan alone)
 #   bundled light-source ring, 60 seeds x 496 initial conditions x 1000 turns, GPU vs all CPU cores
@@ -48,5 +49,30 @@ if [ "$MODE" = full ]; then
   /usr/bin/time -f "alone wall %e s" $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
     --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/alone_clic 2>&1 | grep -E "survivors|DA min|wall" | tee -a "$OUT/study_clic.log"
   cp build-gpu/study_clic/summary.csv "$OUT/study_clic_summary.csv" 2>/dev/null
+fi
+if [ "$MODE" = lightsource ]; then
+  # The bundled light-source ring with 60 seeds of multipole errors and 2 um horizontal quadrupole
+  # shifts (with vertical shifts or rolls, uncorrected, some seeds sit on the coupling resonance),
+  # each magnet its own errors (--split-lattice). GPU against all CPU cores, and CPU 1 vs 16 threads.
+  cat > build-gpu/mba_table.json <<'JSON'
+{"fusetrack_error_table": 1, "cut": 3.0,
+ "entries": [
+  {"match": "q.*", "type": "ThickMultipole", "order": 1, "radius": 0.01, "random": {"dknr": [0, 0, 5e-4, 2e-4], "dx": 2e-6}},
+  {"name": "bd", "order": 0, "radius": 0.01, "random": {"dknr": [2e-4, 1e-4]}},
+  {"match": "s[fd]", "type": "ThickMultipole", "order": 2, "radius": 0.01, "random": {"dknr": [0, 0, 1e-3, 5e-4]}}]}
+JSON
+  $BIN errors lattices/mba_light_source.json --table build-gpu/mba_table.json --seeds 60 --split-lattice build-gpu/mba_split.json \
+    -o build-gpu/mba_seeds.json >/dev/null 2>&1 || echo "errors failed"
+  GRID="--angles 16 --amplitudes 31 --amplitude-range 0.0002 0.004"
+  for run in "gpu 1000 0" "gpu 100 0" "cpu 100 16" "cpu 10 16" "cpu 10 1"; do
+    set -- $run
+    echo "== light-source ring, 60 seeds x 496 x $2 turns, device $1, threads $3" | tee -a "$OUT/lightsource.log"
+    $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json $GRID -n $2 --device $1 --threads $3 --no-plots \
+      -o build-gpu/ls_$1_$2_$3 2>&1 | grep -E "^survivors|DA .smallest" | tee -a "$OUT/lightsource.log"
+  done
+  if [ -d .peers/trackcpp ]; then
+    tools/bench_trackcpp.sh .peers/trackcpp --fusetrack $BIN --turns 100 --repeats 1 --threads 16 --check-turns 0 \
+      --jobs 16 --work build-gpu/bt 2>&1 | tail -12 | tee "$OUT/trackcpp.log"
+  fi
 fi
 echo "== total $(( $(date +%s) - t0 )) s"
