@@ -55,6 +55,9 @@ JSON
     for i in 0 1 2; do run "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS --part $i/3 -o parts; done
     run "$BIN" da-merge parts -o merged --no-plots
     for f in da.npz summary.json summary.csv variants.csv; do same single/$f merged/$f; done
+    run "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS --stop-after 100 -o resumed
+    run "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS --resume -o resumed
+    for f in da.npz summary.json summary.csv variants.csv; do same single/$f resumed/$f; done
     if command -v mpirun >/dev/null; then
       run mpirun -np 2 "$BIN" da "$DA_LATTICE" --variants variants.json $DA_OPTS -o np2
       for f in da.npz summary.json summary.csv variants.csv; do same single/$f np2/$f; done
