@@ -385,3 +385,14 @@ TEST_CASE("fusetrack track --variants: every variant's particles equal the latti
   CHECK(both.alive_count() < both.size());
   fs::remove_all(dir);
 }
+
+TEST_CASE("DA study: a variant without a closed orbit stops the study with the variant's name") {
+  const Lattice base = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  const LatticeVariants v = variants_from_json(base, json::parse(R"({"fusetrack_variants": 1, "variants": [
+      {"name": "fine"}, {"name": "broken", "elements": [{"name": "qd", "set": {"shift_x": 0.3}}]}]})"),
+                                               "seeds.json");
+  const std::string e = error_of([&] { make_da_study(v.pointers(), v.names, ft::test::variant_study_config(10)); });
+  INFO(e);
+  CHECK(e.find("DA study, variant 'broken'") != std::string::npos);
+  CHECK(e.find("fine") == std::string::npos);
+}
