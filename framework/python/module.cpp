@@ -274,7 +274,7 @@ ft::Dispatch dispatch_from_name(const std::string& name) {
 class Tracker {
  public:
   Tracker(LatticePtr lattice, const std::string& device, const std::string& fma, int threads,
-          const std::string& dispatch, const std::string& kernel_cache)
+          const std::string& dispatch, const std::string& kernel_cache, const std::vector<std::string>& variants)
       : m_lattice(std::move(lattice)), m_fma(ft::parse_fma_mode(fma, "fma")), m_threads(threads) {
     if (threads < 0) {
       argument_error("threads", fmt::format("must not be negative, got {}", threads));
@@ -283,9 +283,16 @@ class Tracker {
     choice.device = device;
     choice.dispatch = dispatch_from_name(dispatch);
     choice.cache_dir = kernel_cache;
-    m_backend = ft::make_backend(m_lattice->lattice, choice, &m_notices);
+    if (!variants.empty()) m_variants = ft::load_variants(m_lattice->lattice, variants, *m_lattice->registry);
+    m_backend = ft::make_backend(tracked(), choice, &m_notices);
+    if (!variants.empty()) m_backend->set_variants(m_variants.pointers());
     m_revision = m_lattice->revision;
   }
+
+  /// The lattice the backend tracks: the first variant with variants (their lattices are fixed
+  /// when the tracker is made), else the handle's.
+  const ft::Lattice& tracked() const { return m_variants.lattices.empty() ? m_lattice->lattice : m_variants.lattices[0]; }
+  std::vector<std::string> variant_names() const { return m_variants.names; }
 
   py::dict track(ft::Particles& particles, int64_t turns, Monitor* monitor, const std::string& progress) {
     if (turns < 1) {
@@ -295,6 +302,8 @@ class Tracker {
       argument_error("progress", fmt::format("'{}': expected auto, on or off", progress));
     }
     if (m_lattice->revision != m_revision) {  // fields changed since the last track
+      if (!m_variants.lattices.empty())
+        throw ft::Error("the lattice changed after the tracker was made with variants: make a new Tracker");
       m_backend->parameters_changed();
       m_revision = m_lattice->revision;
     }
@@ -311,7 +320,7 @@ class Tracker {
     ft::TrackRun run;
     {
       py::gil_scoped_release release;
-      run = ft::run_tracking(m_lattice->lattice, *m_backend, particles, o);
+      run = ft::run_tracking(tracked(), *m_backend, particles, o);
     }
     if (monitor) monitor->result = std::move(run.monitor);
     py::dict out;
@@ -331,6 +340,7 @@ class Tracker {
   LatticePtr m_lattice;
   ft::FmaMode m_fma;
   int m_threads;
+  ft::LatticeVariants m_variants;  // Tracker(variants=...): every particle tracked through its variant
   std::unique_ptr<ft::Backend> m_backend;
   std::vector<std::string> m_notices;
   uint64_t m_revision = 0;
@@ -888,7 +898,22 @@ PYBIND11_MODULE(_fusetrack, m) {
              if (name == "lost_turn") return view_of(p.lost_turn, self, false);
              if (name == "lost_element") return view_of(p.lost_element, self, false);
              if (name == "id") return view_of(p.id, self, false);
+             if (name == "variant") {  // lattice variants: all 0 until assigned
+               if (p.variant.empty()) p.variant.assign(p.size(), 0);
+               return view_of(p.variant, self, false);
+             }
              throw py::attribute_error(name);
+           })
+      .def("_assign_variant",
+           [](ft::Particles& p, const py::array_t<int64_t, py::array::forcecast>& v) {
+             if (static_cast<size_t>(v.size()) != p.size())
+               argument_error("variant", fmt::format("needs {} entries (one per particle), got {}", p.size(), v.size()));
+             p.variant.resize(p.size());
+             for (size_t i = 0; i < p.size(); ++i) {
+               const int64_t k = v.at(static_cast<py::ssize_t>(i));
+               if (k < 0 || k > INT32_MAX) argument_error("variant", fmt::format("entry {} is {}", i, k));
+               p.variant[i] = static_cast<int32_t>(k);
+             }
            })
       .def("_assign",
            [](ft::Particles& p, const std::string& name, const py::array_t<double, py::array::forcecast>& v) {
@@ -938,9 +963,10 @@ PYBIND11_MODULE(_fusetrack, m) {
 
   py::class_<Tracker>(m, "_Tracker")
       .def(py::init<LatticePtr, const std::string&, const std::string&, int, const std::string&,
-                    const std::string&>(),
+                    const std::string&, const std::vector<std::string>&>(),
            py::arg("lattice"), py::arg("device") = "auto", py::arg("fma") = "off", py::arg("threads") = 0,
-           py::arg("dispatch") = "auto", py::arg("kernel_cache") = "")
+           py::arg("dispatch") = "auto", py::arg("kernel_cache") = "", py::arg("variants") = std::vector<std::string>{})
+      .def_property_readonly("variant_names", &Tracker::variant_names)
       .def("track", &Tracker::track, py::arg("particles"), py::arg("turns"), py::arg("monitor") = nullptr,
            py::arg("progress") = "off")
       .def_property_readonly("backend", &Tracker::backend_name)

@@ -164,3 +164,24 @@ def test_plugin_function_error_equals_the_cli(tmp_path):
         ft.Tracker(lat, device="cpu").track(ft.Particles.grid(lat, 1e-4, 1e-3, 10, 1e-4, 1e-3, 10), 3)
     assert err.strip() == f"error: {e.value}"
     assert "ThrowingKick fixture: x above the threshold" in str(e.value)
+
+
+def test_tracker_with_variants_equals_each_variant_alone(ring, tmp_path):
+    """Tracker(variants=...): particles carrying their variant, tracked in one call, each bitwise as
+    through that variant's lattice alone."""
+    doc = json.load(open(lattice_path("sextupole_rf_ring.json")))
+    doc["elements"]["sd"]["knl"][2] = -9.0
+    changed = tmp_path / "changed.json"
+    changed.write_text(json.dumps(doc))
+    tracker = ft.Tracker(ring, device="cpu", variants=[lattice_path("sextupole_rf_ring.json"), changed])
+    assert tracker.variant_names == ["sextupole_rf_ring", "changed"]
+    x = np.linspace(-0.038, 0.038, 12)
+    both = ft.Particles.from_arrays(ring, x=np.concatenate([x, x]), y=np.full(24, 0.01))
+    both.variant = np.repeat([0, 1], 12)
+    tracker.track(both, turns=300)
+    for k, lattice in enumerate([ring, ft.Lattice.from_file(changed)]):
+        alone = ft.Particles.from_arrays(ring, x=x, y=np.full(12, 0.01))
+        ft.Tracker(lattice, device="cpu").track(alone, turns=300)
+        for name in ("x", "px", "y", "py", "zeta", "delta", "state", "lost_turn"):
+            assert_bitwise_equal(getattr(both, name)[12 * k:12 * (k + 1)], getattr(alone, name), name)
+    assert both.alive_count < 24

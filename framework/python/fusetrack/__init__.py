@@ -134,7 +134,8 @@ Lattice.__repr__ = _lattice_repr
 # ---------------------------------------------------------------------------------------------
 # Particles
 
-_ARRAYS = ("x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv", "state", "lost_turn", "lost_element", "id")
+_ARRAYS = ("x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv", "state", "lost_turn", "lost_element", "id",
+           "variant")
 _ASSIGNABLE = ("x", "px", "y", "py", "zeta", "delta")
 
 
@@ -143,7 +144,10 @@ def _particles_property(name):
         return self._view(name)
 
     def set(self, values):
-        self._assign(name, values)
+        if name == "variant":
+            self._assign_variant(values)
+        else:
+            self._assign(name, values)
 
     doc = (f"``{name}`` as a NumPy array that views the particles' own memory (zero-copy): tracking "
            f"updates it in place.")
@@ -151,9 +155,12 @@ def _particles_property(name):
         doc += " Writable; assigning an array copies it in."
     elif name == "delta":
         doc += " Read-only view; assigning an array sets delta and updates ptau, rpp and rvv."
+    elif name == "variant":
+        doc += (" The lattice variant of each particle (a Tracker made with ``variants``), 0 until "
+                "assigned; assigning an array of integers copies it in.")
     else:
         doc += " Read-only."
-    return property(get, set if name in _ASSIGNABLE else None, doc=doc)
+    return property(get, set if name in _ASSIGNABLE + ("variant",) else None, doc=doc)
 
 
 class _ParticlesDoc:
@@ -296,6 +303,8 @@ class Tracker:
       (parameter table: knob scans without recompiling) or ``"staged"`` (the switch with its
       parameters staged in shared memory: many particles on long lattices).
     - ``kernel_cache``: directory of compiled kernels ("" the default, ``"off"`` none).
+    - ``variants``: variants files or lattice files with the lattice's sequence (error seeds, knob
+      scans); each particle is then tracked through variant ``particles.variant[i]``, all in one run.
 
     The tracker keeps its backend (compiled kernels, collective state) across :meth:`track`
     calls; changed lattice fields are picked up at the next call. Lattices with collective
@@ -303,8 +312,16 @@ class Tracker:
     """
 
     def __init__(self, lattice: Lattice, device: str = "auto", fma: str = "off", threads: int = 0,
-                 dispatch: str = "auto", kernel_cache: str = ""):
-        self._tracker = _ft._Tracker(lattice, device, fma, int(threads), dispatch, os.fspath(kernel_cache))
+                 dispatch: str = "auto", kernel_cache: str = "", variants: Iterable[str] = ()):
+        self._tracker = _ft._Tracker(lattice, device, fma, int(threads), dispatch, os.fspath(kernel_cache),
+                                     [os.fspath(v) for v in variants])
+
+    @property
+    def variant_names(self) -> list:
+        """With ``variants`` (variants files or lattice files, as ``fusetrack track --variants``): their
+        names; each particle is tracked through variant ``particles.variant[i]``, bitwise as through
+        that variant alone."""
+        return list(self._tracker.variant_names)
 
     @property
     def backend(self) -> str:
