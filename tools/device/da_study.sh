@@ -50,7 +50,7 @@ if [ "$MODE" = full ]; then
     --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/alone_clic 2>&1 | grep -E "survivors|DA min|wall" | tee -a "$OUT/study_clic.log"
   cp build-gpu/study_clic/summary.csv "$OUT/study_clic_summary.csv" 2>/dev/null
 fi
-if [ "$MODE" = lightsource ]; then
+if [ "$MODE" = lightsource ] || [[ " $* " == *" lightsource "* ]]; then
   # The bundled light-source ring with 60 seeds of multipole errors and 2 um horizontal quadrupole
   # shifts (with vertical shifts or rolls, uncorrected, some seeds sit on the coupling resonance),
   # each magnet its own errors (--split-lattice). GPU against all CPU cores, and CPU 1 vs 16 threads.
@@ -70,9 +70,20 @@ JSON
     $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json $GRID -n $2 --device $1 --threads $3 --no-plots \
       -o build-gpu/ls_$1_$2_$3 2>&1 | grep -E "^survivors|DA .smallest" | tee -a "$OUT/lightsource.log"
   done
-  if [ -d .peers/trackcpp ]; then
+  if [ -d .peers/trackcpp ] && [ "${TRACKCPP:-1}" = 1 ]; then
     tools/bench_trackcpp.sh .peers/trackcpp --fusetrack $BIN --turns 100 --repeats 1 --threads 16 --check-turns 0 \
       --jobs 16 --work build-gpu/bt 2>&1 | tail -12 | tee "$OUT/trackcpp.log"
   fi
+fi
+if [[ " $* " == *" clicab "* ]]; then
+  # CLIC, 60 seeds x 100 x 100 x 300 turns: the variant kernel with and without the parameter
+  # prefetch (FUSETRACK_VARIANT_PREFETCH=0), in one call.
+  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+  for pf in 1 0; do
+    echo "== CLIC 60 seeds x 10^4 x 300 turns, prefetch $pf" | tee -a "$OUT/clicab.log"
+    FUSETRACK_VARIANT_PREFETCH=$pf /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json \
+      --turns 300 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots \
+      -o build-gpu/clicab$pf 2>&1 | grep -E "^survivors|DA .smallest|wall" | tee -a "$OUT/clicab.log"
+  done
 fi
 echo "== total $(( $(date +%s) - t0 )) s"
