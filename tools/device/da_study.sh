@@ -71,8 +71,9 @@ JSON
       -o build-gpu/ls_$1_$2_$3 2>&1 | grep -E "^survivors|DA .smallest" | tee -a "$OUT/lightsource.log"
   done
   if [ -d .peers/trackcpp ] && [ "${TRACKCPP:-1}" = 1 ]; then
+    DRIVER=.peers/bench_trackcpp/build-g++12.2.0-gsl/tc_driver
     tools/bench_trackcpp.sh .peers/trackcpp --fusetrack $BIN --turns 100 --repeats 1 --threads 16 --check-turns 0 \
-      --jobs 16 --work build-gpu/bt 2>&1 | tail -12 | tee "$OUT/trackcpp.log"
+      --jobs 16 --work build-gpu/bt $( [ -x $DRIVER ] && echo --driver $DRIVER ) 2>&1 | tail -12 | tee "$OUT/trackcpp.log"
   fi
 fi
 if [[ " $* " == *" clicab "* ]]; then
