@@ -171,6 +171,10 @@ FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
   const double beta0 = l.beta0;
   const int64_t n = l.count;
   if (n % kLaneMultiple != 0) __builtin_unreachable();
+  // An exception must not leave an `omp simd` iteration (GCC terminates the program): the element's
+  // exception is caught in its iteration and thrown again after the loop. For element code that
+  // cannot throw the handler is dead code and the loop vectorizes as before.
+  std::exception_ptr failure;
 #pragma omp simd simdlen(8)
   for (int64_t i = 0; i < n; ++i) {
     ParticleView p;
@@ -186,7 +190,11 @@ FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
     p.beta0 = beta0;
     p.state = kAlive;  // see ParticleLanes::state
     p.rv0v = rv0v[i];
-    f(p);
+    try {
+      f(p);
+    } catch (...) {
+      if (!failure) failure = std::current_exception();
+    }
     if (kMasked) {
       // Bit selects, not a branch: every lane's arithmetic stays unconditional (a trapping
       // operation under a condition vectorizes only with AVX-512's masking).
@@ -215,6 +223,7 @@ FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
     }
     if (p.state <= 0) state[i] = p.state;  // nothing to store for elements that lose no particle
   }
+  if (failure) std::rethrow_exception(failure);
 }
 
 }  // namespace element_sdk
