@@ -154,6 +154,17 @@ FT_LANES_INLINE double select_bits(uint64_t mask, double a, double b) {
   return d;
 }
 
+/// f(p), an exception kept in `failure` (the first one) instead of thrown: used inside `omp simd`
+/// loops, where a `try` may not stand (clang) and an exception may not leave an iteration (GCC).
+template <class F>
+FT_LANES_INLINE void call_catching(F& f, ParticleView& p, std::exception_ptr& failure) {
+  try {
+    f(p);
+  } catch (...) {
+    if (!failure) failure = std::current_exception();
+  }
+}
+
 template <bool kMasked, class F>
 FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
   double* __restrict__ x = l.x;
@@ -190,11 +201,7 @@ FT_LANES_INLINE void for_each_lane_impl(ParticleLanes& l, F& f) {
     p.beta0 = beta0;
     p.state = kAlive;  // see ParticleLanes::state
     p.rv0v = rv0v[i];
-    try {
-      f(p);
-    } catch (...) {
-      if (!failure) failure = std::current_exception();
-    }
+    call_catching(f, p, failure);
     if (kMasked) {
       // Bit selects, not a branch: every lane's arithmetic stays unconditional (a trapping
       // operation under a condition vectorizes only with AVX-512's masking).
