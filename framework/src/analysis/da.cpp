@@ -480,6 +480,28 @@ void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend
   }
 }
 
+namespace {
+
+/// The arrays of da.npz: initial coordinates, grid coordinates, losses, final x and y (and each
+/// particle's variant in a study).
+std::vector<std::pair<std::string, NpyArray>> da_npz_members(const DaScan& scan) {
+  const Particles& in = scan.initial;
+  const Particles& out = scan.particles;
+  std::vector<std::pair<std::string, NpyArray>> m = {
+      {"x0", NpyArray::from(in.x)},          {"px0", NpyArray::from(in.px)},
+      {"y0", NpyArray::from(in.y)},          {"py0", NpyArray::from(in.py)},
+      {"zeta0", NpyArray::from(in.zeta)},    {"delta0", NpyArray::from(in.delta)},
+      {"grid_x", NpyArray::from(scan.grid_x)}, {"grid_y", NpyArray::from(scan.grid_y)},
+      {"amplitude", NpyArray::from(scan.amplitude)}, {"angle", NpyArray::from(scan.angle)},
+      {"delta_index", NpyArray::from(scan.delta_index)}, {"state", NpyArray::from(out.state)},
+      {"lost_turn", NpyArray::from(out.lost_turn)}, {"lost_element", NpyArray::from(out.lost_element)},
+      {"x", NpyArray::from(out.x)},           {"y", NpyArray::from(out.y)}};
+  if (!scan.variant.empty()) m.emplace_back("variant", NpyArray::from(scan.variant));
+  return m;
+}
+
+}  // namespace
+
 void write_da_results(const DaScan& scan, const DaSummary& s, const std::string& directory, const std::string& lattice_file) {
   fs::create_directories(directory);
   const DaConfig& c = scan.config;
@@ -546,25 +568,7 @@ void write_da_results(const DaScan& scan, const DaSummary& s, const std::string&
       csv << fmt::format("{:.10g},{:.10g},{:.10g},{:.10g},{:.10g}\n", r.delta, r.angle, r.da_first_loss,
                          r.da_last_stable, r.da_refined);
   });
-  const Particles& in = scan.initial;
-  const Particles& out = scan.particles;
-  write_npz((fs::path(directory) / "da.npz").string(),
-            {{"x0", NpyArray::from(in.x)},
-             {"px0", NpyArray::from(in.px)},
-             {"y0", NpyArray::from(in.y)},
-             {"py0", NpyArray::from(in.py)},
-             {"zeta0", NpyArray::from(in.zeta)},
-             {"delta0", NpyArray::from(in.delta)},
-             {"grid_x", NpyArray::from(scan.grid_x)},
-             {"grid_y", NpyArray::from(scan.grid_y)},
-             {"amplitude", NpyArray::from(scan.amplitude)},
-             {"angle", NpyArray::from(scan.angle)},
-             {"delta_index", NpyArray::from(scan.delta_index)},
-             {"state", NpyArray::from(out.state)},
-             {"lost_turn", NpyArray::from(out.lost_turn)},
-             {"lost_element", NpyArray::from(out.lost_element)},
-             {"x", NpyArray::from(out.x)},
-             {"y", NpyArray::from(out.y)}});
+  write_npz((fs::path(directory) / "da.npz").string(), da_npz_members(scan));
 }
 
 }  // namespace ft
@@ -1053,34 +1057,20 @@ void write_da_study_results(const DaScan& study, const DaStudySummary& s, const 
       csv << "\n";
     }
   });
+  std::vector<DaScan> scans;  // each variant's own scan, made once
+  for (size_t v = 0; v < s.names.size(); ++v) scans.push_back(da_variant_scan(study, v));
   write_file_atomically((fs::path(directory) / "variants.csv").string(), [&](std::ostream& csv) {
     csv << "variant,name,da_min,da_mean,da_max,particles,survivors\n";
-    for (size_t v = 0; v < s.names.size(); ++v) {
-      const DaScan scan = da_variant_scan(study, v);
+    for (size_t v = 0; v < s.names.size(); ++v)
       csv << fmt::format("{},\"{}\",{:.10g},{:.10g},{:.10g},{},{}\n", v, s.names[v], s.per_variant[v].da_min,
-                         s.per_variant[v].da_mean, s.per_variant[v].da_max, scan.particles.size(),
-                         scan.particles.alive_count());
-    }
+                         s.per_variant[v].da_mean, s.per_variant[v].da_max, scans[v].particles.size(),
+                         scans[v].particles.alive_count());
   });
   for (size_t v = 0; v < s.names.size(); ++v)
-    write_da_results(da_variant_scan(study, v), s.per_variant[v],
+    write_da_results(scans[v], s.per_variant[v],
                      (fs::path(directory) / "variants" / directory_name(v, s.names[v])).string(),
                      fmt::format("{} (variant '{}')", lattice_file, s.names[v]));
-  const Particles& in = study.initial;
-  const Particles& out = study.particles;
-  write_npz((fs::path(directory) / "da.npz").string(),
-            {{"variant", NpyArray::from(study.variant)},
-             {"x0", NpyArray::from(in.x)},
-             {"y0", NpyArray::from(in.y)},
-             {"delta0", NpyArray::from(in.delta)},
-             {"grid_x", NpyArray::from(study.grid_x)},
-             {"grid_y", NpyArray::from(study.grid_y)},
-             {"amplitude", NpyArray::from(study.amplitude)},
-             {"angle", NpyArray::from(study.angle)},
-             {"delta_index", NpyArray::from(study.delta_index)},
-             {"state", NpyArray::from(out.state)},
-             {"lost_turn", NpyArray::from(out.lost_turn)},
-             {"lost_element", NpyArray::from(out.lost_element)}});
+  write_npz((fs::path(directory) / "da.npz").string(), da_npz_members(study));
 }
 
 }  // namespace ft
