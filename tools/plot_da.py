@@ -25,14 +25,14 @@ def plot_study(directory, summary):
         rows = [r for r in summary[key] if r["delta"] == delta]
         xs = [r[axis] for r in rows]
         per = np.array([[np.nan if v is None else v for v in r["per_variant"]] for r in rows], dtype=float)
-        ax.plot(xs, per, color="0.8", lw=0.6)
+        ax.plot(xs, per, color="0.55", lw=0.6)
         value = lambda name: [np.nan if r[name] is None else r[name] for r in rows]  # noqa: E731
         ax.fill_between(xs, value("min"), value("max"), alpha=0.25, label=f"min..max, delta = {delta:g}")
         ax.plot(xs, value("mean"), lw=1.5, label=f"mean over {per.shape[1]} variants, delta = {delta:g}")
-        ax.plot(xs, value("min"), "k--", lw=1)
+        ax.plot(xs, value("min"), "k--", lw=1, label=f"minimum (worst variant), delta = {delta:g}")
     ax.set_xlabel("angle [deg]" if axis == "angle_deg" else "x")
     ax.set_ylabel(f"DA [{summary['amplitude_unit']}]")
-    ax.set_title(f"DA over {len(summary['variants'])} lattice variants, {summary['turns']} turns")
+    ax.set_title(f"DA over {len(summary['variants'])} lattice variants (grey: each), {summary['turns']} turns")
     ax.legend(fontsize=8)
     fig.tight_layout()
     fig.savefig(os.path.join(directory, "da_study.png"), dpi=120)
