@@ -1,0 +1,493 @@
+// The open-boundary Poisson solver (fusetrack/poisson.h): integrated field kernels on the doubled
+// grid, convolved through FFTW (Fast) or fusetrack's radix-2 line transforms (Reproducible).
+#include "fusetrack/poisson.h"
+
+#include <fftw3.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <mutex>
+
+#include "fusetrack/device/space_charge_grid.h"
+#include "fusetrack/error.h"
+
+namespace ft {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kEpsilon0 = 8.8541878128e-12;  // [F/m], CODATA 2018
+
+std::mutex& poisson_fftw_mutex() {  // FFTW's planner is not thread-safe
+  static std::mutex m;
+  return m;
+}
+
+/// a * log(b), 0 when a == 0 (the limits of the primitives at the singular lines).
+double x_log(double a, double b) { return a == 0.0 ? 0.0 : a * std::log(b); }
+
+/// a * atan(b / c), 0 when a == 0 (then c == 0 too at the singular lines).
+double x_atan(double a, double b, double c) { return a == 0.0 ? 0.0 : a * std::atan(b / c); }
+
+/// log(c + r) for r = sqrt(a^2 + b^2 + c^2) without cancellation for c < 0.
+double log_c_plus_r(double a2b2, double c, double r) { return c >= 0.0 ? std::log(c + r) : std::log(a2b2 / (r - c)); }
+
+/// 2D: a primitive of x / (x^2 + y^2) in x and y (the linear term -y dropped: it cancels in the corner
+/// differences of a cell): y log(x^2 + y^2) / 2 + x atan(y / x).
+double field_primitive_2d(double x, double y) {
+  const double r2 = x * x + y * y;
+  if (r2 == 0.0) return 0.0;
+  return 0.5 * x_log(y, r2) + x_atan(x, y, x);
+}
+
+/// 3D: a primitive of a / r^3 in a, b and c (r^2 = a^2 + b^2 + c^2): -P(a, b, c) with
+/// P = b log(c + r) + c log(b + r) - a atan(b c / (a r)) the primitive of 1 / r in b and c.
+double field_primitive_3d(double a, double b, double c) {
+  const double r = std::sqrt(a * a + b * b + c * c);
+  if (r == 0.0) return 0.0;
+  double p = 0.0;
+  if (b != 0.0) p += b * log_c_plus_r(a * a + b * b, c, r);
+  if (c != 0.0) p += c * log_c_plus_r(a * a + c * c, b, r);
+  if (a != 0.0) p -= a * std::atan(b * c / (a * r));
+  return -p;
+}
+
+bool is_power_of_two(int n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int next_power_of_two(int n) {
+  int m = 1;
+  while (m < n) m <<= 1;
+  return m;
+}
+
+int log2_of(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+}  // namespace
+
+double PoissonGrid::spacing(int d) const { return (max[d] - min[d]) / (nodes[d] - 1); }
+
+size_t PoissonGrid::size() const {
+  size_t s = 1;
+  for (int d = 0; d < dims; ++d) s *= static_cast<size_t>(nodes[d]);
+  return s;
+}
+
+// The transforms. T transformed dimensions (2: Open2D and Open2p5D, 3: Open3D), `layers` independent
+// solves (the zeta layers of Open2p5D, else 1). Spectra are kept on the half x axis: H = M0/2 + 1
+// complex values per x line, index (kz * M1 + ky) * H + kx (FFTW's r2c layout).
+struct PoissonSolver::Impl {
+  int T = 2;
+  int layers = 1;
+  int n[3] = {1, 1, 1};  // nodes per transformed dimension
+  int M[3] = {1, 1, 1};  // transform lengths
+  int H = 1;
+  size_t spectrum_size = 0;  // complex values
+  size_t real_size = 0;      // M0 * M1 * M2
+  size_t layer_nodes = 0;    // n0 * n1 * n2
+  // The imaginary parts of the kernels' spectra (the kernels are odd in their own axis and even in
+  // the others, so their spectra are purely imaginary), the 1/(M0 M1 M2) normalisation included.
+  std::vector<double> green[3];
+  // Reproducible: twiddle tables per dimension, forward (cos, -sin) and inverse (cos, +sin).
+  std::vector<double> tw_fwd[3], tw_inv[3];
+  // Fast: FFTW plans on the full doubled grid, executed on per-thread buffers (new-array execute).
+  fftw_plan r2c = nullptr, c2r = nullptr;
+
+  ~Impl() {
+    std::lock_guard<std::mutex> lock(poisson_fftw_mutex());
+    if (r2c) fftw_destroy_plan(r2c);
+    if (c2r) fftw_destroy_plan(c2r);
+  }
+
+  struct FftwBuffers {
+    double* real = nullptr;
+    fftw_complex* spectrum = nullptr;
+    fftw_complex* product = nullptr;
+    FftwBuffers(size_t real_size, size_t spectrum_size) {
+      real = fftw_alloc_real(real_size);
+      spectrum = fftw_alloc_complex(spectrum_size);
+      product = fftw_alloc_complex(spectrum_size);
+      if (!real || !spectrum || !product) throw Error("Poisson solver: out of memory for the FFT buffers");
+    }
+    ~FftwBuffers() {
+      fftw_free(real);
+      fftw_free(spectrum);
+      fftw_free(product);
+    }
+    FftwBuffers(const FftwBuffers&) = delete;
+    FftwBuffers& operator=(const FftwBuffers&) = delete;
+  };
+
+  void make_fftw_plans() {
+    FftwBuffers b(real_size, spectrum_size);
+    std::lock_guard<std::mutex> lock(poisson_fftw_mutex());
+    if (T == 2) {
+      r2c = fftw_plan_dft_r2c_2d(M[1], M[0], b.real, b.spectrum, FFTW_ESTIMATE);
+      c2r = fftw_plan_dft_c2r_2d(M[1], M[0], b.product, b.real, FFTW_ESTIMATE);
+    } else {
+      r2c = fftw_plan_dft_r2c_3d(M[2], M[1], M[0], b.real, b.spectrum, FFTW_ESTIMATE);
+      c2r = fftw_plan_dft_c2r_3d(M[2], M[1], M[0], b.product, b.real, FFTW_ESTIMATE);
+    }
+    if (!r2c || !c2r) throw Error("Poisson solver: FFTW could not plan the transforms of the doubled grid");
+  }
+
+  void make_twiddles() {
+    for (int d = 0; d < T; ++d) {
+      const int m = M[d];
+      tw_fwd[d].assign(static_cast<size_t>(std::max(m, 2)), 0.0);
+      tw_inv[d].assign(static_cast<size_t>(std::max(m, 2)), 0.0);
+      for (int k = 0; k < m / 2; ++k) {
+        const double phase = 2.0 * kPi * k / m;
+        tw_fwd[d][2 * k] = std::cos(phase);
+        tw_fwd[d][2 * k + 1] = -std::sin(phase);
+        tw_inv[d][2 * k] = std::cos(phase);
+        tw_inv[d][2 * k + 1] = std::sin(phase);
+      }
+    }
+  }
+
+  // ---- Reproducible transforms (each 1D line independent, the same steps as a GPU would run) ----
+
+  /// Forward transform of a real block `in` with extents e[d] (layout (iz * e1 + iy) * e0 + ix,
+  /// zero beyond the extents, e[d] <= M[d]) into the half spectrum `out` (spectrum_size complex).
+  /// `parallel`: spread the lines over OpenMP threads (false inside a parallel loop over layers).
+  void forward_reproducible(const double* in, const int e[3], double* out, bool parallel) const {
+    const int M0 = M[0], M1 = M[1], M2 = M[2];
+    const int L0 = log2_of(M0), L1 = log2_of(M1), L2 = log2_of(M2);
+    const long rows = static_cast<long>(e[1]) * e[2];
+    const long pairs = (rows + 1) / 2;
+    // x: two real rows per complex transform.
+#pragma omp parallel if (parallel)
+    {
+      std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
+#pragma omp for schedule(static)
+      for (long p = 0; p < pairs; ++p) {
+        const long r0 = 2 * p, r1 = 2 * p + 1;
+        std::fill(z.begin(), z.begin() + 2 * M0, 0.0);
+        const double* a = in + r0 * e[0];
+        const double* b = r1 < rows ? in + r1 * e[0] : nullptr;
+        for (int i = 0; i < e[0]; ++i) {
+          const int at = bit_reverse(i, L0);
+          z[2 * at] = a[i];
+          z[2 * at + 1] = b ? b[i] : 0.0;
+        }
+        poisson_fft_line(z.data(), tw_fwd[0].data(), M0);
+        for (int r = 0; r < 2; ++r) {
+          const long row = r == 0 ? r0 : r1;
+          if (row >= rows) break;
+          const long iy = row % e[1], iz = row / e[1];
+          double* o = out + 2 * ((static_cast<size_t>(iz) * M1 + iy) * H);
+          for (int k = 0; k < H; ++k) {
+            double sa[2], sb[2];
+            poisson_split_pair(z.data(), M0, k, sa, sb);
+            o[2 * k] = r == 0 ? sa[0] : sb[0];
+            o[2 * k + 1] = r == 0 ? sa[1] : sb[1];
+          }
+        }
+      }
+      // y: per (kx, iz < e2), the rows iy >= e1 are zero.
+      const long ylines = static_cast<long>(H) * e[2];
+#pragma omp for schedule(static)
+      for (long l = 0; l < ylines; ++l) {
+        const long kx = l % H, iz = l / H;
+        std::fill(z.begin(), z.begin() + 2 * M1, 0.0);
+        double* col = out + 2 * (static_cast<size_t>(iz) * M1 * H + kx);
+        const size_t stride = 2 * static_cast<size_t>(H);
+        for (int j = 0; j < e[1]; ++j) {
+          const int at = bit_reverse(j, L1);
+          z[2 * at] = col[j * stride];
+          z[2 * at + 1] = col[j * stride + 1];
+        }
+        poisson_fft_line(z.data(), tw_fwd[1].data(), M1);
+        for (int j = 0; j < M1; ++j) {
+          col[j * stride] = z[2 * j];
+          col[j * stride + 1] = z[2 * j + 1];
+        }
+      }
+      if (T == 3) {
+        const long zlines = static_cast<long>(H) * M1;
+#pragma omp for schedule(static)
+        for (long l = 0; l < zlines; ++l) {
+          double* col = out + 2 * static_cast<size_t>(l);
+          const size_t stride = 2 * static_cast<size_t>(H) * M1;
+          std::fill(z.begin(), z.begin() + 2 * M2, 0.0);
+          for (int k = 0; k < e[2]; ++k) {
+            const int at = bit_reverse(k, L2);
+            z[2 * at] = col[k * stride];
+            z[2 * at + 1] = col[k * stride + 1];
+          }
+          poisson_fft_line(z.data(), tw_fwd[2].data(), M2);
+          for (int k = 0; k < M2; ++k) {
+            col[k * stride] = z[2 * k];
+            col[k * stride + 1] = z[2 * k + 1];
+          }
+        }
+      }
+      // Rows iz >= e2 in 2D blocks (T == 2) do not exist; in 3D the z transform filled them.
+    }
+  }
+
+  /// Inverse of the half spectrum `spec` (destroyed), the real result on the first n[d] nodes of
+  /// each dimension into `out` (layout (iz * n1 + iy) * n0 + ix), unnormalised.
+  void inverse_reproducible(double* spec, double* out, bool parallel) const {
+    const int M0 = M[0], M1 = M[1], M2 = M[2];
+    const int L0 = log2_of(M0), L1 = log2_of(M1), L2 = log2_of(M2);
+    const int n0 = n[0], n1 = n[1], n2 = T == 3 ? n[2] : 1;
+#pragma omp parallel if (parallel)
+    {
+      std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
+      if (T == 3) {
+        const long zlines = static_cast<long>(H) * M1;
+#pragma omp for schedule(static)
+        for (long l = 0; l < zlines; ++l) {
+          double* col = spec + 2 * static_cast<size_t>(l);
+          const size_t stride = 2 * static_cast<size_t>(H) * M1;
+          for (int k = 0; k < M2; ++k) {
+            const int at = bit_reverse(k, L2);
+            z[2 * at] = col[k * stride];
+            z[2 * at + 1] = col[k * stride + 1];
+          }
+          poisson_fft_line(z.data(), tw_inv[2].data(), M2);
+          for (int k = 0; k < n2; ++k) {
+            col[k * stride] = z[2 * k];
+            col[k * stride + 1] = z[2 * k + 1];
+          }
+        }
+      }
+      const long ylines = static_cast<long>(H) * n2;
+#pragma omp for schedule(static)
+      for (long l = 0; l < ylines; ++l) {
+        const long kx = l % H, iz = l / H;
+        double* col = spec + 2 * (static_cast<size_t>(iz) * M1 * H + kx);
+        const size_t stride = 2 * static_cast<size_t>(H);
+        for (int j = 0; j < M1; ++j) {
+          const int at = bit_reverse(j, L1);
+          z[2 * at] = col[j * stride];
+          z[2 * at + 1] = col[j * stride + 1];
+        }
+        poisson_fft_line(z.data(), tw_inv[1].data(), M1);
+        for (int j = 0; j < n1; ++j) {
+          col[j * stride] = z[2 * j];
+          col[j * stride + 1] = z[2 * j + 1];
+        }
+      }
+      // x: two rows' Hermitian half spectra per complex transform, real and imaginary parts out.
+      const long rows = static_cast<long>(n1) * n2;
+      const long pairs = (rows + 1) / 2;
+#pragma omp for schedule(static)
+      for (long p = 0; p < pairs; ++p) {
+        const long r0 = 2 * p, r1 = 2 * p + 1;
+        const double* a = spec + 2 * ((static_cast<size_t>(r0 / n1) * M1 + r0 % n1) * H);
+        const double* b = r1 < rows ? spec + 2 * ((static_cast<size_t>(r1 / n1) * M1 + r1 % n1) * H) : nullptr;
+        for (int k = 0; k < M0; ++k) {
+          double v[2];
+          if (b) {
+            poisson_pair_spectrum(a, b, M0, k, v);
+          } else {
+            poisson_pair_spectrum(a, a, M0, k, v);  // the imaginary output is discarded
+          }
+          const int at = bit_reverse(k, L0);
+          z[2 * at] = v[0];
+          z[2 * at + 1] = v[1];
+        }
+        poisson_fft_line(z.data(), tw_inv[0].data(), M0);
+        double* oa = out + r0 * n0;
+        for (int i = 0; i < n0; ++i) oa[i] = z[2 * i];
+        if (b) {
+          double* ob = out + r1 * n0;
+          for (int i = 0; i < n0; ++i) ob[i] = z[2 * i + 1];
+        }
+      }
+    }
+  }
+
+  // ---- Kernels ----
+
+  /// The real-space field kernel of component c at offset (i, j, k) cells (|offsets| < n), in V/m per
+  /// C/m^3: the cell integral of the point-charge field, corner differences of the primitives.
+  double kernel_at(const double h[3], int c, int i, int j, int k) const {
+    const int off[3] = {i, j, k};
+    if (T == 2) {
+      // Component c along axis c; the other axis o.
+      const int o = 1 - c;
+      const double u0 = (off[c] - 0.5) * h[c], u1 = (off[c] + 0.5) * h[c];
+      const double v0 = (off[o] - 0.5) * h[o], v1 = (off[o] + 0.5) * h[o];
+      const double s = field_primitive_2d(u1, v1) - field_primitive_2d(u0, v1) - field_primitive_2d(u1, v0) +
+                       field_primitive_2d(u0, v0);
+      return s / (2.0 * kPi * kEpsilon0);
+    }
+    const int o1 = (c + 1) % 3, o2 = (c + 2) % 3;
+    const double u[2] = {(off[c] - 0.5) * h[c], (off[c] + 0.5) * h[c]};
+    const double v[2] = {(off[o1] - 0.5) * h[o1], (off[o1] + 0.5) * h[o1]};
+    const double w[2] = {(off[o2] - 0.5) * h[o2], (off[o2] + 0.5) * h[o2]};
+    double s = 0.0;
+    for (int a = 0; a < 2; ++a)
+      for (int b = 0; b < 2; ++b)
+        for (int d = 0; d < 2; ++d) {
+          const double sign = ((a + b + d) % 2 == 1) ? 1.0 : -1.0;  // + at the upper corner (1,1,1)
+          s += sign * field_primitive_3d(u[a], v[b], w[d]);
+        }
+    return s / (4.0 * kPi * kEpsilon0);
+  }
+
+  /// The kernel of component c on the periodic transform grid (offsets |o| < n, zero elsewhere, so the
+  /// kernel keeps its exact odd / even symmetry on the grid), then its spectrum's imaginary part.
+  void make_green(const double h[3], int c, bool reproducible) {
+    std::vector<double> kernel(real_size, 0.0);
+    for (int kz = 0; kz < M[2]; ++kz) {
+      const int oz = kz < n[2] ? kz : (kz > M[2] - n[2] ? kz - M[2] : INT32_MAX);
+      if (oz == INT32_MAX) continue;
+      for (int ky = 0; ky < M[1]; ++ky) {
+        const int oy = ky < n[1] ? ky : (ky > M[1] - n[1] ? ky - M[1] : INT32_MAX);
+        if (oy == INT32_MAX) continue;
+        for (int kx = 0; kx < M[0]; ++kx) {
+          const int ox = kx < n[0] ? kx : (kx > M[0] - n[0] ? kx - M[0] : INT32_MAX);
+          if (ox == INT32_MAX) continue;
+          kernel[(static_cast<size_t>(kz) * M[1] + ky) * M[0] + kx] = kernel_at(h, c, ox, oy, oz);
+        }
+      }
+    }
+    const double norm = 1.0 / static_cast<double>(real_size);  // a power of two when reproducible
+    std::vector<double> spec(2 * spectrum_size);
+    if (reproducible) {
+      forward_reproducible(kernel.data(), M, spec.data(), true);
+    } else {
+      FftwBuffers b(real_size, spectrum_size);
+      std::copy(kernel.begin(), kernel.end(), b.real);
+      fftw_execute_dft_r2c(r2c, b.real, b.spectrum);
+      for (size_t s = 0; s < spectrum_size; ++s) {
+        spec[2 * s] = b.spectrum[s][0];
+        spec[2 * s + 1] = b.spectrum[s][1];
+      }
+    }
+    green[c].resize(spectrum_size);
+    for (size_t s = 0; s < spectrum_size; ++s) green[c][s] = spec[2 * s + 1] * norm;
+  }
+};
+
+PoissonSolver::PoissonSolver(const PoissonGrid& grid, PoissonModel model, PoissonFft fft)
+    : m_grid(grid), m_model(model), m_fft(fft), m_impl(std::make_unique<Impl>()) {
+  const char* model_name = model == PoissonModel::Open2D ? "Open2D" : (model == PoissonModel::Open2p5D ? "Open2p5D" : "Open3D");
+  const int want_dims = model == PoissonModel::Open2D ? 2 : 3;
+  if (grid.dims != want_dims)
+    throw Error(fmt::format("Poisson solver ({}): the grid has {} dimensions, the model needs {} ({})", model_name,
+                            grid.dims, want_dims, want_dims == 2 ? "x, y" : "x, y, zeta"));
+  const char* axis[3] = {"x", "y", "zeta"};
+  // Nodes beyond 2^20 per axis or 2^31 transform points would overflow the index arithmetic.
+  constexpr int kMaxNodes = 1 << 20;
+  for (int d = 0; d < grid.dims; ++d) {
+    if (grid.nodes[d] < 2 || grid.nodes[d] > kMaxNodes)
+      throw Error(fmt::format("Poisson solver ({}): {} nodes along {}; expected 2 to {}", model_name, grid.nodes[d],
+                              axis[d], kMaxNodes));
+    if (!std::isfinite(grid.min[d]) || !std::isfinite(grid.max[d]) || !(grid.max[d] > grid.min[d]))
+      throw Error(fmt::format("Poisson solver ({}): the {} extent [{}, {}] m is not a finite interval with max > min",
+                              model_name, axis[d], grid.min[d], grid.max[d]));
+  }
+  Impl& im = *m_impl;
+  im.T = model == PoissonModel::Open3D ? 3 : 2;
+  im.layers = model == PoissonModel::Open2p5D ? grid.nodes[2] : 1;
+  for (int d = 0; d < im.T; ++d) {
+    im.n[d] = grid.nodes[d];
+    im.M[d] = fft == PoissonFft::Reproducible ? next_power_of_two(2 * grid.nodes[d] - 1) : 2 * grid.nodes[d];
+  }
+  double points = 1.0;
+  for (int d = 0; d < im.T; ++d) points *= im.M[d];
+  if (points > static_cast<double>(std::numeric_limits<int>::max()))
+    throw Error(fmt::format("Poisson solver ({}): the doubled grid has {:.3g} points, more than 2^31", model_name, points));
+  im.H = im.M[0] / 2 + 1;
+  im.real_size = static_cast<size_t>(im.M[0]) * im.M[1] * im.M[2];
+  im.spectrum_size = static_cast<size_t>(im.H) * im.M[1] * im.M[2];
+  im.layer_nodes = static_cast<size_t>(im.n[0]) * im.n[1] * im.n[2];
+  const double h[3] = {grid.spacing(0), grid.spacing(1), grid.dims == 3 ? grid.spacing(2) : 1.0};
+  const bool reproducible = fft == PoissonFft::Reproducible;
+  if (reproducible) {
+    for (int d = 0; d < im.T; ++d)
+      if (!is_power_of_two(im.M[d])) throw Error("Poisson solver: internal error, transform length not a power of two");
+    im.make_twiddles();
+  } else {
+    im.make_fftw_plans();
+  }
+  for (int c = 0; c < im.T; ++c) im.make_green(h, c, reproducible);
+}
+
+PoissonSolver::~PoissonSolver() = default;
+
+const PoissonGrid& PoissonSolver::grid() const { return m_grid; }
+
+std::array<int, 3> PoissonSolver::transform_lengths() const {
+  return {m_impl->M[0], m_impl->M[1], m_impl->M[2]};
+}
+
+double PoissonSolver::kernel(int component, int i, int j, int k) const {
+  const Impl& im = *m_impl;
+  if (component < 0 || component >= im.T) throw Error(fmt::format("Poisson solver: no field component {}", component));
+  const double h[3] = {m_grid.spacing(0), m_grid.spacing(1), m_grid.dims == 3 ? m_grid.spacing(2) : 1.0};
+  return im.kernel_at(h, component, i, j, im.T == 3 ? k : 0);
+}
+
+void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez) {
+  Impl& im = *m_impl;
+  if (!rho || !ex || !ey || (im.T == 3 && !ez))
+    throw Error("Poisson solver: solve() needs rho, ex, ey (and ez for Open3D)");
+  double* out[3] = {ex, ey, ez};
+  const bool many = im.layers > 1;
+  const int e[3] = {im.n[0], im.n[1], im.n[2]};
+  if (m_fft == PoissonFft::Reproducible) {
+#pragma omp parallel if (many)
+    {
+      std::vector<double> spec(2 * im.spectrum_size), work(2 * im.spectrum_size);
+#pragma omp for schedule(static)
+      for (int layer = 0; layer < im.layers; ++layer) {
+        const size_t base = static_cast<size_t>(layer) * im.layer_nodes;
+        im.forward_reproducible(rho + base, e, spec.data(), !many);
+        for (int c = 0; c < im.T; ++c) {
+          const double* g = im.green[c].data();
+          const long count = static_cast<long>(im.spectrum_size);
+          double* w = work.data();
+          const double* x = spec.data();
+#pragma omp parallel for schedule(static) if (!many)
+          for (long s = 0; s < count; ++s) poisson_imaginary_multiply(x[2 * s], x[2 * s + 1], g[s], &w[2 * s], &w[2 * s + 1]);
+          im.inverse_reproducible(work.data(), out[c] + base, !many);
+        }
+      }
+    }
+    return;
+  }
+  // Fast: FFTW on the full doubled grid.
+#pragma omp parallel if (many)
+  {
+    Impl::FftwBuffers b(im.real_size, im.spectrum_size);
+    const int n0 = im.n[0], n1 = im.n[1], n2 = im.T == 3 ? im.n[2] : 1;
+    const int M0 = im.M[0], M1 = im.M[1];
+#pragma omp for schedule(static)
+    for (int layer = 0; layer < im.layers; ++layer) {
+      const size_t base = static_cast<size_t>(layer) * im.layer_nodes;
+      std::fill(b.real, b.real + im.real_size, 0.0);
+      for (int iz = 0; iz < n2; ++iz)
+        for (int iy = 0; iy < n1; ++iy)
+          std::copy(rho + base + (static_cast<size_t>(iz) * n1 + iy) * n0,
+                    rho + base + (static_cast<size_t>(iz) * n1 + iy) * n0 + n0,
+                    b.real + (static_cast<size_t>(iz) * M1 + iy) * M0);
+      fftw_execute_dft_r2c(im.r2c, b.real, b.spectrum);
+      for (int c = 0; c < im.T; ++c) {
+        const double* g = im.green[c].data();
+        for (size_t s = 0; s < im.spectrum_size; ++s)
+          poisson_imaginary_multiply(b.spectrum[s][0], b.spectrum[s][1], g[s], &b.product[s][0], &b.product[s][1]);
+        fftw_execute_dft_c2r(im.c2r, b.product, b.real);
+        for (int iz = 0; iz < n2; ++iz)
+          for (int iy = 0; iy < n1; ++iy)
+            std::copy(b.real + (static_cast<size_t>(iz) * M1 + iy) * M0,
+                      b.real + (static_cast<size_t>(iz) * M1 + iy) * M0 + n0,
+                      out[c] + base + (static_cast<size_t>(iz) * n1 + iy) * n0);
+      }
+    }
+  }
+}
+
+}  // namespace ft
