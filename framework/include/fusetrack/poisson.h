@@ -61,6 +61,9 @@ class PoissonSolver {
   /// Not thread-safe on one solver (it owns its work buffers); threads inside (OpenMP).
   void solve(const double* rho, double* ex, double* ey, double* ez);
   const PoissonGrid& grid() const;
+  /// OpenMP threads of solve() (0: the OpenMP default). The Reproducible mode gives the same bits
+  /// for any count.
+  void set_threads(int threads);
   PoissonModel model() const { return m_model; }
   PoissonFft fft() const { return m_fft; }
 

@@ -11,6 +11,8 @@
 #include <limits>
 #include <mutex>
 
+#include <omp.h>
+
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
 
@@ -83,6 +85,7 @@ size_t PoissonGrid::size() const {
 // solves (the zeta layers of Open2p5D, else 1). Spectra are kept on the half x axis: H = M0/2 + 1
 // complex values per x line, index (kz * M1 + ky) * H + kx (FFTW's r2c layout).
 struct PoissonSolver::Impl {
+  int threads = 1;  // OpenMP threads of a solve
   int T = 2;
   int layers = 1;
   int n[3] = {1, 1, 1};  // nodes per transformed dimension
@@ -163,7 +166,7 @@ struct PoissonSolver::Impl {
     const long rows = static_cast<long>(e[1]) * e[2];
     const long pairs = (rows + 1) / 2;
     // x: two real rows per complex transform.
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (parallel) num_threads(threads)
     {
       std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
 #pragma omp for schedule(static)
@@ -239,7 +242,7 @@ struct PoissonSolver::Impl {
     const int M0 = M[0], M1 = M[1], M2 = M[2];
     const int L0 = log2_of(M0), L1 = log2_of(M1), L2 = log2_of(M2);
     const int n0 = n[0], n1 = n[1], n2 = T == 3 ? n[2] : 1;
-#pragma omp parallel if (parallel)
+#pragma omp parallel if (parallel) num_threads(threads)
     {
       std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
       if (T == 3) {
@@ -336,23 +339,55 @@ struct PoissonSolver::Impl {
     return s / (4.0 * kPi * kEpsilon0);
   }
 
-  /// The kernel of component c on the periodic transform grid (offsets |o| < n, zero elsewhere, so the
-  /// kernel keeps its exact odd / even symmetry on the grid), then its spectrum's imaginary part.
+  /// The kernel of component c on the periodic transform grid (offsets |o| < n, zero elsewhere), then
+  /// its spectrum's imaginary part. The primitive is evaluated once per cell corner of the
+  /// non-negative offsets; the other offsets are mirrored (the kernel is odd along its own axis, even
+  /// along the others), so the kernel keeps its exact symmetry on the grid and its spectrum is
+  /// purely imaginary.
   void make_green(const double h[3], int c, bool reproducible) {
-    std::vector<double> kernel(real_size, 0.0);
-    for (int kz = 0; kz < M[2]; ++kz) {
-      const int oz = kz < n[2] ? kz : (kz > M[2] - n[2] ? kz - M[2] : INT32_MAX);
-      if (oz == INT32_MAX) continue;
-      for (int ky = 0; ky < M[1]; ++ky) {
-        const int oy = ky < n[1] ? ky : (ky > M[1] - n[1] ? ky - M[1] : INT32_MAX);
-        if (oy == INT32_MAX) continue;
-        for (int kx = 0; kx < M[0]; ++kx) {
-          const int ox = kx < n[0] ? kx : (kx > M[0] - n[0] ? kx - M[0] : INT32_MAX);
-          if (ox == INT32_MAX) continue;
-          kernel[(static_cast<size_t>(kz) * M[1] + ky) * M[0] + kx] = kernel_at(h, c, ox, oy, oz);
-        }
-      }
+    const int c0 = n[0] + 1, c1 = n[1] + 1, c2 = T == 3 ? n[2] + 1 : 1;
+    std::vector<double> corner(static_cast<size_t>(c0) * c1 * c2);
+#pragma omp parallel for schedule(static)
+    for (long q = 0; q < static_cast<long>(corner.size()); ++q) {
+      const int i = static_cast<int>(q % c0), j = static_cast<int>((q / c0) % c1), k = static_cast<int>(q / (static_cast<long>(c0) * c1));
+      const double p[3] = {(i - 0.5) * h[0], (j - 0.5) * h[1], (k - 0.5) * h[2]};
+      if (T == 2)
+        corner[q] = c == 0 ? field_primitive_2d(p[0], p[1]) : field_primitive_2d(p[1], p[0]);
+      else
+        corner[q] = field_primitive_3d(p[c], p[(c + 1) % 3], p[(c + 2) % 3]);
     }
+    const double scale = T == 2 ? 1.0 / (2.0 * kPi * kEpsilon0) : 1.0 / (4.0 * kPi * kEpsilon0);
+    auto at = [&](int i, int j, int k) { return corner[(static_cast<size_t>(k) * c1 + j) * c0 + i]; };
+    std::vector<double> kernel(real_size, 0.0);
+    const int nz = T == 3 ? n[2] : 1;
+#pragma omp parallel for schedule(static)
+    for (int oz = 0; oz < nz; ++oz)
+      for (int oy = 0; oy < n[1]; ++oy)
+        for (int ox = 0; ox < n[0]; ++ox) {
+          double s;
+          if (T == 2) {
+            s = at(ox + 1, oy + 1, 0) - at(ox, oy + 1, 0) - at(ox + 1, oy, 0) + at(ox, oy, 0);
+          } else {
+            s = 0.0;
+            for (int a = 0; a < 2; ++a)
+              for (int b = 0; b < 2; ++b)
+                for (int d = 0; d < 2; ++d) {
+                  const double v = at(ox + a, oy + b, oz + d);
+                  s += ((a + b + d) % 2 == 1) ? v : -v;  // + at the upper corner (1, 1, 1)
+                }
+          }
+          s *= scale;
+          // The mirror images: index m - o for o > 0, the sign flipped along the component's axis.
+          const int zs = (T == 3 && oz > 0) ? 2 : 1, ys = oy > 0 ? 2 : 1, xs = ox > 0 ? 2 : 1;
+          for (int mz = 0; mz < zs; ++mz)
+            for (int my = 0; my < ys; ++my)
+              for (int mx = 0; mx < xs; ++mx) {
+                const int mirrored[3] = {mx, my, mz};
+                const int kx = mx ? M[0] - ox : ox, ky = my ? M[1] - oy : oy, kz = mz ? M[2] - oz : oz;
+                const double v = mirrored[c] ? -s : s;
+                kernel[(static_cast<size_t>(kz) * M[1] + ky) * M[0] + kx] = v;
+              }
+        }
     const double norm = 1.0 / static_cast<double>(real_size);  // a power of two when reproducible
     std::vector<double> spec(2 * spectrum_size);
     if (reproducible) {
@@ -390,6 +425,7 @@ PoissonSolver::PoissonSolver(const PoissonGrid& grid, PoissonModel model, Poisso
                               model_name, axis[d], grid.min[d], grid.max[d]));
   }
   Impl& im = *m_impl;
+  im.threads = omp_get_max_threads();
   im.T = model == PoissonModel::Open3D ? 3 : 2;
   im.layers = model == PoissonModel::Open2p5D ? grid.nodes[2] : 1;
   for (int d = 0; d < im.T; ++d) {
@@ -418,6 +454,10 @@ PoissonSolver::PoissonSolver(const PoissonGrid& grid, PoissonModel model, Poisso
 
 PoissonSolver::~PoissonSolver() = default;
 
+void PoissonSolver::set_threads(int threads) {
+  m_impl->threads = threads > 0 ? threads : omp_get_max_threads();
+}
+
 const PoissonGrid& PoissonSolver::grid() const { return m_grid; }
 
 std::array<int, 3> PoissonSolver::transform_lengths() const {
@@ -439,7 +479,7 @@ void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez)
   const bool many = im.layers > 1;
   const int e[3] = {im.n[0], im.n[1], im.n[2]};
   if (m_fft == PoissonFft::Reproducible) {
-#pragma omp parallel if (many)
+#pragma omp parallel if (many) num_threads(im.threads)
     {
       std::vector<double> spec(2 * im.spectrum_size), work(2 * im.spectrum_size);
 #pragma omp for schedule(static)
@@ -451,7 +491,7 @@ void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez)
           const long count = static_cast<long>(im.spectrum_size);
           double* w = work.data();
           const double* x = spec.data();
-#pragma omp parallel for schedule(static) if (!many)
+#pragma omp parallel for schedule(static) if (!many) num_threads(im.threads)
           for (long s = 0; s < count; ++s) poisson_imaginary_multiply(x[2 * s], x[2 * s + 1], g[s], &w[2 * s], &w[2 * s + 1]);
           im.inverse_reproducible(work.data(), out[c] + base, !many);
         }
@@ -460,7 +500,7 @@ void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez)
     return;
   }
   // Fast: FFTW on the full doubled grid.
-#pragma omp parallel if (many)
+#pragma omp parallel if (many) num_threads(im.threads)
   {
     Impl::FftwBuffers b(im.real_size, im.spectrum_size);
     const int n0 = im.n[0], n1 = im.n[1], n2 = im.T == 3 ? im.n[2] : 1;
