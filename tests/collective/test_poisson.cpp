@@ -7,6 +7,7 @@
 #include <doctest/doctest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <random>
 
@@ -610,4 +611,32 @@ extern "C" __global__ void fusetrack_lines(double* x, const double* twiddle, int
   CompiledKernel k;
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());
+}
+
+// Not part of the suite (skipped; its times depend on the machine): the CPU solve times of the issue's
+// grids, FFTW vs the reproducible FFT. Run it with
+//   build/bin/test_collective -tc="Poisson solve time*" --no-skip
+TEST_CASE("Poisson solve time on the CPU: 2.5D 256x256x64 and 3D 128x128x64, FFTW vs reproducible" * doctest::skip()) {
+  for (const PoissonModel model : {PoissonModel::Open2p5D, PoissonModel::Open3D}) {
+    const bool is3d = model == PoissonModel::Open3D;
+    const PoissonGrid g = is3d ? grid3(128, 128, 64, 5e-3, 5e-3, 0.3) : grid3(256, 256, 64, 5e-3, 5e-3, 0.3);
+    std::vector<double> rho(g.size());
+    for (size_t k = 0; k < rho.size(); ++k) rho[k] = 1e-6 * std::sin(0.001 * static_cast<double>(k));
+    for (const PoissonFft fft : {PoissonFft::Fast, PoissonFft::Reproducible}) {
+      const auto t0 = std::chrono::steady_clock::now();
+      PoissonSolver s(g, model, fft);
+      const auto t1 = std::chrono::steady_clock::now();
+      Fields f = solve(s, rho);  // warm-up
+      const int reps = 3;
+      const auto t2 = std::chrono::steady_clock::now();
+      for (int r = 0; r < reps; ++r) s.solve(rho.data(), f.ex.data(), f.ey.data(), f.ez.data());
+      const auto t3 = std::chrono::steady_clock::now();
+      const double setup = std::chrono::duration<double>(t1 - t0).count();
+      const double per_solve = std::chrono::duration<double>(t3 - t2).count() / reps;
+      MESSAGE(std::string(is3d ? "3D 128x128x64" : "2.5D 256x256x64") << std::string(fft == PoissonFft::Fast ? " FFTW" : " reproducible")
+                                                             << ": setup " << setup << " s, solve " << per_solve
+                                                             << " s (" << reps << " solves)");
+      CHECK(per_solve > 0.0);
+    }
+  }
 }

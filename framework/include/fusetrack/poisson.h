@@ -58,7 +58,7 @@ class PoissonSolver {
   /// profile), so the field is that of infinitely long beam with this cross-section.
   /// ex, ey, ez: the electric field at the nodes [V/m] (ez only for Open3D; may be null otherwise).
   /// Open boundaries (free space), Hockney's doubled grid with the integrated Green's function.
-  /// Not thread-safe on one solver (it owns its work buffers); threads inside (OpenMP).
+  /// Not thread-safe on one solver (it keeps its work buffers between solves); threads inside (OpenMP).
   void solve(const double* rho, double* ex, double* ey, double* ez);
   const PoissonGrid& grid() const;
   /// OpenMP threads of solve() (0: the OpenMP default). The Reproducible mode gives the same bits
@@ -75,6 +75,14 @@ class PoissonSolver {
   /// (i, j, k) in cells [V/m per C/m^3]: E_c(node) = sum over nodes' of kernel(node - node') rho(node').
   /// For tests and for GPU implementations that build their own spectra.
   double kernel(int component, int i, int j, int k) const;
+
+  /// For GPU implementations of the same algorithm: the imaginary parts of the field kernels'
+  /// spectra (the real parts vanish by symmetry) on the half x axis, H = M0/2 + 1 values per line,
+  /// index (kz * M1 + ky) * H + kx, the normalisation 1 / (M0 M1 M2) included.
+  const std::vector<double>& green_spectrum(int component) const;
+  /// Reproducible mode: the twiddle table of dimension `dim` (cos, -sin(2 pi k / M) forward;
+  /// cos, +sin inverse; k < M/2), as fft_butterfly reads it.
+  const std::vector<double>& twiddles(int dim, bool inverse) const;
 
   struct Impl;  // the transforms (poisson.cpp)
 

@@ -101,14 +101,18 @@ struct PoissonSolver::Impl {
   std::vector<double> tw_fwd[3], tw_inv[3];
   // Fast: FFTW plans on the full doubled grid, executed on per-thread buffers (new-array execute).
   fftw_plan r2c = nullptr, c2r = nullptr;
+  struct FftwBuffers;
+  std::vector<std::unique_ptr<FftwBuffers>> fftw_buffers;  // per layer thread, kept between solves
+  std::vector<std::vector<double>> rep_buffers;            // per layer thread: spectrum and product
 
   ~Impl() {
+    fftw_buffers.clear();
     std::lock_guard<std::mutex> lock(poisson_fftw_mutex());
     if (r2c) fftw_destroy_plan(r2c);
     if (c2r) fftw_destroy_plan(c2r);
   }
 
-  struct FftwBuffers {
+  struct FftwBuffers {  // fftw_alloc'ed (the alignment of the plans' arrays)
     double* real = nullptr;
     fftw_complex* spectrum = nullptr;
     fftw_complex* product = nullptr;
@@ -477,57 +481,83 @@ void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez)
     throw Error("Poisson solver: solve() needs rho, ex, ey (and ez for Open3D)");
   double* out[3] = {ex, ey, ez};
   const bool many = im.layers > 1;
+  const int nt = many ? std::max(1, std::min(im.threads, im.layers)) : 1;  // buffer sets (one per layer thread)
   const int e[3] = {im.n[0], im.n[1], im.n[2]};
+  const long count = static_cast<long>(im.spectrum_size);
   if (m_fft == PoissonFft::Reproducible) {
-#pragma omp parallel if (many) num_threads(im.threads)
+    // Work buffers kept between solves (allocated here, outside the parallel regions).
+    if (static_cast<int>(im.rep_buffers.size()) < nt) im.rep_buffers.resize(static_cast<size_t>(nt));
+    for (int t = 0; t < nt; ++t) im.rep_buffers[static_cast<size_t>(t)].resize(4 * im.spectrum_size);
+#pragma omp parallel if (many) num_threads(nt)
     {
-      std::vector<double> spec(2 * im.spectrum_size), work(2 * im.spectrum_size);
+      double* spec = im.rep_buffers[static_cast<size_t>(omp_get_thread_num())].data();
+      double* work = spec + 2 * im.spectrum_size;
 #pragma omp for schedule(static)
       for (int layer = 0; layer < im.layers; ++layer) {
         const size_t base = static_cast<size_t>(layer) * im.layer_nodes;
-        im.forward_reproducible(rho + base, e, spec.data(), !many);
+        im.forward_reproducible(rho + base, e, spec, !many);
         for (int c = 0; c < im.T; ++c) {
           const double* g = im.green[c].data();
-          const long count = static_cast<long>(im.spectrum_size);
-          double* w = work.data();
-          const double* x = spec.data();
 #pragma omp parallel for schedule(static) if (!many) num_threads(im.threads)
-          for (long s = 0; s < count; ++s) poisson_imaginary_multiply(x[2 * s], x[2 * s + 1], g[s], &w[2 * s], &w[2 * s + 1]);
-          im.inverse_reproducible(work.data(), out[c] + base, !many);
+          for (long s = 0; s < count; ++s)
+            poisson_imaginary_multiply(spec[2 * s], spec[2 * s + 1], g[s], &work[2 * s], &work[2 * s + 1]);
+          im.inverse_reproducible(work, out[c] + base, !many);
         }
       }
     }
     return;
   }
-  // Fast: FFTW on the full doubled grid.
-#pragma omp parallel if (many) num_threads(im.threads)
+  // Fast: FFTW on the full doubled grid (new-array execution of the shared plans, thread-safe).
+  if (static_cast<int>(im.fftw_buffers.size()) < nt) im.fftw_buffers.resize(static_cast<size_t>(nt));
+  for (int t = 0; t < nt; ++t)
+    if (!im.fftw_buffers[static_cast<size_t>(t)])
+      im.fftw_buffers[static_cast<size_t>(t)] = std::make_unique<Impl::FftwBuffers>(im.real_size, im.spectrum_size);
+  const int n0 = im.n[0], n1 = im.n[1], n2 = im.T == 3 ? im.n[2] : 1;
+  const int M0 = im.M[0], M1 = im.M[1];
+  const int rows = n1 * n2;
+#pragma omp parallel if (many) num_threads(nt)
   {
-    Impl::FftwBuffers b(im.real_size, im.spectrum_size);
-    const int n0 = im.n[0], n1 = im.n[1], n2 = im.T == 3 ? im.n[2] : 1;
-    const int M0 = im.M[0], M1 = im.M[1];
+    Impl::FftwBuffers& b = *im.fftw_buffers[static_cast<size_t>(omp_get_thread_num())];
 #pragma omp for schedule(static)
     for (int layer = 0; layer < im.layers; ++layer) {
       const size_t base = static_cast<size_t>(layer) * im.layer_nodes;
       std::fill(b.real, b.real + im.real_size, 0.0);
-      for (int iz = 0; iz < n2; ++iz)
-        for (int iy = 0; iy < n1; ++iy)
-          std::copy(rho + base + (static_cast<size_t>(iz) * n1 + iy) * n0,
-                    rho + base + (static_cast<size_t>(iz) * n1 + iy) * n0 + n0,
-                    b.real + (static_cast<size_t>(iz) * M1 + iy) * M0);
+#pragma omp parallel for schedule(static) if (!many) num_threads(im.threads)
+      for (int r = 0; r < rows; ++r) {
+        const int iy = r % n1, iz = r / n1;
+        const double* from = rho + base + static_cast<size_t>(r) * n0;
+        std::copy(from, from + n0, b.real + (static_cast<size_t>(iz) * M1 + iy) * M0);
+      }
       fftw_execute_dft_r2c(im.r2c, b.real, b.spectrum);
       for (int c = 0; c < im.T; ++c) {
         const double* g = im.green[c].data();
-        for (size_t s = 0; s < im.spectrum_size; ++s)
-          poisson_imaginary_multiply(b.spectrum[s][0], b.spectrum[s][1], g[s], &b.product[s][0], &b.product[s][1]);
+        fftw_complex* x = b.spectrum;
+        fftw_complex* y = b.product;
+#pragma omp parallel for schedule(static) if (!many) num_threads(im.threads)
+        for (long q = 0; q < count; ++q) poisson_imaginary_multiply(x[q][0], x[q][1], g[q], &y[q][0], &y[q][1]);
         fftw_execute_dft_c2r(im.c2r, b.product, b.real);
-        for (int iz = 0; iz < n2; ++iz)
-          for (int iy = 0; iy < n1; ++iy)
-            std::copy(b.real + (static_cast<size_t>(iz) * M1 + iy) * M0,
-                      b.real + (static_cast<size_t>(iz) * M1 + iy) * M0 + n0,
-                      out[c] + base + (static_cast<size_t>(iz) * n1 + iy) * n0);
+        double* o = out[c] + base;
+#pragma omp parallel for schedule(static) if (!many) num_threads(im.threads)
+        for (int r = 0; r < rows; ++r) {
+          const int iy = r % n1, iz = r / n1;
+          const double* from = b.real + (static_cast<size_t>(iz) * M1 + iy) * M0;
+          std::copy(from, from + n0, o + static_cast<size_t>(r) * n0);
+        }
       }
     }
   }
+}
+
+const std::vector<double>& PoissonSolver::green_spectrum(int component) const {
+  if (component < 0 || component >= m_impl->T)
+    throw Error(fmt::format("Poisson solver: no field component {}", component));
+  return m_impl->green[component];
+}
+
+const std::vector<double>& PoissonSolver::twiddles(int dim, bool inverse) const {
+  if (m_fft != PoissonFft::Reproducible || dim < 0 || dim >= m_impl->T)
+    throw Error(fmt::format("Poisson solver: no twiddle table for dimension {} (reproducible mode only)", dim));
+  return inverse ? m_impl->tw_inv[dim] : m_impl->tw_fwd[dim];
 }
 
 }  // namespace ft
