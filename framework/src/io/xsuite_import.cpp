@@ -22,6 +22,7 @@
 #include <cmath>
 #include <limits>
 #include <map>
+#include <memory>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
@@ -145,8 +146,25 @@ struct Converter {
 /// others can be checked (a non-zero field nobody read is reported, never silently dropped).
 class XElement {
  public:
-  XElement(Converter& cv, const json& obj, long index, std::string name, std::string cls, long uses)
-      : m_cv(cv), m_obj(obj), m_index(index), m_name(std::move(name)), m_cls(std::move(cls)), m_uses(uses) {}
+  XElement(Converter& cv, const json& obj, long index, std::string name, std::string cls, long uses,
+           std::string field_prefix = "")
+      : m_cv(cv),
+        m_obj(obj),
+        m_index(index),
+        m_name(std::move(name)),
+        m_cls(std::move(cls)),
+        m_uses(uses),
+        m_prefix(std::move(field_prefix)) {}
+
+  /// An object nested in field f (xfields keeps a SpaceChargeBiGaussian's field map and profile so, an
+  /// xobjects `cls`), read with the same checks; its fields are named "f.field" in messages. nullptr if absent.
+  std::unique_ptr<XElement> nested(const std::string& f, const std::string& cls) {
+    const json* v = get(f);
+    if (!v || v->is_null()) return nullptr;
+    if (!v->is_object())
+      throw InputError(at(key(f)), fmt::format("expected an object ({}), got {}", cls, json_type_name(*v)));
+    return std::make_unique<XElement>(m_cv, *v, m_index, m_name, m_cls, m_uses, m_prefix + key(f) + ".");
+  }
 
   const std::string& cls() const { return m_cls; }
   const std::string& name() const { return m_name; }
@@ -156,7 +174,7 @@ class XElement {
     w.element_index = m_index;
     w.element_name = m_name;
     w.element_type = m_cls;
-    w.field = field;
+    w.field = m_prefix + field;
     return w;
   }
 
@@ -228,7 +246,7 @@ class XElement {
 
   /// Records field f as unsupported (it would change the tracking), with the reason.
   void unsupported(const std::string& f, const std::string& reason) {
-    const std::string k = m_cls + "." + f;
+    const std::string k = m_cls + "." + m_prefix + f;
     const json* v = m_obj.contains(key(f)) ? &m_obj.at(key(f)) : nullptr;
     auto [it, inserted] = m_cv.unsupported_fields.try_emplace(k);
     Problem& p = it->second;
@@ -237,7 +255,7 @@ class XElement {
       p.first_index = m_index;
       p.first_name = m_name;
       p.cls = m_cls;
-      p.field = key(f);
+      p.field = m_prefix + key(f);
       p.value = v ? short_dump(*v) : "";
       p.reason = reason;
     }
@@ -312,6 +330,7 @@ class XElement {
   std::set<std::string> m_used;
   std::map<std::string, std::string> m_key;  // field -> the key found in the object
   json m_alignment = json::object();
+  std::string m_prefix;  // "fieldmap." for a nested object's fields
 };
 
 // ------------------------------------------------------------------------------------------------
@@ -843,6 +862,61 @@ Converted convert_octupole(XElement& e, Converter& cv) {
   return out;
 }
 
+/// xfields SpaceChargeBiGaussian (frozen space charge; xfields/beam_elements/spacecharge.py): the Gaussian
+/// field map ("fieldmap": BiGaussianFieldMap mean_x, mean_y, sigma_x, sigma_y, min_sigma_diff) and the
+/// line density ("longitudinal_profile": LongitudinalProfileQGaussian number_of_particles, _sigma_z, _z0,
+/// _q_param) become fusetrack's SpaceChargeBiGaussian (elements/space_charge_bigaussian.h). Only the
+/// Gaussian profile (q = 1 within its q_tol) with unlimited support and no longitudinal kick
+/// (z_kick_num_integ_per_sigma = 0) is modelled. The copies xfields' to_dict adds at the top level for
+/// ducktrack (number_of_particles, bunchlength_rms, sigma_x, sigma_y, x_co, y_co) must agree with them.
+Converted convert_space_charge_bigaussian(XElement& e) {
+  Converted out;
+  const double length = e.num("length");
+  e.require_zero("z_kick_num_integ_per_sigma", "the longitudinal kick of frozen space charge is not modelled");
+  std::unique_ptr<XElement> map = e.nested("fieldmap", "BiGaussianFieldMap");
+  std::unique_ptr<XElement> profile = e.nested("longitudinal_profile", "LongitudinalProfileQGaussian");
+  if (!map) throw InputError(e.at("fieldmap"), "required field is missing (the BiGaussianFieldMap of the beam)");
+  if (!profile)
+    throw InputError(e.at("longitudinal_profile"),
+                     "required field is missing (the LongitudinalProfileQGaussian of the bunch)");
+  json def = {{"type", "SpaceChargeBiGaussian"}, {"length", length}};
+  def["number_of_particles"] = profile->num("number_of_particles");
+  def["sigma_z"] = profile->num("sigma_z");
+  def["z0"] = profile->num("z0");
+  const double q = profile->num("q_param", 1.0);
+  const double q_tol = profile->num("q_tol", 1e-6);
+  if (!(std::fabs(q - 1.0) < q_tol))
+    profile->unsupported("q_param", "only the Gaussian profile (q = 1) is modelled, not a q-Gaussian");
+  const double z_min = profile->num("support_min", -kUnlimited);
+  const double z_max = profile->num("support_max", kUnlimited);
+  if (z_min > -0.1 * kUnlimited || z_max < 0.1 * kUnlimited)
+    profile->unsupported(z_min > -0.1 * kUnlimited ? "support_min" : "support_max",
+                         "a line density cut to a finite zeta range is not modelled");
+  for (const char* derived : {"cq_param", "beta_param", "sqrt_beta_param", "z_min", "z_max"}) profile->ignore(derived);
+  profile->check_rest();
+  for (const char* f : {"mean_x", "mean_y", "sigma_x", "sigma_y", "min_sigma_diff"}) def[f] = map->num(f);
+  map->ignore("updatable");
+  map->check_rest();
+  // The ducktrack copies of the same values (xfields to_dict): they must agree.
+  const std::pair<const char*, const char*> copies[] = {{"number_of_particles", "number_of_particles"},
+                                                        {"bunchlength_rms", "sigma_z"},
+                                                        {"sigma_x", "sigma_x"},
+                                                        {"sigma_y", "sigma_y"},
+                                                        {"x_co", "mean_x"},
+                                                        {"y_co", "mean_y"}};
+  for (const auto& [top, field] : copies) {
+    if (!e.get(top)) continue;
+    const double v = e.num(top);
+    const double w = def.at(field).get<double>();
+    if (!(std::fabs(v - w) <= 1e-12 * std::fabs(w)))
+      throw InputError(e.at(e.key(top)), fmt::format("{} = {:.17g} disagrees with the element's {} = {:.17g}", top, v,
+                                                     field, w));
+  }
+  e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
 /// Converts a known class; returns false for an unknown one.
 bool convert_element(XElement& e, Converter& cv, Converted& out) {
   const std::string& c = e.cls();
@@ -882,6 +956,8 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     out = convert_bend(e, cv, c == "RBend");
   } else if (c == "Octupole") {
     out = convert_octupole(e, cv);
+  } else if (c == "SpaceChargeBiGaussian") {
+    out = convert_space_charge_bigaussian(e);
   } else {
     return false;
   }

@@ -1,0 +1,362 @@
+// Frozen space charge around a ring: install and remove SpaceChargeBiGaussian elements
+// (fusetrack/space_charge_install.h documents the rules).
+#include "fusetrack/space_charge_install.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "fusetrack/error.h"
+
+namespace ft {
+
+namespace {
+
+using json = nlohmann::ordered_json;
+
+constexpr const char* kType = "SpaceChargeBiGaussian";
+constexpr double kBoundaryTolerance = 1e-9;  // [m]
+constexpr double kPi = 3.141592653589793;
+
+InputLocation option_at(const std::string& file, const std::string& field) {
+  InputLocation w{file};
+  w.field = field;
+  return w;
+}
+
+InputLocation element_at(const std::string& file, size_t index, const std::string& name, const std::string& type,
+                         const std::string& field = "") {
+  InputLocation w{file};
+  w.element_index = static_cast<long>(index);
+  w.element_name = name;
+  w.element_type = type;
+  w.field = field;
+  return w;
+}
+
+bool is_splittable_drift(const Lattice& lattice, uint32_t d) {
+  const ElementDefinition& def = lattice.definitions()[d];
+  return (def.type->name == "Drift" || def.type->name == "DriftExact") && lattice.transform(d) == nullptr;
+}
+
+std::string piece_name(const std::string& original, size_t split, size_t j, size_t n) {
+  return fmt::format("{}|sc_split{}_{}of{}", original, split, j, n);
+}
+
+const std::regex& piece_pattern() {
+  static const std::regex p(R"(^(.*)\|sc_split(\d+)_(\d+)of(\d+)$)");
+  return p;
+}
+
+/// Where one element goes: before sequence entry `before` (== size: at the end), or inside the drift
+/// entry `inside` at distance `offset` from its entrance.
+struct Placement {
+  double s = 0.0, requested = 0.0;
+  size_t before = 0;
+  long inside = -1;
+  double offset = 0.0;
+};
+
+void validate(const Lattice& lattice, const SpaceChargeInstallOptions& o, const std::string& file) {
+  const double c = lattice.circumference();
+  if (!(c > 0.0))
+    throw InputError(option_at(file, "sequence"), "the ring has no length: space charge needs a circumference > 0");
+  if (o.positions.empty()) {
+    if (o.elements < 1)
+      throw InputError(option_at(file, "--elements"),
+                       fmt::format("needs at least 1 element (got {}), or positions", o.elements));
+  } else {
+    for (size_t i = 0; i < o.positions.size(); ++i) {
+      const double p = o.positions[i];
+      if (!std::isfinite(p) || p < 0.0 || p >= c)
+        throw InputError(option_at(file, fmt::format("--positions[{}]", i)),
+                         fmt::format("position {:.17g} m is outside the ring [0, {:.17g}) m", p, c));
+      if (i > 0 && !(p > o.positions[i - 1]))
+        throw InputError(option_at(file, fmt::format("--positions[{}]", i)),
+                         fmt::format("positions must increase strictly ({:.17g} m after {:.17g} m)", p,
+                                     o.positions[i - 1]));
+    }
+  }
+  auto positive = [&](double v, const char* field, const char* unit) {
+    if (!std::isfinite(v) || !(v > 0.0))
+      throw InputError(option_at(file, field), fmt::format("must be positive and finite [{}], got {:.17g}", unit, v));
+  };
+  auto non_negative = [&](double v, const char* field, const char* unit) {
+    if (!std::isfinite(v) || v < 0.0)
+      throw InputError(option_at(file, field), fmt::format("must be finite and >= 0 [{}], got {:.17g}", unit, v));
+  };
+  non_negative(o.intensity, "--intensity", "particles");
+  positive(o.eps_nx, "--emittances[0]", "m rad");
+  positive(o.eps_ny, "--emittances[1]", "m rad");
+  positive(o.sigma_zeta, "--sigma-zeta", "m");
+  non_negative(o.delta_rms, "--delta-rms", "1");
+  if (o.z0 && !std::isfinite(*o.z0)) throw InputError(option_at(file, "--z0"), "must be finite [m]");
+  if (o.prefix.empty()) throw InputError(option_at(file, "--prefix"), "the element name prefix must not be empty");
+  for (size_t e = 0; e < lattice.sequence().size(); ++e) {
+    const ElementDefinition& def = lattice.element(e);
+    if (def.type->name == kType)
+      throw InputError(element_at(file, e, def.name, def.type->name),
+                       "the lattice already holds space-charge elements: remove them first "
+                       "(fusetrack spacecharge remove)");
+  }
+}
+
+/// The placement of a position s in [0, C) (file comment of the header).
+Placement place(const Lattice& lattice, const std::vector<double>& length, double s) {
+  const auto& seq = lattice.sequence();
+  Placement p;
+  p.s = p.requested = s;
+  // First entry starting at or after s - tol.
+  auto first_from = [&](double at) {
+    return static_cast<size_t>(
+        std::lower_bound(seq.begin(), seq.end(), at - kBoundaryTolerance,
+                         [](const SequenceEntry& e, double v) { return e.s < v; }) -
+        seq.begin());
+  };
+  const size_t lower = first_from(s);
+  if (lower < seq.size() && seq[lower].s <= s + kBoundaryTolerance) {
+    p.before = lower;
+    return p;
+  }
+  if (lower == 0 || (lower == seq.size() && s >= lattice.circumference() - kBoundaryTolerance)) {
+    p.before = lower;
+    return p;
+  }
+  const size_t k = lower - 1;  // the thick entry that holds s
+  const double start = seq[k].s, end = seq[k].s + length[k];
+  if (is_splittable_drift(lattice, seq[k].definition)) {
+    p.inside = static_cast<long>(k);
+    p.offset = s - start;
+    return p;
+  }
+  p.s = s - start <= end - s ? start : end;
+  p.before = first_from(p.s);
+  return p;
+}
+
+}  // namespace
+
+InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceChargeInstallOptions& o,
+                                          ElementRegistry& registry, const std::string& file) {
+  validate(lattice, o, file);
+  const double circumference = lattice.circumference();
+  const auto& seq = lattice.sequence();
+  std::vector<double> length(seq.size(), 0.0);
+  for (size_t e = 0; e < seq.size(); ++e)
+    if (lattice.element(e).type->thick) length[e] = lattice.field(seq[e].definition, "length");
+
+  std::vector<double> requested = o.positions;
+  if (requested.empty())
+    for (int64_t k = 0; k < o.elements; ++k)
+      requested.push_back(circumference * static_cast<double>(k) / static_cast<double>(o.elements));
+  const size_t n = requested.size();
+  std::vector<Placement> placements;
+  placements.reserve(n);
+  for (double s : requested) placements.push_back(place(lattice, length, s));
+
+  InstalledSpaceCharge out;
+  out.circumference = circumference;
+  out.kicks.resize(n);
+  json doc = lattice_to_json(lattice);
+  json& elements = doc["elements"];
+  for (size_t k = 0; k < n; ++k) {
+    SpaceChargeKick& kick = out.kicks[k];
+    kick.name = fmt::format("{}_{}", o.prefix, k);
+    if (elements.contains(kick.name))
+      throw InputError(option_at(file, "--prefix"),
+                       fmt::format("the element name '{}' is taken in the lattice: choose another prefix", kick.name));
+    kick.s = placements[k].s;
+    kick.requested_s = placements[k].requested;
+    kick.shift = kick.s - kick.requested_s;
+  }
+  // Integration lengths: each element's share of the ring, (s_{k+1} - s_{k-1}) / 2, periodic.
+  for (size_t k = 0; k < n; ++k) {
+    if (n == 1) {
+      out.kicks[k].length = circumference;
+      continue;
+    }
+    const double next = k + 1 < n ? out.kicks[k + 1].s : out.kicks[0].s + circumference;
+    const double prev = k > 0 ? out.kicks[k - 1].s : out.kicks[n - 1].s - circumference;
+    out.kicks[k].length = 0.5 * (next - prev);
+  }
+
+  // The new sequence: elements before entries, drifts split around the ones inside them.
+  std::vector<std::vector<size_t>> before(seq.size() + 1), inside(seq.size());
+  for (size_t k = 0; k < n; ++k) {
+    if (placements[k].inside >= 0)
+      inside[static_cast<size_t>(placements[k].inside)].push_back(k);
+    else
+      before[placements[k].before].push_back(k);
+  }
+  json sequence = json::array();
+  const json original_sequence = doc.at("sequence");
+  auto push_kick = [&](size_t k) {
+    out.kicks[k].sequence_index = sequence.size();
+    sequence.push_back(out.kicks[k].name);
+  };
+  for (size_t e = 0; e <= seq.size(); ++e) {
+    for (size_t k : before[e]) push_kick(k);
+    if (e == seq.size()) break;
+    const std::string& name = original_sequence[e].get_ref<const std::string&>();
+    if (inside[e].empty()) {
+      sequence.push_back(name);
+      continue;
+    }
+    const size_t pieces = inside[e].size() + 1;
+    const size_t split = out.split_drifts++;
+    double done = 0.0;
+    for (size_t j = 0; j < pieces; ++j) {
+      const double to = j + 1 < pieces ? placements[inside[e][j]].offset : length[e];
+      json piece = elements.at(name);
+      piece["length"] = to - done;
+      done = to;
+      const std::string pname = piece_name(name, split, j + 1, pieces);
+      if (elements.contains(pname))
+        throw InputError(element_at(file, e, name, lattice.element(e).type->name),
+                         fmt::format("the name '{}' for a piece of the split drift is taken", pname));
+      elements[pname] = piece;
+      sequence.push_back(pname);
+      if (j + 1 < pieces) push_kick(inside[e][j]);
+    }
+  }
+  doc["sequence"] = sequence;
+  auto define_kicks = [&](bool final_values) {
+    for (const SpaceChargeKick& kick : out.kicks) {
+      json def = {{"type", kType}, {"length", kick.length}};
+      if (final_values) {
+        def["number_of_particles"] = o.intensity;
+        def["sigma_z"] = o.sigma_zeta;
+        def["sigma_x"] = kick.sigma_x;
+        def["sigma_y"] = kick.sigma_y;
+        def["z0"] = out.z0;
+        def["mean_x"] = kick.mean_x;
+        def["mean_y"] = kick.mean_y;
+      } else {  // no intensity: changes nothing (optics of the lattice as it is)
+        def["number_of_particles"] = 0.0;
+        def["sigma_z"] = 1.0;
+        def["sigma_x"] = 1.0;
+        def["sigma_y"] = 1.0;
+      }
+      elements[kick.name] = def;
+    }
+  };
+  define_kicks(false);
+
+  // Optics at every element, on the lattice with the elements at zero intensity.
+  const Lattice probe = lattice_from_json(doc, file, registry);
+  const TwissTable table = compute_twiss_table(probe, o.optics);
+  const ReferenceParticle& ref = lattice.reference();
+  const double beta_gamma = ref.beta0() * ref.gamma0();
+  for (SpaceChargeKick& kick : out.kicks) {
+    const size_t row = kick.sequence_index + 1;  // at the exit of the (thin) element
+    kick.beta_x = table.beta_x[row];
+    kick.beta_y = table.beta_y[row];
+    kick.dx = table.dx[row];
+    kick.dy = table.dy[row];
+    kick.mean_x = table.x[row];
+    kick.mean_y = table.y[row];
+    kick.sigma_x = std::sqrt(kick.beta_x * o.eps_nx / beta_gamma + kick.dx * o.delta_rms * kick.dx * o.delta_rms);
+    kick.sigma_y = std::sqrt(kick.beta_y * o.eps_ny / beta_gamma + kick.dy * o.delta_rms * kick.dy * o.delta_rms);
+    if (!(kick.sigma_x > 0.0) || !(kick.sigma_y > 0.0) || !std::isfinite(kick.sigma_x) || !std::isfinite(kick.sigma_y))
+      throw InputError(element_at(file, kick.sequence_index, kick.name, kType, "sigma_x"),
+                       fmt::format("the optics give no beam size at s = {:.6f} m (beta_x {:.6g} m, beta_y {:.6g} m)",
+                                   kick.s, kick.beta_x, kick.beta_y));
+  }
+  out.z0 = o.z0 ? *o.z0 : (table.six_d ? table.zeta[out.kicks[0].sequence_index + 1] : 0.0);
+  define_kicks(true);
+  doc["description"] = fmt::format(
+      "{}{}{} frozen space-charge elements (SpaceChargeBiGaussian, {} ... {}) installed by fusetrack spacecharge "
+      "install: N = {:.6g}, eps_n = ({:.6g}, {:.6g}) m rad, sigma_zeta = {:.6g} m, delta_rms = {:.6g}",
+      doc.contains("description") ? doc.at("description").get<std::string>() : std::string(),
+      doc.contains("description") ? "; " : "", n, out.kicks.front().name, out.kicks.back().name, o.intensity, o.eps_nx,
+      o.eps_ny, o.sigma_zeta, o.delta_rms);
+  // A lattice_to_json document has no "description"; keep the key order readable.
+  out.lattice = json::object();
+  for (const char* key : {"fusetrack_lattice", "description", "reference", "plugins", "global_aperture", "elements",
+                          "sequence"})
+    if (doc.contains(key)) out.lattice[key] = doc.at(key);
+
+  // Laslett tune shifts (first order), the header's formula.
+  const double elementary_charge = 1.602176634e-19, epsilon0 = 8.8541878128e-12;
+  const double r0 = elementary_charge / (4.0 * kPi * epsilon0 * ref.mass0);
+  const double b2g3 = ref.beta0() * ref.beta0() * ref.gamma0() * ref.gamma0() * ref.gamma0();
+  const double factor =
+      -r0 * ref.q0 * ref.q0 * o.intensity / (std::pow(2.0 * kPi, 1.5) * o.sigma_zeta * b2g3);
+  double sum_x = 0.0, sum_y = 0.0;
+  for (const SpaceChargeKick& kick : out.kicks) {
+    sum_x += kick.beta_x * kick.length / (kick.sigma_x * (kick.sigma_x + kick.sigma_y));
+    sum_y += kick.beta_y * kick.length / (kick.sigma_y * (kick.sigma_x + kick.sigma_y));
+  }
+  out.laslett_dqx = factor * sum_x;
+  out.laslett_dqy = factor * sum_y;
+  return out;
+}
+
+json remove_space_charge(const Lattice& lattice, const std::string& file, size_t* removed) {
+  json doc = lattice_to_json(lattice);
+  json& elements = doc["elements"];
+  const json& names = doc.at("sequence");
+  json sequence = json::array();
+  std::set<std::string> drop;
+  size_t count = 0;
+  const auto& seq = lattice.sequence();
+  for (size_t e = 0; e < seq.size(); ++e) {
+    const ElementDefinition& def = lattice.element(e);
+    if (def.type->name == kType) {
+      drop.insert(def.name);
+      ++count;
+      continue;
+    }
+    std::smatch m;
+    if (!std::regex_match(def.name, m, piece_pattern())) {
+      sequence.push_back(names[e]);
+      continue;
+    }
+    // The pieces of one split drift, in order (space-charge elements between them).
+    const std::string original = m[1].str(), split = m[2].str();
+    const size_t n = std::stoul(m[4].str());
+    if (m[3].str() != "1")
+      throw InputError(element_at(file, e, def.name, def.type->name),
+                       fmt::format("piece {} of a split drift without its piece 1 before it", m[3].str()));
+    if (!elements.contains(original))
+      throw InputError(element_at(file, e, def.name, def.type->name),
+                       fmt::format("piece of the split drift '{}', which the lattice does not define", original));
+    double total = 0.0;
+    size_t j = 1, f = e;
+    for (;; ++f) {
+      if (f >= seq.size())
+        throw InputError(element_at(file, e, def.name, def.type->name),
+                         fmt::format("the split drift '{}' ends before its piece {} of {}", original, j, n));
+      const ElementDefinition& g = lattice.element(f);
+      if (g.type->name == kType) {
+        drop.insert(g.name);
+        ++count;
+        continue;
+      }
+      if (g.name != piece_name(original, std::stoul(split), j, n))
+        throw InputError(element_at(file, f, g.name, g.type->name),
+                         fmt::format("expected piece {} of {} of the split drift '{}' here", j, n, original));
+      drop.insert(g.name);
+      total += lattice.field(seq[f].definition, "length");
+      if (j == n) break;
+      ++j;
+    }
+    const double full = elements.at(original).at("length").get<double>();
+    if (!(std::fabs(total - full) <= 1e-9 * std::fmax(1.0, std::fabs(full))))
+      throw InputError(element_at(file, e, def.name, def.type->name, "length"),
+                       fmt::format("the pieces of the split drift '{}' sum to {:.17g} m, not its length {:.17g} m",
+                                   original, total, full));
+    sequence.push_back(original);
+    e = f;
+  }
+  for (const std::string& name : drop) elements.erase(name);
+  doc["sequence"] = sequence;
+  if (removed) *removed = count;
+  return doc;
+}
+
+}  // namespace ft
