@@ -12,6 +12,7 @@
 #include <random>
 
 #include "fusetrack/codegen.h"
+#include "fusetrack/cuda_poisson.h"
 #include "fusetrack/device/beambeam6d.h"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
@@ -586,7 +587,7 @@ TEST_CASE("Poisson: bad grids give clear errors") {
   CHECK_THROWS_AS(PoissonSolver(d, PoissonModel::Open2D, PoissonFft::Fast), Error);
 }
 
-TEST_CASE("NVRTC compiles the space-charge grid steps (one source for CPU and GPU)") {
+TEST_CASE("NVRTC compiles the space-charge grid steps and the GPU Poisson kernels (one source for CPU and GPU)") {
   KernelSource src;
   src.name = "fusetrack_space_charge_grid_test.cu";
   src.headers = framework_device_headers();
@@ -611,6 +612,15 @@ extern "C" __global__ void fusetrack_lines(double* x, const double* twiddle, int
   CompiledKernel k;
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());
+  // The GPU solver's kernels (fusetrack/cuda_poisson.h), fma off.
+  KernelSource solver;
+  solver.name = "fusetrack_poisson.cu";
+  solver.headers = framework_device_headers();
+  solver.text = gpu_poisson_kernel_source();
+  solver.fma = FmaMode::Off;
+  CompiledKernel ks;
+  CHECK_NOTHROW(ks = KernelCompiler("off").compile(solver, 90));
+  CHECK(!ks.cubin.empty());
 }
 
 // Not part of the suite (skipped; its times depend on the machine): the CPU solve times of the issue's

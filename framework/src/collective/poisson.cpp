@@ -159,158 +159,66 @@ struct PoissonSolver::Impl {
     }
   }
 
-  // ---- Reproducible transforms (each 1D line independent, the same steps as a GPU would run) ----
+  // ---- Reproducible transforms: the line steps of space_charge_grid.h, one thread per line ----
+
+  /// The line shape of a real block with extents e[d] (the nodes, or M for a kernel).
+  PoissonLines lines_of(const int e[3]) const {
+    PoissonLines p{};
+    for (int d = 0; d < 3; ++d) {
+      p.n[d] = d < T ? e[d] : 1;
+      p.m[d] = M[d];
+      p.log2m[d] = log2_of(M[d]);
+    }
+    p.h = H;
+    return p;
+  }
 
   /// Forward transform of a real block `in` with extents e[d] (layout (iz * e1 + iy) * e0 + ix,
   /// zero beyond the extents, e[d] <= M[d]) into the half spectrum `out` (spectrum_size complex).
   /// `parallel`: spread the lines over OpenMP threads (false inside a parallel loop over layers).
   void forward_reproducible(const double* in, const int e[3], double* out, bool parallel) const {
-    const int M0 = M[0], M1 = M[1], M2 = M[2];
-    const int L0 = log2_of(M0), L1 = log2_of(M1), L2 = log2_of(M2);
-    const long rows = static_cast<long>(e[1]) * e[2];
-    const long pairs = (rows + 1) / 2;
-    // x: two real rows per complex transform.
+    const PoissonLines p = lines_of(e);
+    const long pairs = static_cast<long>(poisson_row_pairs(p));
 #pragma omp parallel if (parallel) num_threads(threads)
     {
-      std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
+      std::vector<double> z(2 * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
 #pragma omp for schedule(static)
-      for (long p = 0; p < pairs; ++p) {
-        const long r0 = 2 * p, r1 = 2 * p + 1;
-        std::fill(z.begin(), z.begin() + 2 * M0, 0.0);
-        const double* a = in + r0 * e[0];
-        const double* b = r1 < rows ? in + r1 * e[0] : nullptr;
-        for (int i = 0; i < e[0]; ++i) {
-          const int at = bit_reverse(i, L0);
-          z[2 * at] = a[i];
-          z[2 * at + 1] = b ? b[i] : 0.0;
-        }
-        poisson_fft_line(z.data(), tw_fwd[0].data(), M0);
-        for (int r = 0; r < 2; ++r) {
-          const long row = r == 0 ? r0 : r1;
-          if (row >= rows) break;
-          const long iy = row % e[1], iz = row / e[1];
-          double* o = out + 2 * ((static_cast<size_t>(iz) * M1 + iy) * H);
-          for (int k = 0; k < H; ++k) {
-            double sa[2], sb[2];
-            poisson_split_pair(z.data(), M0, k, sa, sb);
-            o[2 * k] = r == 0 ? sa[0] : sb[0];
-            o[2 * k + 1] = r == 0 ? sa[1] : sb[1];
-          }
-        }
-      }
-      // y: per (kx, iz < e2), the rows iy >= e1 are zero.
-      const long ylines = static_cast<long>(H) * e[2];
+      for (long q = 0; q < pairs; ++q) poisson_forward_x(p, q, in, out, tw_fwd[0].data(), z.data(), 0, 1);
+      const long ylines = static_cast<long>(H) * p.n[2];
 #pragma omp for schedule(static)
-      for (long l = 0; l < ylines; ++l) {
-        const long kx = l % H, iz = l / H;
-        std::fill(z.begin(), z.begin() + 2 * M1, 0.0);
-        double* col = out + 2 * (static_cast<size_t>(iz) * M1 * H + kx);
-        const size_t stride = 2 * static_cast<size_t>(H);
-        for (int j = 0; j < e[1]; ++j) {
-          const int at = bit_reverse(j, L1);
-          z[2 * at] = col[j * stride];
-          z[2 * at + 1] = col[j * stride + 1];
-        }
-        poisson_fft_line(z.data(), tw_fwd[1].data(), M1);
-        for (int j = 0; j < M1; ++j) {
-          col[j * stride] = z[2 * j];
-          col[j * stride + 1] = z[2 * j + 1];
-        }
-      }
+      for (long l = 0; l < ylines; ++l)
+        poisson_line(out + 2 * poisson_y_line(p, l), H, M[1], p.log2m[1], p.n[1], M[1], tw_fwd[1].data(), z.data(), 0, 1);
       if (T == 3) {
-        const long zlines = static_cast<long>(H) * M1;
+        const long zlines = static_cast<long>(H) * M[1];
 #pragma omp for schedule(static)
-        for (long l = 0; l < zlines; ++l) {
-          double* col = out + 2 * static_cast<size_t>(l);
-          const size_t stride = 2 * static_cast<size_t>(H) * M1;
-          std::fill(z.begin(), z.begin() + 2 * M2, 0.0);
-          for (int k = 0; k < e[2]; ++k) {
-            const int at = bit_reverse(k, L2);
-            z[2 * at] = col[k * stride];
-            z[2 * at + 1] = col[k * stride + 1];
-          }
-          poisson_fft_line(z.data(), tw_fwd[2].data(), M2);
-          for (int k = 0; k < M2; ++k) {
-            col[k * stride] = z[2 * k];
-            col[k * stride + 1] = z[2 * k + 1];
-          }
-        }
+        for (long l = 0; l < zlines; ++l)
+          poisson_line(out + 2 * l, static_cast<long long>(H) * M[1], M[2], p.log2m[2], p.n[2], M[2], tw_fwd[2].data(),
+                       z.data(), 0, 1);
       }
-      // Rows iz >= e2 in 2D blocks (T == 2) do not exist; in 3D the z transform filled them.
     }
   }
 
   /// Inverse of the half spectrum `spec` (destroyed), the real result on the first n[d] nodes of
   /// each dimension into `out` (layout (iz * n1 + iy) * n0 + ix), unnormalised.
   void inverse_reproducible(double* spec, double* out, bool parallel) const {
-    const int M0 = M[0], M1 = M[1], M2 = M[2];
-    const int L0 = log2_of(M0), L1 = log2_of(M1), L2 = log2_of(M2);
-    const int n0 = n[0], n1 = n[1], n2 = T == 3 ? n[2] : 1;
+    const PoissonLines p = lines_of(n);
+    const long pairs = static_cast<long>(poisson_row_pairs(p));
 #pragma omp parallel if (parallel) num_threads(threads)
     {
-      std::vector<double> z(2 * static_cast<size_t>(std::max({M0, M1, M2})));
+      std::vector<double> z(2 * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
       if (T == 3) {
-        const long zlines = static_cast<long>(H) * M1;
+        const long zlines = static_cast<long>(H) * M[1];
 #pragma omp for schedule(static)
-        for (long l = 0; l < zlines; ++l) {
-          double* col = spec + 2 * static_cast<size_t>(l);
-          const size_t stride = 2 * static_cast<size_t>(H) * M1;
-          for (int k = 0; k < M2; ++k) {
-            const int at = bit_reverse(k, L2);
-            z[2 * at] = col[k * stride];
-            z[2 * at + 1] = col[k * stride + 1];
-          }
-          poisson_fft_line(z.data(), tw_inv[2].data(), M2);
-          for (int k = 0; k < n2; ++k) {
-            col[k * stride] = z[2 * k];
-            col[k * stride + 1] = z[2 * k + 1];
-          }
-        }
+        for (long l = 0; l < zlines; ++l)
+          poisson_line(spec + 2 * l, static_cast<long long>(H) * M[1], M[2], p.log2m[2], M[2], p.n[2], tw_inv[2].data(),
+                       z.data(), 0, 1);
       }
-      const long ylines = static_cast<long>(H) * n2;
+      const long ylines = static_cast<long>(H) * p.n[2];
 #pragma omp for schedule(static)
-      for (long l = 0; l < ylines; ++l) {
-        const long kx = l % H, iz = l / H;
-        double* col = spec + 2 * (static_cast<size_t>(iz) * M1 * H + kx);
-        const size_t stride = 2 * static_cast<size_t>(H);
-        for (int j = 0; j < M1; ++j) {
-          const int at = bit_reverse(j, L1);
-          z[2 * at] = col[j * stride];
-          z[2 * at + 1] = col[j * stride + 1];
-        }
-        poisson_fft_line(z.data(), tw_inv[1].data(), M1);
-        for (int j = 0; j < n1; ++j) {
-          col[j * stride] = z[2 * j];
-          col[j * stride + 1] = z[2 * j + 1];
-        }
-      }
-      // x: two rows' Hermitian half spectra per complex transform, real and imaginary parts out.
-      const long rows = static_cast<long>(n1) * n2;
-      const long pairs = (rows + 1) / 2;
+      for (long l = 0; l < ylines; ++l)
+        poisson_line(spec + 2 * poisson_y_line(p, l), H, M[1], p.log2m[1], M[1], p.n[1], tw_inv[1].data(), z.data(), 0, 1);
 #pragma omp for schedule(static)
-      for (long p = 0; p < pairs; ++p) {
-        const long r0 = 2 * p, r1 = 2 * p + 1;
-        const double* a = spec + 2 * ((static_cast<size_t>(r0 / n1) * M1 + r0 % n1) * H);
-        const double* b = r1 < rows ? spec + 2 * ((static_cast<size_t>(r1 / n1) * M1 + r1 % n1) * H) : nullptr;
-        for (int k = 0; k < M0; ++k) {
-          double v[2];
-          if (b) {
-            poisson_pair_spectrum(a, b, M0, k, v);
-          } else {
-            poisson_pair_spectrum(a, a, M0, k, v);  // the imaginary output is discarded
-          }
-          const int at = bit_reverse(k, L0);
-          z[2 * at] = v[0];
-          z[2 * at + 1] = v[1];
-        }
-        poisson_fft_line(z.data(), tw_inv[0].data(), M0);
-        double* oa = out + r0 * n0;
-        for (int i = 0; i < n0; ++i) oa[i] = z[2 * i];
-        if (b) {
-          double* ob = out + r1 * n0;
-          for (int i = 0; i < n0; ++i) ob[i] = z[2 * i + 1];
-        }
-      }
+      for (long q = 0; q < pairs; ++q) poisson_inverse_x(p, q, spec, out, tw_inv[0].data(), z.data(), 0, 1);
     }
   }
 

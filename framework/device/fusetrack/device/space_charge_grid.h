@@ -8,12 +8,23 @@
 //             Reproducible): one radix-2 line transform (fft_butterfly of collective.h, stages in
 //             order), the split of two real lines packed into one complex transform, the packing
 //             of two Hermitian half spectra for the inverse, and the product with a purely
-//             imaginary Green's function spectrum. A GPU solve that applies these to the same lines
-//             with the same twiddle tables gives the CPU's bits.
+//             imaginary Green's function spectrum; and the line steps built from them (forward x of
+//             a pair of rows, a strided complex line along y or zeta, inverse x of a pair of rows),
+//             written for a block of `nt` threads sharing the line buffer z (thread `tid`; the
+//             butterflies of a stage spread over the threads, FT_BLOCK_SYNC between stages). The
+//             CPU calls them with nt = 1 (then the barrier is a no-op), the GPU kernels
+//             (cuda_poisson.cpp) with one block per line: every value is computed by the same
+//             arithmetic in the same order, so both give the same bits (fma off).
 #pragma once
 #include "fusetrack/device/collective.h"
 #include "fusetrack/device/qualifiers.h"
 #include "fusetrack/device/reduction.h"
+
+#if defined(FT_DEVICE_COMPILE)
+#define FT_BLOCK_SYNC() __syncthreads()
+#else
+#define FT_BLOCK_SYNC() ((void)0)  // the host runs a block as one thread (nt = 1)
+#endif
 
 namespace ft {
 
@@ -95,6 +106,107 @@ FT_FUNCTION void poisson_pair_spectrum(const double* a, const double* b, int m, 
 FT_FUNCTION void poisson_imaginary_multiply(double xr, double xi, double g, double* out_re, double* out_im) {
   *out_re = -(g * xi);
   *out_im = g * xr;
+}
+
+/// The shape of the reproducible transforms of one real block (one solve, or one zeta layer in 2.5D).
+/// Spectra are kept on the half x axis, h complex values per x line, index (kz * m1 + ky) * h + kx.
+struct PoissonLines {
+  int n[3];      // extents of the real block: the nodes, or the transform lengths for a kernel (1 if unused)
+  int m[3];      // transform lengths, powers of two (1 if unused)
+  int log2m[3];  // their base-2 logarithms
+  int h;         // m[0] / 2 + 1
+};
+
+/// Row pairs of the real block (rows r = iz * n1 + iy, two per complex x transform).
+FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
+  return (static_cast<long long>(p.n[1]) * p.n[2] + 1) / 2;
+}
+
+/// The radix-2 stages of a line of m values in z (bit-reversed order), butterflies over the threads.
+FT_FUNCTION void poisson_block_stages(double* z, const double* tw, int m, int tid, int nt) {
+  for (int half = 1; half < m; half <<= 1) {
+    for (int b = tid; b < m / 2; b += nt) fft_butterfly(z, tw, m, half, b);
+    FT_BLOCK_SYNC();
+  }
+}
+
+/// Forward x transform of rows 2 pair and 2 pair + 1 of the real block `in` (row length n0, zero
+/// beyond; the second row zero when absent), their half spectra written to `spec`.
+FT_FUNCTION void poisson_forward_x(const PoissonLines& p, long long pair, const double* in, double* spec,
+                                   const double* tw, double* z, int tid, int nt) {
+  const int n0 = p.n[0], m0 = p.m[0];
+  const long long rows = static_cast<long long>(p.n[1]) * p.n[2];
+  const long long r0 = 2 * pair, r1 = 2 * pair + 1;
+  for (int i = tid; i < 2 * m0; i += nt) z[i] = 0.0;
+  FT_BLOCK_SYNC();
+  for (int i = tid; i < n0; i += nt) {
+    const int at = bit_reverse(i, p.log2m[0]);
+    z[2 * at] = in[r0 * n0 + i];
+    z[2 * at + 1] = r1 < rows ? in[r1 * n0 + i] : 0.0;
+  }
+  FT_BLOCK_SYNC();
+  poisson_block_stages(z, tw, m0, tid, nt);
+  double* oa = spec + 2 * (((r0 / p.n[1]) * p.m[1] + r0 % p.n[1]) * p.h);
+  double* ob = r1 < rows ? spec + 2 * (((r1 / p.n[1]) * p.m[1] + r1 % p.n[1]) * p.h) : oa;
+  for (int k = tid; k < p.h; k += nt) {
+    double a[2], b[2];
+    poisson_split_pair(z, m0, k, a, b);
+    oa[2 * k] = a[0];
+    oa[2 * k + 1] = a[1];
+    if (r1 < rows) {
+      ob[2 * k] = b[0];
+      ob[2 * k + 1] = b[1];
+    }
+  }
+}
+
+/// The start (in complex values from the spectrum's start) of y line l = iz * h + kx, stride h.
+FT_FUNCTION long long poisson_y_line(const PoissonLines& p, long long l) {
+  return (l / p.h) * p.m[1] * p.h + l % p.h;
+}
+
+/// One complex line of m values at col[stride * j] (complex units): the first `load` values (zeros
+/// beyond) transformed, the first `store` written back.
+FT_FUNCTION void poisson_line(double* col, long long stride, int m, int log2m, int load, int store, const double* tw,
+                              double* z, int tid, int nt) {
+  for (int i = tid; i < 2 * m; i += nt) z[i] = 0.0;
+  FT_BLOCK_SYNC();
+  for (int j = tid; j < load; j += nt) {
+    const int at = bit_reverse(j, log2m);
+    z[2 * at] = col[2 * j * stride];
+    z[2 * at + 1] = col[2 * j * stride + 1];
+  }
+  FT_BLOCK_SYNC();
+  poisson_block_stages(z, tw, m, tid, nt);
+  for (int j = tid; j < store; j += nt) {
+    col[2 * j * stride] = z[2 * j];
+    col[2 * j * stride + 1] = z[2 * j + 1];
+  }
+}
+
+/// Inverse x transform of rows 2 pair and 2 pair + 1 (their half spectra in `spec`, packed as A + i B),
+/// the real rows (length n0) written to `out`; a lone last row is packed with itself, its
+/// imaginary output dropped.
+FT_FUNCTION void poisson_inverse_x(const PoissonLines& p, long long pair, const double* spec, double* out,
+                                   const double* tw, double* z, int tid, int nt) {
+  const int n0 = p.n[0], m0 = p.m[0];
+  const long long rows = static_cast<long long>(p.n[1]) * p.n[2];
+  const long long r0 = 2 * pair, r1 = 2 * pair + 1;
+  const double* a = spec + 2 * (((r0 / p.n[1]) * p.m[1] + r0 % p.n[1]) * p.h);
+  const double* b = r1 < rows ? spec + 2 * (((r1 / p.n[1]) * p.m[1] + r1 % p.n[1]) * p.h) : a;
+  for (int k = tid; k < m0; k += nt) {
+    double v[2];
+    poisson_pair_spectrum(a, b, m0, k, v);
+    const int at = bit_reverse(k, p.log2m[0]);
+    z[2 * at] = v[0];
+    z[2 * at + 1] = v[1];
+  }
+  FT_BLOCK_SYNC();
+  poisson_block_stages(z, tw, m0, tid, nt);
+  for (int i = tid; i < n0; i += nt) {
+    out[r0 * n0 + i] = z[2 * i];
+    if (r1 < rows) out[r1 * n0 + i] = z[2 * i + 1];
+  }
 }
 
 }  // namespace ft

@@ -1,0 +1,47 @@
+// The open-boundary Poisson solver of fusetrack/poisson.h on the GPU.
+//
+//   Fast          cuFFT (D2Z / Z2D, batched over the zeta layers in 2.5D) on the doubled grid, the
+//                 Green's function spectra of the host solver (FFTW); agrees with the CPU to rounding.
+//   Reproducible  the CPU's line transforms as NVRTC kernels (one block per line, the butterflies of
+//                 a stage spread over its threads, the line in shared memory) with the host solver's
+//                 twiddle tables and Green's function spectra, the pair packing and the products of
+//                 fusetrack/device/space_charge_grid.h, compiled with fma off: the CPU's bits.
+//                 Transform lengths up to 2048 per dimension (nodes up to 1024).
+//
+// The solver owns its device buffers in the device's primary context. Not thread-safe on one object.
+#pragma once
+#include <cstdint>
+#include <memory>
+
+#include "fusetrack/poisson.h"
+
+namespace ft {
+
+class GpuPoissonSolver {
+ public:
+  /// Throws ft::Error for bad grids (as PoissonSolver) and DeviceError when no GPU is usable or the
+  /// grid does not fit the GPU path.
+  GpuPoissonSolver(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device = 0);
+  ~GpuPoissonSolver();
+  GpuPoissonSolver(const GpuPoissonSolver&) = delete;
+  GpuPoissonSolver& operator=(const GpuPoissonSolver&) = delete;
+
+  /// Host arrays as PoissonSolver::solve (uploaded, solved, downloaded). `seconds` (optional): the
+  /// device solve's wall time, transfers excluded.
+  void solve(const double* rho, double* ex, double* ey, double* ez, double* seconds = nullptr);
+  /// Device arrays (CUdeviceptr values in the device's primary context), node layout as on the host.
+  void solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds = nullptr);
+
+  /// The host solver whose spectra and twiddles the GPU uses (the reference for comparisons).
+  const PoissonSolver& host() const;
+
+  struct Impl;
+
+ private:
+  std::unique_ptr<Impl> m_impl;
+};
+
+/// The NVRTC source of the GPU solver's kernels (for compile checks without a GPU).
+const char* gpu_poisson_kernel_source();
+
+}  // namespace ft

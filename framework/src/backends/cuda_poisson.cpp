@@ -1,0 +1,265 @@
+// The Poisson solver on the GPU (fusetrack/cuda_poisson.h): the host solver's spectra and twiddles,
+// cuFFT (Fast) or the CPU's line transforms as NVRTC kernels (Reproducible, the same bits).
+#include "fusetrack/cuda_poisson.h"
+
+#include <cufft.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <vector>
+
+#include "gpu_module.h"
+#include "fusetrack/device/space_charge_grid.h"
+#include "fusetrack/error.h"
+
+namespace ft {
+
+namespace {
+
+// One block per line for the transforms: the line in dynamic shared memory (2 M doubles), the line
+// steps of space_charge_grid.h (the CPU's, with nt = 1) over the block's threads, the lines of every
+// layer in one launch (block = layer * lines + line).
+const char* kPoissonKernels = R"(#include "fusetrack/device/space_charge_grid.h"
+extern "C" __global__ void ft_poisson_fwd_x(ft::PoissonLines p, long long pairs, const double* in, long long in_layer,
+    double* spec, long long spec_layer, const double* tw) {
+  extern __shared__ double z[];
+  const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
+  ft::poisson_forward_x(p, pair, in + layer * in_layer, spec + layer * spec_layer, tw, z, threadIdx.x, blockDim.x);
+}
+// y lines (axis 1) or zeta lines (axis 2) of the half spectrum.
+extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long long lines, double* spec,
+    long long spec_layer, int load, int store, const double* tw) {
+  extern __shared__ double z[];
+  const long long layer = blockIdx.x / lines, l = blockIdx.x % lines;
+  double* s = spec + layer * spec_layer;
+  if (axis == 1)
+    ft::poisson_line(s + 2 * ft::poisson_y_line(p, l), p.h, p.m[1], p.log2m[1], load, store, tw, z, threadIdx.x, blockDim.x);
+  else
+    ft::poisson_line(s + 2 * l, static_cast<long long>(p.h) * p.m[1], p.m[2], p.log2m[2], load, store, tw, z, threadIdx.x,
+                     blockDim.x);
+}
+extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs, const double* spec, long long spec_layer,
+    double* out, long long out_layer, const double* tw) {
+  extern __shared__ double z[];
+  const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
+  ft::poisson_inverse_x(p, pair, spec + layer * spec_layer, out + layer * out_layer, tw, z, threadIdx.x, blockDim.x);
+}
+// The product with the imaginary Green's spectrum, every layer.
+extern "C" __global__ void ft_poisson_multiply(const double* x, const double* g, double* y, long long count, long long layers) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= count * layers) return;
+  ft::poisson_imaginary_multiply(x[2 * i], x[2 * i + 1], g[i % count], &y[2 * i], &y[2 * i + 1]);
+}
+// cuFFT path: the nodes into the zero-padded doubled grid, and back.
+extern "C" __global__ void ft_poisson_pad(const double* rho, double* real, int n0, int n1, int n2, int m0, int m1,
+    int m2, long long layers) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long per = static_cast<long long>(m0) * m1 * m2;
+  if (i >= per * layers) return;
+  const long long layer = i / per, r = i % per;
+  const int ix = r % m0, iy = (r / m0) % m1, iz = r / (static_cast<long long>(m0) * m1);
+  real[i] = (ix < n0 && iy < n1 && iz < n2)
+                ? rho[layer * n0 * n1 * n2 + (static_cast<long long>(iz) * n1 + iy) * n0 + ix] : 0.0;
+}
+extern "C" __global__ void ft_poisson_unpad(const double* real, double* out, int n0, int n1, int n2, int m0, int m1,
+    int m2, long long layers) {
+  const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  const long long per = static_cast<long long>(n0) * n1 * n2;
+  if (i >= per * layers) return;
+  const long long layer = i / per, r = i % per;
+  const int ix = r % n0, iy = (r / n0) % n1, iz = r / (static_cast<long long>(n0) * n1);
+  out[i] = real[layer * static_cast<long long>(m0) * m1 * m2 + (static_cast<long long>(iz) * m1 + iy) * m0 + ix];
+}
+)";
+
+void check_cufft(cufftResult rc, const char* what) {
+  if (rc != CUFFT_SUCCESS) throw DeviceError(fmt::format("{} failed (cuFFT error {})", what, static_cast<int>(rc)));
+}
+
+}  // namespace
+
+const char* gpu_poisson_kernel_source() { return kPoissonKernels; }
+
+namespace {
+
+int log2_of(int n) {
+  int l = 0;
+  while ((1 << l) < n) ++l;
+  return l;
+}
+
+constexpr unsigned kThreads = 256;
+constexpr int kMaxLine = 2048;  // 2 * 2048 doubles = 32 KiB of shared memory per block
+
+}  // namespace
+
+struct GpuPoissonSolver::Impl {
+  PoissonSolver host;
+  GpuModule gpu;
+  int T = 2, layers = 1;
+  int n[3] = {1, 1, 1}, M[3] = {1, 1, 1}, H = 1;
+  long long spectrum_size = 0, real_size = 0, layer_nodes = 0;
+  CUdeviceptr green[3] = {0, 0, 0}, tw_fwd[3] = {0, 0, 0}, tw_inv[3] = {0, 0, 0};
+  CUdeviceptr spec = 0, work = 0, real = 0, rho_buf = 0, out_buf[3] = {0, 0, 0};
+  cufftHandle r2c = 0, c2r = 0;
+
+  Impl(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device)
+      : host(grid, model, fft), gpu(device, "fusetrack_poisson.cu", kPoissonKernels, FmaMode::Off) {
+    T = model == PoissonModel::Open3D ? 3 : 2;
+    layers = model == PoissonModel::Open2p5D ? grid.nodes[2] : 1;
+    const std::array<int, 3> m = host.transform_lengths();
+    for (int d = 0; d < T; ++d) {
+      n[d] = grid.nodes[d];
+      M[d] = m[d];
+    }
+    H = M[0] / 2 + 1;
+    spectrum_size = static_cast<long long>(H) * M[1] * M[2];
+    real_size = static_cast<long long>(M[0]) * M[1] * M[2];
+    layer_nodes = static_cast<long long>(n[0]) * n[1] * n[2];
+    for (int c = 0; c < T; ++c) green[c] = gpu.upload(host.green_spectrum(c));
+    const size_t spectrum_bytes = static_cast<size_t>(2 * spectrum_size * layers) * sizeof(double);
+    spec = gpu.zeros(spectrum_bytes);
+    if (fft == PoissonFft::Reproducible) {
+      for (int d = 0; d < T; ++d) {
+        if (M[d] > kMaxLine)
+          throw DeviceError(fmt::format("GPU Poisson solver: transform length {} along dimension {} exceeds {} (nodes "
+                                        "up to {} per dimension in the reproducible mode)",
+                                        M[d], d, kMaxLine, kMaxLine / 2));
+        tw_fwd[d] = gpu.upload(host.twiddles(d, false));
+        tw_inv[d] = gpu.upload(host.twiddles(d, true));
+      }
+      work = gpu.zeros(spectrum_bytes);
+    } else {
+      real = gpu.zeros(static_cast<size_t>(real_size * layers) * sizeof(double));
+      work = gpu.zeros(spectrum_bytes);
+      if (T == 2) {
+        int dims[2] = {M[1], M[0]};
+        check_cufft(cufftPlanMany(&r2c, 2, dims, nullptr, 1, 0, nullptr, 1, 0, CUFFT_D2Z, layers), "cufftPlanMany(D2Z)");
+        check_cufft(cufftPlanMany(&c2r, 2, dims, nullptr, 1, 0, nullptr, 1, 0, CUFFT_Z2D, layers), "cufftPlanMany(Z2D)");
+      } else {
+        check_cufft(cufftPlan3d(&r2c, M[2], M[1], M[0], CUFFT_D2Z), "cufftPlan3d(D2Z)");
+        check_cufft(cufftPlan3d(&c2r, M[2], M[1], M[0], CUFFT_Z2D), "cufftPlan3d(Z2D)");
+      }
+    }
+  }
+  ~Impl() {
+    if (r2c) cufftDestroy(r2c);
+    if (c2r) cufftDestroy(c2r);
+  }
+
+  unsigned blocks_for(long long count) const {
+    return static_cast<unsigned>((count + kThreads - 1) / kThreads);
+  }
+
+  PoissonLines lines_shape() const {
+    PoissonLines p{};
+    for (int d = 0; d < 3; ++d) {
+      p.n[d] = d < T ? n[d] : 1;
+      p.m[d] = M[d];
+      p.log2m[d] = log2_of(M[d]);
+    }
+    p.h = H;
+    return p;
+  }
+
+  /// Launches one block per line and layer with the line in shared memory.
+  void launch_lines(const char* kernel, long long count, int m, void** args) {
+    gpu.launch_blocks(gpu.function(kernel), static_cast<unsigned>(count * layers), kThreads,
+                      static_cast<unsigned>(2 * m * sizeof(double)), args);
+  }
+
+  /// y (axis 1) or zeta (axis 2) lines of `buffer`, every layer.
+  void lines(PoissonLines p, int axis, CUdeviceptr buffer, int load, int store, CUdeviceptr tw) {
+    long long count = axis == 1 ? static_cast<long long>(H) * p.n[2] : static_cast<long long>(H) * M[1];
+    long long spec_layer = 2 * spectrum_size;
+    void* args[] = {&p, &axis, &count, &buffer, &spec_layer, &load, &store, &tw};
+    launch_lines("ft_poisson_line", count, M[axis], args);
+  }
+
+  void solve_reproducible(CUdeviceptr rho, CUdeviceptr* out) {
+    PoissonLines p = lines_shape();
+    long long pairs = poisson_row_pairs(p), spec_layer = 2 * spectrum_size, node_layer = layer_nodes;
+    {
+      CUdeviceptr s = spec, tw = tw_fwd[0];
+      void* args[] = {&p, &pairs, &rho, &node_layer, &s, &spec_layer, &tw};
+      launch_lines("ft_poisson_fwd_x", pairs, M[0], args);
+    }
+    lines(p, 1, spec, p.n[1], M[1], tw_fwd[1]);
+    if (T == 3) lines(p, 2, spec, p.n[2], M[2], tw_fwd[2]);
+    for (int c = 0; c < T; ++c) {
+      {
+        CUdeviceptr x = spec, g = green[c], y = work;
+        long long count = spectrum_size, nl = layers;
+        void* args[] = {&x, &g, &y, &count, &nl};
+        gpu.launch_blocks(gpu.function("ft_poisson_multiply"), blocks_for(count * nl), kThreads, 0, args);
+      }
+      if (T == 3) lines(p, 2, work, M[2], p.n[2], tw_inv[2]);
+      lines(p, 1, work, M[1], p.n[1], tw_inv[1]);
+      CUdeviceptr s = work, o = out[c], tw = tw_inv[0];
+      void* args[] = {&p, &pairs, &s, &spec_layer, &o, &node_layer, &tw};
+      launch_lines("ft_poisson_inv_x", pairs, M[0], args);
+    }
+  }
+
+  void solve_fast(CUdeviceptr rho, CUdeviceptr* out) {
+    int n0 = n[0], n1 = n[1], n2 = T == 3 ? n[2] : 1, m0 = M[0], m1 = M[1], m2 = M[2];
+    long long nl = layers;
+    {
+      CUdeviceptr r = real;
+      void* args[] = {&rho, &r, &n0, &n1, &n2, &m0, &m1, &m2, &nl};
+      gpu.launch_blocks(gpu.function("ft_poisson_pad"), blocks_for(real_size * nl), kThreads, 0, args);
+    }
+    check_cufft(cufftExecD2Z(r2c, reinterpret_cast<cufftDoubleReal*>(real), reinterpret_cast<cufftDoubleComplex*>(spec)),
+                "cufftExecD2Z");
+    for (int c = 0; c < T; ++c) {
+      {
+        CUdeviceptr x = spec, g = green[c], y = work;
+        long long count = spectrum_size;
+        void* args[] = {&x, &g, &y, &count, &nl};
+        gpu.launch_blocks(gpu.function("ft_poisson_multiply"), blocks_for(count * nl), kThreads, 0, args);
+      }
+      check_cufft(cufftExecZ2D(c2r, reinterpret_cast<cufftDoubleComplex*>(work), reinterpret_cast<cufftDoubleReal*>(real)),
+                  "cufftExecZ2D");
+      CUdeviceptr r = real, o = out[c];
+      void* args[] = {&r, &o, &n0, &n1, &n2, &m0, &m1, &m2, &nl};
+      gpu.launch_blocks(gpu.function("ft_poisson_unpad"), blocks_for(layer_nodes * nl), kThreads, 0, args);
+    }
+  }
+};
+
+GpuPoissonSolver::GpuPoissonSolver(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device)
+    : m_impl(std::make_unique<Impl>(grid, model, fft, device)) {}
+
+GpuPoissonSolver::~GpuPoissonSolver() = default;
+
+const PoissonSolver& GpuPoissonSolver::host() const { return m_impl->host; }
+
+void GpuPoissonSolver::solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds) {
+  Impl& im = *m_impl;
+  if (!rho || !ex || !ey || (im.T == 3 && !ez))
+    throw Error("GPU Poisson solver: solve_device() needs rho, ex, ey (and ez for Open3D)");
+  CUdeviceptr out[3] = {static_cast<CUdeviceptr>(ex), static_cast<CUdeviceptr>(ey), static_cast<CUdeviceptr>(ez)};
+  const auto t0 = std::chrono::steady_clock::now();
+  if (im.host.fft() == PoissonFft::Reproducible)
+    im.solve_reproducible(static_cast<CUdeviceptr>(rho), out);
+  else
+    im.solve_fast(static_cast<CUdeviceptr>(rho), out);
+  // Every launch waits for its kernel (GpuModule), the last one after the last transform.
+  if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+void GpuPoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez, double* seconds) {
+  Impl& im = *m_impl;
+  if (!rho || !ex || !ey || (im.T == 3 && !ez)) throw Error("GPU Poisson solver: solve() needs rho, ex, ey (and ez for Open3D)");
+  const size_t nodes = static_cast<size_t>(im.layer_nodes * im.layers);
+  if (!im.rho_buf) {
+    im.rho_buf = im.gpu.zeros(nodes * sizeof(double));
+    for (int c = 0; c < im.T; ++c) im.out_buf[c] = im.gpu.zeros(nodes * sizeof(double));
+  }
+  im.gpu.copy_to_device(im.rho_buf, rho, nodes * sizeof(double));
+  solve_device(im.rho_buf, im.out_buf[0], im.out_buf[1], im.T == 3 ? im.out_buf[2] : 0, seconds);
+  double* out[3] = {ex, ey, ez};
+  for (int c = 0; c < im.T; ++c) im.gpu.copy_to_host(out[c], im.out_buf[c], nodes * sizeof(double));
+}
+
+}  // namespace ft
