@@ -208,20 +208,21 @@ TEST_CASE("fusetrack spacecharge install / remove (command line)") {
   const auto dir = test::temp_dir("spacecharge_cli");
   const std::string lattice = test::source_path("lattices/fodo_ring.json");
   const std::string out = (dir / "sc.json").string(), back = (dir / "back.json").string();
-  const auto [rc, text] = test::run_command(fmt::format(
+  const auto r1 = test::run_command(fmt::format(
       "{} spacecharge install {} --elements 24 --intensity 2e10 --emittances 2e-6 1e-6 --sigma-zeta 1 --delta-rms 1e-3 "
       "-o {}",
       test::fusetrack_binary(), lattice, out));
+  const std::string text = r1.second;
   CAPTURE(text);
-  REQUIRE(rc == 0);
+  REQUIRE(r1.first == 0);
   CHECK(text.find("installed 24 SpaceChargeBiGaussian elements (sc_0 ... sc_23), 16 drifts split") != std::string::npos);
   CHECK(text.find("laslett   dQx = -") != std::string::npos);
   const Lattice installed = load_lattice(out, test::builtin_registry());
   CHECK(installed.sequence().size() == test::bundled_lattice("fodo_ring.json").sequence().size() + 24 + 16);
-  const auto [rc2, text2] =
-      test::run_command(fmt::format("{} spacecharge remove {} -o {}", test::fusetrack_binary(), out, back));
+  const auto r2 = test::run_command(fmt::format("{} spacecharge remove {} -o {}", test::fusetrack_binary(), out, back));
+  const std::string text2 = r2.second;
   CAPTURE(text2);
-  REQUIRE(rc2 == 0);
+  REQUIRE(r2.first == 0);
   CHECK(text2.find("removed   24 SpaceChargeBiGaussian") != std::string::npos);
   const Lattice restored = load_lattice(back, test::builtin_registry());
   CHECK(lattice_to_json(restored) == lattice_to_json(test::bundled_lattice("fodo_ring.json")));

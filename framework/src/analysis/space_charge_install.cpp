@@ -317,8 +317,15 @@ json remove_space_charge(const Lattice& lattice, const std::string& file, size_t
       continue;
     }
     // The pieces of one split drift, in order (space-charge elements between them).
-    const std::string original = m[1].str(), split = m[2].str();
-    const size_t n = std::stoul(m[4].str());
+    const std::string original = m[1].str();
+    // digits only (the pattern); a count too large for size_t is no piece this program wrote
+    auto number = [&](const std::string& digits) {
+      if (digits.size() > 9)
+        throw InputError(element_at(file, e, def.name, def.type->name),
+                         fmt::format("'{}' is not a piece name of a split drift", def.name));
+      return static_cast<size_t>(std::stoul(digits));
+    };
+    const size_t split = number(m[2].str()), n = number(m[4].str());
     if (m[3].str() != "1")
       throw InputError(element_at(file, e, def.name, def.type->name),
                        fmt::format("piece {} of a split drift without its piece 1 before it", m[3].str()));
@@ -337,7 +344,7 @@ json remove_space_charge(const Lattice& lattice, const std::string& file, size_t
         ++count;
         continue;
       }
-      if (g.name != piece_name(original, std::stoul(split), j, n))
+      if (g.name != piece_name(original, split, j, n))
         throw InputError(element_at(file, f, g.name, g.type->name),
                          fmt::format("expected piece {} of {} of the split drift '{}' here", j, n, original));
       drop.insert(g.name);
