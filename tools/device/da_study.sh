@@ -1,10 +1,11 @@
 #!/bin/bash
 # Issue 22 on the GPU machine: DA studies of lattice variants (error seeds) in one run.
-#   OUT=/tmp/out bash tools/device/da_study.sh [quick|full|lightsource]   (needs .carry/deps and .carry/xsuite;
+#   OUT=/tmp/out bash tools/device/da_study.sh [quick|full|lightsource|twogpu]   (needs .carry/deps and .carry/xsuite;
 #   lightsource also .peers/trackcpp for the per-core comparison, never committed)
 # quick: GPU tests of the variants and a short study; full: the benchmarks of the issue
 #   CLIC damping ring, 60 seeds x 100x100 initial conditions x 10^4 turns (and one scan alone)
 #   bundled light-source ring, 60 seeds x 496 initial conditions x 1000 turns, GPU vs all CPU cores
+# twogpu: CLIC 60 seeds x 10^4 x TWO_TURNS turns on one GPU and on two (mpirun -np 2)
 set -u
 OUT=${OUT:-/tmp/fusetrack-out}
 MODE=${1:-quick}
@@ -76,15 +77,25 @@ JSON
       --jobs 16 --work build-gpu/bt $( [ -x $DRIVER ] && echo --driver $DRIVER ) 2>&1 | tail -12 | tee "$OUT/trackcpp.log"
   fi
 fi
-if [[ " $* " == *" clicab "* ]]; then
-  # CLIC, 60 seeds x 100 x 100 x 300 turns: the variant kernel with and without the parameter
-  # prefetch (FUSETRACK_VARIANT_PREFETCH=0), in one call.
-  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
-  for pf in 1 0; do
-    echo "== CLIC 60 seeds x 10^4 x 300 turns, prefetch $pf" | tee -a "$OUT/clicab.log"
-    FUSETRACK_VARIANT_PREFETCH=$pf /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json \
-      --turns 300 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots \
-      -o build-gpu/clicab$pf 2>&1 | grep -E "^survivors|DA .smallest|wall" | tee -a "$OUT/clicab.log"
+if [[ " $* " == *" twogpu "* ]]; then
+  # CLIC, 60 seeds x 100 x 100 x TWO_TURNS turns on one GPU and on two (mpirun -np 2, one GPU per
+  # rank), in one call; the two studies' da.npz compared byte for byte.
+  export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+  TT=${TWO_TURNS:-1000}
+  [ -f build-gpu/clic_seeds60.json ] || $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+  for np in 1 2; do
+    echo "== CLIC 60 seeds x 10^4 x $TT turns, $np GPU(s)" | tee -a "$OUT/twogpu.log"
+    T0=$(date +%s%N)
+    if [ $np = 1 ]; then
+      CUDA_VISIBLE_DEVICES=0 $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns $TT --angles 100 --amplitudes 100 \
+        --amplitude-range 0.0001 0.01 --device gpu --no-plots -o build-gpu/two$np > build-gpu/two$np.log 2>&1
+    else
+      mpirun -np 2 --bind-to none $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns $TT --angles 100 --amplitudes 100 \
+        --amplitude-range 0.0001 0.01 --device gpu --no-plots -o build-gpu/two$np > build-gpu/two$np.log 2>&1
+    fi
+    echo "rc $? wall $(( ($(date +%s%N) - T0) / 1000000 )) ms" | tee -a "$OUT/twogpu.log"
+    grep -E "^survivors|DA .smallest|tracking|set-up|setup|rank" build-gpu/two$np.log | head -8 | tee -a "$OUT/twogpu.log"
   done
+  cmp build-gpu/two1/da.npz build-gpu/two2/da.npz && echo "da.npz 1 GPU == 2 GPUs byte for byte" | tee -a "$OUT/twogpu.log"
 fi
 echo "== total $(( $(date +%s) - t0 )) s"

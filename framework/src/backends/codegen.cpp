@@ -358,13 +358,6 @@ done:
 
 namespace {
 
-/// Prefetch of the parameters two elements ahead in variant kernels (FUSETRACK_VARIANT_PREFETCH=0
-/// turns it off, for benchmarks).
-bool variant_prefetch_enabled() {
-  const char* v = std::getenv("FUSETRACK_VARIANT_PREFETCH");
-  return !(v && std::string(v) == "0");
-}
-
 /// The fused kernel's launch bounds: 128 threads per block, and with a register cap the minimum
 /// number of resident blocks per multiprocessor that forces it (65536 registers per SM on sm_60..sm_90).
 std::string launch_bounds(int max_registers) {
@@ -411,16 +404,6 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "      switch (cur >> 24) {\n";
     s += switch_cases(src, "        ");
     s += "        default: break;\n      }\n";
-    if (src.variants && variant_prefetch_enabled()) {
-      // Variants: every variant's parameters make a working set larger than L2; ask for the
-      // parameters of the element after next now (its step has arrived by this point), so that
-      // they come from L2 rather than device memory when their turn comes. No arithmetic changes.
-      s += "      if (e + 2 < element_end) {\n";
-      s += "        const unsigned char* ahead = params + ((after & 0xffffffu) << 3);\n";
-      s += "        asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(ahead));\n";
-      s += "        asm volatile(\"prefetch.global.L2 [%0];\" :: \"l\"(ahead + 128));\n";
-      s += "      }\n";
-    }
     s += "      ft::apply_element_limits(p, limits);\n";
     s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
     s += "      cur = nxt;\n      nxt = after;\n";
