@@ -173,6 +173,35 @@ struct PoissonSolver::Impl {
     return p;
   }
 
+  /// Columns per batch of the strided y and zeta lines on the CPU (a row of them spans whole cache lines).
+  static constexpr int kBatch = 8;
+  long y_chunks() const { return (H + kBatch - 1) / kBatch; }
+
+  /// poisson_line (space_charge_grid.h) for `count` <= kBatch adjacent columns col + 2 c: per column
+  /// the same arithmetic (the same butterflies in the same order, so the same bits as one line at a
+  /// time and as the GPU), the strided loads and stores done a row of columns at a time.
+  static void lines_batched(double* col, int count, long long stride, int m, int log2m, int load, int store,
+                            const double* tw, double* z) {
+    const size_t line = 2 * static_cast<size_t>(m);
+    if (load < m) std::fill(z, z + line * static_cast<size_t>(count), 0.0);
+    for (int j = 0; j < load; ++j) {
+      const int at = poisson_bit_reverse(j, log2m);
+      const double* row = col + 2 * j * stride;
+      for (int c = 0; c < count; ++c) {
+        z[line * c + 2 * at] = row[2 * c];
+        z[line * c + 2 * at + 1] = row[2 * c + 1];
+      }
+    }
+    for (int c = 0; c < count; ++c) poisson_block_stages(z + line * c, tw, m, 0, 1);
+    for (int j = 0; j < store; ++j) {
+      double* row = col + 2 * j * stride;
+      for (int c = 0; c < count; ++c) {
+        row[2 * c] = z[line * c + 2 * j];
+        row[2 * c + 1] = z[line * c + 2 * j + 1];
+      }
+    }
+  }
+
   /// Forward transform of a real block `in` with extents e[d] (layout (iz * e1 + iy) * e0 + ix,
   /// zero beyond the extents, e[d] <= M[d]) into the half spectrum `out` (spectrum_size complex).
   /// `parallel`: spread the lines over OpenMP threads (false inside a parallel loop over layers).
@@ -181,19 +210,22 @@ struct PoissonSolver::Impl {
     const long pairs = static_cast<long>(poisson_row_pairs(p));
 #pragma omp parallel if (parallel) num_threads(threads)
     {
-      std::vector<double> z(2 * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
+      std::vector<double> z(2 * static_cast<size_t>(kBatch) * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
 #pragma omp for schedule(static)
       for (long q = 0; q < pairs; ++q) poisson_forward_x(p, q, in, out, tw_fwd[0].data(), z.data(), 0, 1);
-      const long ylines = static_cast<long>(H) * p.n[2];
+      const long ychunks = static_cast<long>(y_chunks()) * p.n[2];
 #pragma omp for schedule(static)
-      for (long l = 0; l < ylines; ++l)
-        poisson_line(out + 2 * poisson_y_line(p, l), H, M[1], p.log2m[1], p.n[1], M[1], tw_fwd[1].data(), z.data(), 0, 1);
+      for (long q = 0; q < ychunks; ++q) {
+        const long iz = q / y_chunks(), kx = (q % y_chunks()) * kBatch;
+        lines_batched(out + 2 * poisson_y_line(p, iz * H + kx), static_cast<int>(std::min<long>(kBatch, H - kx)), H, M[1],
+                      p.log2m[1], p.n[1], M[1], tw_fwd[1].data(), z.data());
+      }
       if (T == 3) {
         const long zlines = static_cast<long>(H) * M[1];
 #pragma omp for schedule(static)
-        for (long l = 0; l < zlines; ++l)
-          poisson_line(out + 2 * l, static_cast<long long>(H) * M[1], M[2], p.log2m[2], p.n[2], M[2], tw_fwd[2].data(),
-                       z.data(), 0, 1);
+        for (long l = 0; l < zlines; l += kBatch)
+          lines_batched(out + 2 * l, static_cast<int>(std::min<long>(kBatch, zlines - l)), static_cast<long long>(H) * M[1],
+                        M[2], p.log2m[2], p.n[2], M[2], tw_fwd[2].data(), z.data());
       }
     }
   }
@@ -205,18 +237,21 @@ struct PoissonSolver::Impl {
     const long pairs = static_cast<long>(poisson_row_pairs(p));
 #pragma omp parallel if (parallel) num_threads(threads)
     {
-      std::vector<double> z(2 * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
+      std::vector<double> z(2 * static_cast<size_t>(kBatch) * static_cast<size_t>(std::max({M[0], M[1], M[2]})));
       if (T == 3) {
         const long zlines = static_cast<long>(H) * M[1];
 #pragma omp for schedule(static)
-        for (long l = 0; l < zlines; ++l)
-          poisson_line(spec + 2 * l, static_cast<long long>(H) * M[1], M[2], p.log2m[2], M[2], p.n[2], tw_inv[2].data(),
-                       z.data(), 0, 1);
+        for (long l = 0; l < zlines; l += kBatch)
+          lines_batched(spec + 2 * l, static_cast<int>(std::min<long>(kBatch, zlines - l)), static_cast<long long>(H) * M[1],
+                        M[2], p.log2m[2], M[2], p.n[2], tw_inv[2].data(), z.data());
       }
-      const long ylines = static_cast<long>(H) * p.n[2];
+      const long ychunks = static_cast<long>(y_chunks()) * p.n[2];
 #pragma omp for schedule(static)
-      for (long l = 0; l < ylines; ++l)
-        poisson_line(spec + 2 * poisson_y_line(p, l), H, M[1], p.log2m[1], M[1], p.n[1], tw_inv[1].data(), z.data(), 0, 1);
+      for (long q = 0; q < ychunks; ++q) {
+        const long iz = q / y_chunks(), kx = (q % y_chunks()) * kBatch;
+        lines_batched(spec + 2 * poisson_y_line(p, iz * H + kx), static_cast<int>(std::min<long>(kBatch, H - kx)), H, M[1],
+                      p.log2m[1], M[1], p.n[1], tw_inv[1].data(), z.data());
+      }
 #pragma omp for schedule(static)
       for (long q = 0; q < pairs; ++q) poisson_inverse_x(p, q, spec, out, tw_inv[0].data(), z.data(), 0, 1);
     }

@@ -108,6 +108,22 @@ FT_FUNCTION void poisson_imaginary_multiply(double xr, double xi, double g, doub
   *out_im = g * xr;
 }
 
+/// bit_reverse(i, log2n) of collective.h in constant time (the same integers).
+FT_FUNCTION int poisson_bit_reverse(int i, int log2n) {
+  if (log2n == 0) return 0;
+#if defined(FT_DEVICE_COMPILE)
+  return static_cast<int>(__brev(static_cast<unsigned>(i)) >> (32 - log2n));
+#else
+  unsigned v = static_cast<unsigned>(i);
+  v = ((v >> 1) & 0x55555555u) | ((v & 0x55555555u) << 1);
+  v = ((v >> 2) & 0x33333333u) | ((v & 0x33333333u) << 2);
+  v = ((v >> 4) & 0x0F0F0F0Fu) | ((v & 0x0F0F0F0Fu) << 4);
+  v = ((v >> 8) & 0x00FF00FFu) | ((v & 0x00FF00FFu) << 8);
+  v = (v >> 16) | (v << 16);
+  return static_cast<int>(v >> (32 - log2n));
+#endif
+}
+
 /// The shape of the reproducible transforms of one real block (one solve, or one zeta layer in 2.5D).
 /// Spectra are kept on the half x axis, h complex values per x line, index (kz * m1 + ky) * h + kx.
 struct PoissonLines {
@@ -140,7 +156,7 @@ FT_FUNCTION void poisson_forward_x(const PoissonLines& p, long long pair, const 
   for (int i = tid; i < 2 * m0; i += nt) z[i] = 0.0;
   FT_BLOCK_SYNC();
   for (int i = tid; i < n0; i += nt) {
-    const int at = bit_reverse(i, p.log2m[0]);
+    const int at = poisson_bit_reverse(i, p.log2m[0]);
     z[2 * at] = in[r0 * n0 + i];
     z[2 * at + 1] = r1 < rows ? in[r1 * n0 + i] : 0.0;
   }
@@ -172,7 +188,7 @@ FT_FUNCTION void poisson_line(double* col, long long stride, int m, int log2m, i
   for (int i = tid; i < 2 * m; i += nt) z[i] = 0.0;
   FT_BLOCK_SYNC();
   for (int j = tid; j < load; j += nt) {
-    const int at = bit_reverse(j, log2m);
+    const int at = poisson_bit_reverse(j, log2m);
     z[2 * at] = col[2 * j * stride];
     z[2 * at + 1] = col[2 * j * stride + 1];
   }
@@ -197,7 +213,7 @@ FT_FUNCTION void poisson_inverse_x(const PoissonLines& p, long long pair, const 
   for (int k = tid; k < m0; k += nt) {
     double v[2];
     poisson_pair_spectrum(a, b, m0, k, v);
-    const int at = bit_reverse(k, p.log2m[0]);
+    const int at = poisson_bit_reverse(k, p.log2m[0]);
     z[2 * at] = v[0];
     z[2 * at + 1] = v[1];
   }
