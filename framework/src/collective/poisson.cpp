@@ -120,12 +120,16 @@ struct PoissonSolver::Impl {
       real = fftw_alloc_real(real_size);
       spectrum = fftw_alloc_complex(spectrum_size);
       product = fftw_alloc_complex(spectrum_size);
-      if (!real || !spectrum || !product) throw Error("Poisson solver: out of memory for the FFT buffers");
+      if (!real || !spectrum || !product) {
+        release();
+        throw Error("Poisson solver: out of memory for the FFT buffers");
+      }
     }
-    ~FftwBuffers() {
-      fftw_free(real);
-      fftw_free(spectrum);
-      fftw_free(product);
+    ~FftwBuffers() { release(); }
+    void release() {
+      if (real) fftw_free(real);
+      if (spectrum) fftw_free(spectrum);
+      if (product) fftw_free(product);
     }
     FftwBuffers(const FftwBuffers&) = delete;
     FftwBuffers& operator=(const FftwBuffers&) = delete;
