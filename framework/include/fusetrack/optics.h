@@ -28,6 +28,7 @@
 
 #include "fusetrack/lattice.h"
 #include "fusetrack/particles.h"
+#include "fusetrack/tracker.h"
 
 namespace ft {
 
@@ -237,6 +238,35 @@ struct TrackedTunes {
 };
 TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optics, int64_t turns,
                                const OpticsOptions& options = {});
+
+/// Tune footprint (amplitude-dependent tunes: space charge, octupoles, beam-beam): particles on a
+/// polar grid of betatron amplitudes, x = co_x + a_x sigma_x, y = co_y + a_y sigma_y with
+/// (a_x, a_y) = r (cos t, sin t) for r in (0, max_sigma] (`amplitudes` steps) and t in [0, pi/2]
+/// (`angles` steps; both a_x and a_y at least `min_sigma` so every particle has a line in each
+/// plane), px = co_px - alpha_x a_x sigma_x / beta_x (on the ellipse's axis; py alike), at the
+/// closed orbit's (zeta, delta) plus the given offsets. Tracked `turns` turns on `backend`
+/// (any backend; TrackOptions::callback_every = 1), the tunes of each particle from its
+/// turn-by-turn (x, px) and (y, py) around the closed orbit (tune_from_tracking, NAFF). A lost
+/// particle has NaN tunes and its loss turn. Sizes from the normalized emittances (beam_sizes).
+struct FootprintOptions {
+  double emittance_nx = 0.0, emittance_ny = 0.0;  // normalized [m rad]
+  double max_sigma = 3.0;                          // largest amplitude [sigma]
+  double min_sigma = 0.05;                         // smallest amplitude per plane [sigma]
+  int amplitudes = 10, angles = 7;
+  double zeta_offset = 0.0, delta_offset = 0.0;    // from the closed orbit [m, 1]
+  int64_t turns = 1024;                            // >= 16
+  int threads = 0;
+  FmaMode fma = FmaMode::Off;
+};
+struct TuneFootprint {
+  std::vector<double> amplitude_x, amplitude_y;  // [sigma]
+  std::vector<double> qx, qy;                    // fractional tunes; NaN for a lost particle
+  std::vector<int64_t> lost_turn;                // -1 when it survived
+  int64_t turns = 0;
+  double sigma_x = 0.0, sigma_y = 0.0;           // [m] at the start
+};
+TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics, Backend& backend,
+                             const FootprintOptions& options);
 
 /// The optics as JSON (closed orbit, matrix, tunes, Twiss, dispersion, chromaticity, eta,
 /// alpha_c, gamma_t; NaN as null).

@@ -1096,6 +1096,76 @@ TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optic
   return t;
 }
 
+TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics, Backend& backend,
+                             const FootprintOptions& options) {
+  auto bad = [](const char* field, const std::string& why) {
+    InputLocation at;
+    at.field = field;
+    throw InputError(at, why);
+  };
+  if (options.turns < 16) bad("turns", fmt::format("a tune footprint needs at least 16 turns, got {}", options.turns));
+  if (options.amplitudes < 1 || options.angles < 1)
+    bad("amplitudes", fmt::format("needs at least one amplitude and one angle, got {} and {}", options.amplitudes,
+                                  options.angles));
+  if (!(options.max_sigma > 0.0) || !std::isfinite(options.max_sigma))
+    bad("max_sigma", fmt::format("the largest amplitude must be positive, got {}", options.max_sigma));
+  if (!(options.min_sigma > 0.0) || !(options.min_sigma < options.max_sigma))
+    bad("min_sigma", fmt::format("the smallest amplitude must be in (0, max_sigma), got {}", options.min_sigma));
+  if (!(options.emittance_nx > 0.0) || !(options.emittance_ny > 0.0))
+    bad("emittances", fmt::format("the normalized emittances must be positive, got {} and {}", options.emittance_nx,
+                                  options.emittance_ny));
+  const BeamSizes sizes = beam_sizes(optics, options.emittance_nx, options.emittance_ny);
+  const auto& co = optics.closed_orbit;
+  TuneFootprint fp;
+  fp.turns = options.turns;
+  fp.sigma_x = sizes.sigma_x;
+  fp.sigma_y = sizes.sigma_y;
+  const double pi_half = 2.0 * std::atan(1.0);
+  for (int a = 1; a <= options.amplitudes; ++a)
+    for (int t = 0; t < options.angles; ++t) {
+      const double r = options.max_sigma * a / options.amplitudes;
+      const double angle = options.angles > 1 ? pi_half * t / (options.angles - 1) : pi_half / 2.0;
+      fp.amplitude_x.push_back(std::max(r * std::cos(angle), options.min_sigma));
+      fp.amplitude_y.push_back(std::max(r * std::sin(angle), options.min_sigma));
+    }
+  const size_t n = fp.amplitude_x.size();
+  Particles p(n, lattice.reference().beta0());
+  for (size_t i = 0; i < n; ++i) {
+    const double x = fp.amplitude_x[i] * sizes.sigma_x, y = fp.amplitude_y[i] * sizes.sigma_y;
+    p.set(i, co[0] + x, co[1] - optics.alpha_x * x / optics.beta_x, co[2] + y, co[3] - optics.alpha_y * y / optics.beta_y,
+          co[4] + options.zeta_offset, co[5] + options.delta_offset);
+  }
+  // Turn-by-turn deviations from the closed orbit, [particle][turn].
+  std::vector<std::vector<double>> xs(n), pxs(n), ys(n), pys(n);
+  auto record = [&](const Particles& q) {
+    for (size_t i = 0; i < n; ++i) {
+      if (q.state[i] <= 0) continue;
+      xs[i].push_back(q.x[i] - co[0]);
+      pxs[i].push_back(q.px[i] - co[1]);
+      ys[i].push_back(q.y[i] - co[2]);
+      pys[i].push_back(q.py[i] - co[3]);
+    }
+  };
+  record(p);
+  TrackOptions to;
+  to.turns = options.turns;
+  to.threads = options.threads;
+  to.fma = options.fma;
+  to.callback_every = 1;
+  to.callback = [&](int64_t, const Particles& q) {
+    record(q);
+    return true;
+  };
+  backend.track(p, to);
+  for (size_t i = 0; i < n; ++i) {
+    const bool alive = p.state[i] > 0;
+    fp.lost_turn.push_back(alive ? -1 : p.lost_turn[i]);
+    fp.qx.push_back(alive ? tune_from_tracking(xs[i], pxs[i], optics.beta_x, optics.alpha_x) : kNaN);
+    fp.qy.push_back(alive ? tune_from_tracking(ys[i], pys[i], optics.beta_y, optics.alpha_y) : kNaN);
+  }
+  return fp;
+}
+
 nlohmann::ordered_json optics_to_json(const LinearOptics& o) {
   using json = nlohmann::ordered_json;
   json j;
