@@ -22,6 +22,7 @@
 //                 the GPU (fma off) give the same bits.
 #pragma once
 #include <array>
+#include <cstddef>
 #include <memory>
 #include <vector>
 
@@ -53,9 +54,12 @@ class PoissonSolver {
   PoissonSolver& operator=(const PoissonSolver&) = delete;
 
   /// rho: charge density at the nodes, node index (iz*ny+iy)*nx+ix. Open3D: [C/m^3]. Open2D and
-  /// Open2p5D: the charge per unit length per unit transverse area [C/m^3] of a beam uniform along
-  /// the third axis (a zeta layer's line density lambda(zeta) times its normalised transverse
-  /// profile), so the field is that of infinitely long beam with this cross-section.
+  /// Open2p5D: the transverse charge density [C/m^2] per metre of beam, i.e. [C/m^3], of a beam
+  /// uniform along the third axis (a zeta layer's line density lambda(zeta) [C/m] times its
+  /// normalised transverse profile [1/m^2]; with cloud-in-cell node charges q_node [C/m]:
+  /// rho = q_node / (dx dy)), so the field is that of an infinitely long beam with this cross-section.
+  /// Open3D is electrostatic in the grid's frame: for a relativistic bunch the caller uses the
+  /// beam frame (zeta stretched by gamma) and transforms the field back.
   /// ex, ey, ez: the electric field at the nodes [V/m] (ez only for Open3D; may be null otherwise).
   /// Open boundaries (free space), Hockney's doubled grid with the integrated Green's function.
   /// Not thread-safe on one solver (it keeps its work buffers between solves); threads inside (OpenMP).
