@@ -37,6 +37,14 @@ struct BunchMoments {
   /// 4 pi sqrt(det cov(t, E)) [eV s] with t - t0 = -zeta / (beta0 c) and E - E0 = ptau p0c (exact);
   /// 4 pi sigma_t sigma_E for an uncorrelated bunch.
   double emittance_evs = 0.0;
+  // Transverse: centroids and rms sizes [m], and the rms emittances [m] of the betatron parts,
+  // u_beta = u - (cov(u, delta) / var(delta)) delta for u = x, px (y, py alike; no correction when
+  // var(delta) = 0): eps_x = sqrt(det cov(x_beta, px_beta)) (statistical emittance with the
+  // dispersive part removed, as MAD-X/PyHEADTAIL users compute it from particle data). The
+  // normalized emittances are eps * beta0 gamma0.
+  double mean_x = 0.0, mean_y = 0.0, rms_x = 0.0, rms_y = 0.0;
+  double emittance_x = 0.0, emittance_y = 0.0;
+  double emittance_nx = 0.0, emittance_ny = 0.0;
 };
 
 /// The moments of `particles` (alive ones, index order). `p0c` [eV] of the reference.
@@ -83,7 +91,8 @@ class BunchMonitor {
   void finish();
 
   /// Members: turn, alive (int64), mean_zeta, rms_zeta, mean_delta, rms_delta, cov_zeta_delta,
-  /// emittance [m], emittance_evs [eV s]; per collective element k (sequence order):
+  /// emittance [m], emittance_evs [eV s], mean_x, mean_y, rms_x, rms_y [m], emittance_x,
+  /// emittance_y, emittance_nx, emittance_ny [m]; per collective element k (sequence order):
   /// profile_turn (int64), profile_<k>_zeta (slice centres [m]), profile_<k>_counts (int64,
   /// snapshots x slices, profile_unit per macroparticle), profile_<k>_field [V],
   /// profile_<k>_sequence_index; profile_unit; beta0, p0c.

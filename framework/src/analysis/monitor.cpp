@@ -22,7 +22,7 @@ BunchMoments bunch_moments(const Particles& p, double p0c) {
   // Fixed order: index order, one thread, two passes.
   BunchMoments m;
   const size_t n = p.size();
-  double sz = 0.0, sd = 0.0, st = 0.0;
+  double sz = 0.0, sd = 0.0, st = 0.0, sx = 0.0, spx = 0.0, sy = 0.0, spy = 0.0;
   int64_t count = 0;
   for (size_t i = 0; i < n; ++i) {
     if (p.state[i] <= 0) continue;
@@ -30,6 +30,10 @@ BunchMoments bunch_moments(const Particles& p, double p0c) {
     sz += p.zeta[i];
     sd += p.delta[i];
     st += p.ptau[i];
+    sx += p.x[i];
+    spx += p.px[i];
+    sy += p.y[i];
+    spy += p.py[i];
   }
   m.alive = count;
   if (count == 0) return m;
@@ -37,7 +41,13 @@ BunchMoments bunch_moments(const Particles& p, double p0c) {
   m.mean_zeta = sz * inv;
   m.mean_delta = sd * inv;
   const double mean_ptau = st * inv;
+  m.mean_x = sx * inv;
+  m.mean_y = sy * inv;
+  const double mean_px = spx * inv, mean_py = spy * inv;
   double zz = 0.0, dd = 0.0, zd = 0.0, tt = 0.0, zt = 0.0;
+  // Transverse second moments: (x, px, y, py) with each other's plane and with delta.
+  double xx = 0.0, xpx = 0.0, pxpx = 0.0, xd = 0.0, pxd = 0.0;
+  double yy = 0.0, ypy = 0.0, pypy = 0.0, yd = 0.0, pyd = 0.0;
   for (size_t i = 0; i < n; ++i) {
     if (p.state[i] <= 0) continue;
     const double a = p.zeta[i] - m.mean_zeta, b = p.delta[i] - m.mean_delta, c = p.ptau[i] - mean_ptau;
@@ -46,6 +56,17 @@ BunchMoments bunch_moments(const Particles& p, double p0c) {
     zd += a * b;
     tt += c * c;
     zt += a * c;
+    const double u = p.x[i] - m.mean_x, pu = p.px[i] - mean_px, v = p.y[i] - m.mean_y, pv = p.py[i] - mean_py;
+    xx += u * u;
+    xpx += u * pu;
+    pxpx += pu * pu;
+    xd += u * b;
+    pxd += pu * b;
+    yy += v * v;
+    ypy += v * pv;
+    pypy += pv * pv;
+    yd += v * b;
+    pyd += pv * b;
   }
   zz *= inv;
   dd *= inv;
@@ -59,6 +80,27 @@ BunchMoments bunch_moments(const Particles& p, double p0c) {
   // t = -zeta / (beta0 c), E - E0 = ptau p0c: det cov(t, E) = det cov(zeta, ptau) (p0c / (beta0 c))^2.
   const double det_zt = std::max(zz * tt - zt * zt, 0.0);
   m.emittance_evs = 4.0 * kPi * std::sqrt(det_zt) * p0c / (p.beta0 * kSpeedOfLight);
+  // Betatron emittances: the dispersive part (regression on delta) removed first.
+  auto betatron_emittance = [&](double uu, double upu, double pupu, double ud, double pud) {
+    uu *= inv;
+    upu *= inv;
+    pupu *= inv;
+    ud *= inv;
+    pud *= inv;
+    if (dd > 0.0) {
+      uu -= ud * ud / dd;
+      upu -= ud * pud / dd;
+      pupu -= pud * pud / dd;
+    }
+    return std::sqrt(std::max(uu * pupu - upu * upu, 0.0));
+  };
+  m.rms_x = std::sqrt(xx * inv);
+  m.rms_y = std::sqrt(yy * inv);
+  m.emittance_x = betatron_emittance(xx, xpx, pxpx, xd, pxd);
+  m.emittance_y = betatron_emittance(yy, ypy, pypy, yd, pyd);
+  const double beta_gamma0 = p.beta0 / std::sqrt((1.0 - p.beta0) * (1.0 + p.beta0));
+  m.emittance_nx = m.emittance_x * beta_gamma0;
+  m.emittance_ny = m.emittance_y * beta_gamma0;
   return m;
 }
 
@@ -163,6 +205,7 @@ std::vector<std::pair<std::string, NpyArray>> BunchMonitor::arrays() const {
   const size_t n = m_moments.size();
   std::vector<int64_t> alive(n);
   std::vector<double> mz(n), rz(n), md(n), rd(n), czd(n), em(n), ev(n);
+  std::vector<double> mx(n), my(n), rx(n), ry(n), ex(n), ey(n), enx(n), eny(n);
   for (size_t i = 0; i < n; ++i) {
     const BunchMoments& m = m_moments[i];
     alive[i] = m.alive;
@@ -173,6 +216,14 @@ std::vector<std::pair<std::string, NpyArray>> BunchMonitor::arrays() const {
     czd[i] = m.cov_zeta_delta;
     em[i] = m.emittance;
     ev[i] = m.emittance_evs;
+    mx[i] = m.mean_x;
+    my[i] = m.mean_y;
+    rx[i] = m.rms_x;
+    ry[i] = m.rms_y;
+    ex[i] = m.emittance_x;
+    ey[i] = m.emittance_y;
+    enx[i] = m.emittance_nx;
+    eny[i] = m.emittance_ny;
   }
   a.emplace_back("turn", NpyArray::from(m_turns));
   a.emplace_back("alive", NpyArray::from(alive));
@@ -183,6 +234,14 @@ std::vector<std::pair<std::string, NpyArray>> BunchMonitor::arrays() const {
   a.emplace_back("cov_zeta_delta", NpyArray::from(czd));
   a.emplace_back("emittance", NpyArray::from(em));
   a.emplace_back("emittance_evs", NpyArray::from(ev));
+  a.emplace_back("mean_x", NpyArray::from(mx));
+  a.emplace_back("mean_y", NpyArray::from(my));
+  a.emplace_back("rms_x", NpyArray::from(rx));
+  a.emplace_back("rms_y", NpyArray::from(ry));
+  a.emplace_back("emittance_x", NpyArray::from(ex));
+  a.emplace_back("emittance_y", NpyArray::from(ey));
+  a.emplace_back("emittance_nx", NpyArray::from(enx));
+  a.emplace_back("emittance_ny", NpyArray::from(eny));
   a.emplace_back("beta0", NpyArray::from(std::vector<double>{m_beta0}));
   a.emplace_back("p0c", NpyArray::from(std::vector<double>{m_p0c}));
   if (!m_profiles.empty()) {
