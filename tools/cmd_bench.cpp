@@ -329,7 +329,7 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
   for (int ns : slice_counts) {
     if (ns > 0)
       for (uint32_t d = 0; d < lattice.definitions().size(); ++d)
-        if (lattice.definitions()[d].type->is_collective()) lattice.set_field(d, "n_slices", ns);
+        if (lattice.definitions()[d].type->is_profile_collective()) lattice.set_field(d, "n_slices", ns);
     lattice.prepare();
     for (double nd : a.collective_particles) {
       const size_t n = static_cast<size_t>(nd);

@@ -19,6 +19,10 @@ int dummy_create(const void*, const char*, const char*, const ft_reference*, ft_
   return 0;
 }
 int dummy_kick(const void*, const ft_slice_field*, ft_particle_block*, ft_error*) { return 0; }
+int dummy_create_grid(const void*, const char*, const char*, const ft_reference*, ft_grid_model*, ft_error*) {
+  return 0;
+}
+int dummy_grid_kick(const void*, const ft_grid_field*, ft_particle_block*, ft_error*) { return 0; }
 
 /// Strings for names: mostly from a small set (so that duplicates and valid identifiers occur),
 /// sometimes arbitrary, sometimes absent (NULL).
@@ -67,8 +71,14 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
     t.prepare = in.ConsumeBool() ? dummy_prepare : nullptr;
     t.track_block = in.ConsumeBool() ? dummy_track : nullptr;
     if (in.ConsumeIntegralInRange<int>(0, 3) == 0) {
-      collectives.push_back(ft_collective_desc{pick_name(in, strings), in.ConsumeBool() ? dummy_create : nullptr,
-                                               in.ConsumeBool() ? dummy_kick : nullptr});
+      ft_collective_desc c{};
+      c.kick_function = pick_name(in, strings);
+      c.create = in.ConsumeBool() ? dummy_create : nullptr;
+      c.kick_block = in.ConsumeBool() ? dummy_kick : nullptr;
+      c.kind = small_or_any(in, 2);  // profile, grid, unknown
+      c.create_grid = in.ConsumeBool() ? dummy_create_grid : nullptr;
+      c.grid_kick_block = in.ConsumeBool() ? dummy_grid_kick : nullptr;
+      collectives.push_back(c);
       t.collective = &collectives.back();
     }
     field_tables.emplace_back(in.ConsumeIntegralInRange<size_t>(0, 5));

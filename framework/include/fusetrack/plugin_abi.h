@@ -11,7 +11,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 3u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types */
+#define FT_PLUGIN_ABI_VERSION 4u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
+                                     4: grid (space-charge) collective elements */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
@@ -159,10 +160,68 @@ typedef struct ft_slice_field {
 typedef int (*ft_kick_block_fn)(const void* params, const ft_slice_field* field, ft_particle_block* block,
                                 struct ft_error* error);
 
+/* ---- Grid collective elements (space charge, particle-in-cell) ---------------------------------
+ * The second kind of collective element: the framework deposits the bunch's charge on a grid of
+ * nodes in (x, y, zeta) with cloud-in-cell integer weights (exact, order-independent; summed over
+ * threads, GPU blocks and MPI ranks), solves the Poisson equation with open boundaries, and
+ * interpolates the electric field of the bunch in the laboratory frame back to each particle with
+ * the same weights. The element supplies the grid (nodes, fixed or beam-adapted extent), the
+ * bunch charge and one per-particle kick
+ *   NAME_kick(const NAME& e, const double field[3], ft::ParticleView& p)
+ * field = (E_x, E_y, E_z) [V/m] of the bunch at the particle, laboratory frame, electric field
+ * only (the element accounts for the bunch's magnetic field). A particle outside the grid gets no
+ * kick; it is counted and reported, never dropped in silence. */
+
+enum ft_collective_kind {
+  FT_COLLECTIVE_PROFILE = 0, /* a zeta profile and a linear response (ft_collective_model) */
+  FT_COLLECTIVE_GRID = 1     /* charge on a grid, Poisson solve (ft_grid_model) */
+};
+
+enum ft_grid_solver {
+  FT_GRID_2P5D = 0, /* 3D deposit, a 2D open-boundary solve per zeta layer (long bunches); E_z = 0 */
+  FT_GRID_3D = 1    /* 3D open-boundary solve in the bunch's rest frame, Lorentz-transformed back */
+};
+
+/* What a grid element's host model gives the framework. Node k of dimension d (0: x, 1: y,
+ * 2: zeta) sits at min[d] + k (max[d] - min[d]) / (nodes[d] - 1). */
+typedef struct ft_grid_model {
+  int32_t solver;         /* enum ft_grid_solver */
+  int32_t nodes[3];       /* nodes per dimension (x, y, zeta), each >= 2 */
+  double min[3], max[3];  /* [m] first and last node of a fixed extent (adapt_sigmas[d] == 0) */
+  /* > 0: dimension d's extent is chosen by the framework every turn from the bunch, mean +-
+   * adapt_sigmas[d] rms (moments summed as fixed-point integers, so every thread and rank count
+   * gives the same grid); 0: min[d], max[d] as given. */
+  double adapt_sigmas[3];
+  double bunch_charge;    /* [C] q0 e N_bunch: the charge spread over the macroparticles */
+} ft_grid_model;
+
+typedef int (*ft_grid_create_fn)(const void* params, const char* json_definition, const char* base_directory,
+                                 const ft_reference* reference, ft_grid_model* model, struct ft_error* error);
+
+/* The solved field at the grid nodes, as the kick reads it: node index (iz * n[1] + iy) * n[0] + ix,
+ * the grid of the deposit (the fields of ft::ChargeGridSpec, fusetrack/device/reduction.h). */
+typedef struct ft_grid_field {
+  const double* ex; /* [V/m] */
+  const double* ey; /* [V/m] */
+  const double* ez; /* [V/m]; NULL: E_z = 0 (2.5D) */
+  int32_t dims;
+  int32_t n[3];
+  double min[3];
+  double inv_d[3];
+  int32_t weight_bits;
+} ft_grid_field;
+
+/* CPU kick of a block: NAME_kick(params, E(particle), p) for each alive particle inside the grid. */
+typedef int (*ft_grid_kick_block_fn)(const void* params, const ft_grid_field* field, ft_particle_block* block,
+                                     struct ft_error* error);
+
 typedef struct ft_collective_desc {
   const char* kick_function; /* NAME_kick */
-  ft_collective_create_fn create;
-  ft_kick_block_fn kick_block;
+  ft_collective_create_fn create;  /* profile kind; NULL for the grid kind */
+  ft_kick_block_fn kick_block;     /* profile kind; NULL for the grid kind */
+  uint32_t kind;                   /* enum ft_collective_kind */
+  ft_grid_create_fn create_grid;           /* grid kind; NULL for the profile kind */
+  ft_grid_kick_block_fn grid_kick_block;   /* grid kind; NULL for the profile kind */
 } ft_collective_desc;
 
 typedef struct ft_element_type_desc {

@@ -80,6 +80,8 @@ class ChargeGridReducer {
                     const std::array<double, 3>& max, uint64_t max_particles);
 
   void deposit(const Particles& particles, int threads = 0);
+  /// Zeroes the accumulators and the outside count (the grid stays).
+  void clear();
   void add(const ChargeGridReducer& other);
   void allreduce(Communicator& comm);
 

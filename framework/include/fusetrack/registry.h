@@ -73,6 +73,10 @@ struct ElementType {
   std::shared_ptr<const Plugin> plugin;
 
   bool is_collective() const { return collective != nullptr; }
+  /// A collective element of the profile kind (a zeta profile and a linear response: CollectiveSolver).
+  bool is_profile_collective() const { return collective != nullptr && collective->kind == FT_COLLECTIVE_PROFILE; }
+  /// A collective element of the grid kind (charge on a grid, Poisson solve: GridCollectiveSolver).
+  bool is_grid_collective() const { return collective != nullptr && collective->kind == FT_COLLECTIVE_GRID; }
 
   const FieldInfo* find_field(const std::string& field_name) const;
   /// Parameter bytes with every field at its default (required fields zero).

@@ -1,6 +1,7 @@
 // Backends track Particles through a Lattice. The CPU backend runs the plugins' host-compiled
 // element functions; the CUDA backend runs one fused kernel generated from the same sources.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <limits>
@@ -37,6 +38,9 @@ struct TrackOptions {
   /// Runs split over processes: sums each integer profile over them, in place, before it is
   /// solved (MPI_Allreduce); every process then computes the same field. Empty: one process.
   std::function<void(uint64_t* counts, size_t n)> reduce_profile;
+  /// Warnings of collective elements (space-charge particles outside the grid, with their count)
+  /// printed on stderr at the end of track(); false: kept in the reports only (e.g. MPI ranks > 0).
+  bool warnings = true;
 };
 
 /// What a collective element did on the last turn tracked: its profile and solved field.
@@ -48,6 +52,22 @@ struct CollectiveSnapshot {
   std::vector<double> field;     // [V] at the slice centres (zeta order)
 };
 
+/// What a grid collective element (space charge) did over the track() calls since it was set up.
+struct GridCollectiveReport {
+  size_t sequence_index = 0;
+  std::string element_name;
+  int solver = 0;                      // enum ft_grid_solver
+  std::array<int, 3> nodes{};
+  std::array<double, 3> min{}, max{};  // [m] the last turn's grid
+  uint64_t outside_last = 0;           // alive particles outside the grid on the last turn (no kick)
+  uint64_t outside_total = 0;          // summed over the turns (particle-turns)
+  uint64_t outside_max = 0;            // the most in one turn
+  int64_t turns_with_outside = 0;
+  uint64_t moments_outside_total = 0;  // particle-turns left out of the adapted extent's moments
+  int64_t turns = 0;                   // turns solved
+  double max_field = 0.0;              // [V/m] max |E_x|, |E_y|, |E_z| at the nodes, last turn
+  int64_t solver_builds = 0;           // Poisson solvers built (the adapted grid's spacing changed)
+};
 
 /// True when tracking `lattice` with `options` runs collective steps.
 inline bool runs_collective(const Lattice& lattice, const TrackOptions& options) {
@@ -63,6 +83,8 @@ class Backend {
   /// Profiles and fields of the collective elements after the last turn tracked (empty for a
   /// single-particle lattice).
   virtual std::vector<CollectiveSnapshot> collective_snapshots() const { return {}; }
+  /// Reports of the grid collective elements (space charge), in sequence order.
+  virtual std::vector<GridCollectiveReport> grid_reports() const { return {}; }
   /// Tells the backend that field values of the lattice changed (Lattice::set_field, then
   /// Lattice::prepare) so that the next track() uses them: kernels with baked-in parameters are
   /// regenerated, parameter tables uploaded again (the switch kernel is not recompiled), and the

@@ -9,7 +9,10 @@
 #include <limits>
 #include <string>
 
+#include <iostream>
+
 #include "fusetrack/collective.h"
+#include "fusetrack/space_charge.h"
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/tracker.h"
@@ -156,9 +159,23 @@ class CpuBackend : public Backend {
   explicit CpuBackend(const Lattice& lattice) : m_lattice(lattice) {}
   std::string name() const override { return "cpu"; }
   void track(Particles& particles, const TrackOptions& options) override;
-  std::vector<CollectiveSnapshot> collective_snapshots() const override { return m_snapshots; }
+  std::vector<CollectiveSnapshot> collective_snapshots() const override {
+    std::vector<CollectiveSnapshot> profiles;  // the profile kind's (grid elements: grid_reports)
+    for (size_t c = 0; c < m_snapshots.size(); ++c)
+      if (m_solvers[c]) profiles.push_back(m_snapshots[c]);
+    return profiles;
+  }
+  std::vector<GridCollectiveReport> grid_reports() const override {
+    std::vector<GridCollectiveReport> reports;
+    for (const auto& g : m_grid_solvers)
+      if (g) reports.push_back(g->report());
+    return reports;
+  }
   // Element functions read the lattice's parameters at every call; collective solvers copy theirs.
-  void parameters_changed() override { m_solvers.clear(); }
+  void parameters_changed() override {
+    m_solvers.clear();
+    m_grid_solvers.clear();
+  }
   void set_variants(const std::vector<const Lattice*>& variants) override {
     check_variants_trackable(m_lattice, variants);
     m_variants = variants;
@@ -172,7 +189,9 @@ class CpuBackend : public Backend {
   const Lattice& m_lattice;
   std::vector<const Lattice*> m_variants;  // set_variants; empty: m_lattice for every particle
   // Collective state, kept across track() calls (multi-turn wake memory).
+  // Per collective element of the TurnProgram, one of the two kinds (the other null).
   std::vector<std::unique_ptr<CollectiveSolver>> m_solvers;
+  std::vector<std::unique_ptr<GridCollectiveSolver>> m_grid_solvers;
   FmaMode m_solver_fma = FmaMode::Off;
   size_t m_solver_macroparticles = 0;
   std::vector<CollectiveSnapshot> m_snapshots;
@@ -273,6 +292,33 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   }
 }
 
+/// Extent (adapted grids), deposit, reduction over ranks and solve of a grid collective element on
+/// the particles as they leave the segment before it: integers throughout, so the field does not
+/// depend on the thread count, the particle order or the rank count.
+void grid_space_charge_step(GridCollectiveSolver& g, const Particles& particles, int threads,
+                            const TrackOptions& options) {
+  if (g.adaptive()) {
+    const int passes = g.extent_passes();
+    for (int pass = 0; pass < passes; ++pass) {
+      std::vector<uint64_t> acc(kExtentAccumulators + 1, 0);
+      g.accumulate_extent(particles, threads, acc.data());
+      if (options.reduce_profile) options.reduce_profile(acc.data(), acc.size());
+      g.set_extent(acc.data());
+    }
+  }
+  ChargeGridReducer& reducer = g.reducer();
+  reducer.clear();
+  reducer.deposit(particles, threads);
+  if (!options.reduce_profile) {
+    g.solve();
+    return;
+  }
+  std::vector<uint64_t> all(reducer.accumulators());  // the grid, then the particles outside it
+  all.push_back(reducer.outside());
+  options.reduce_profile(all.data(), all.size());
+  g.solve(all.data(), all.back());
+}
+
 void CpuBackend::track_collective(Particles& particles, const TrackOptions& options) {
   const size_t n_elements = m_lattice.sequence().size();
   if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
@@ -282,14 +328,23 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
   const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : particles.size();
   if (m_solvers.size() != n_collective || m_solver_fma != options.fma || m_solver_macroparticles != macroparticles) {
     m_solvers.clear();
-    for (size_t c = 0; c < n_collective; ++c)
-      m_solvers.push_back(std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles));
+    m_grid_solvers.clear();
+    for (size_t c = 0; c < n_collective; ++c) {
+      const bool grid = m_lattice.element(program.collective[c]).type->is_grid_collective();
+      m_solvers.push_back(grid ? nullptr
+                               : std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma,
+                                                                    macroparticles));
+      m_grid_solvers.push_back(grid ? std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c],
+                                                                             options.fma, macroparticles)
+                                    : nullptr);
+    }
     m_solver_fma = options.fma;
     m_solver_macroparticles = macroparticles;
     m_snapshots.assign(n_collective, CollectiveSnapshot{});
     for (size_t c = 0; c < n_collective; ++c) {
       CollectiveSnapshot& snap = m_snapshots[c];
       snap.sequence_index = program.collective[c];
+      if (!m_solvers[c]) continue;  // a grid element
       snap.element_name = m_solvers[c]->element_name();
       snap.grid = m_solvers[c]->grid();
       snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
@@ -304,7 +359,12 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
   std::vector<std::vector<uint64_t>> local_counts(static_cast<size_t>(threads));
   std::vector<ft_slice_field> fields(n_collective);
   std::vector<SliceGrid> grids(n_collective);
+  std::vector<ft_grid_field> grid_fields(n_collective);
   for (size_t c = 0; c < n_collective; ++c) {
+    if (m_grid_solvers[c]) {
+      grid_fields[c] = m_grid_solvers[c]->field();
+      continue;
+    }
     fields[c] = ft_slice_field{m_snapshots[c].field.data(), m_solvers[c]->grid()};
     grids[c] = m_solvers[c]->slice_grid();
   }
@@ -314,7 +374,12 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
     const int64_t turn = options.first_turn + done;
     for (size_t k = 0; k < program.segments.size(); ++k) {
       const TurnProgram::Segment seg = program.segments[k];
-      const bool kick = k > 0, deposit = k < n_collective, turn_end = k == n_collective;
+      const bool kick = k > 0, turn_end = k == n_collective;
+      GridCollectiveSolver* const grid_solver = k < n_collective ? m_grid_solvers[k].get() : nullptr;
+      // The profile kind deposits in this loop; the grid kind after it (the adapted grid needs the
+      // bunch's moments first).
+      const bool deposit = k < n_collective && !grid_solver;
+      const bool grid_kick = kick && m_grid_solvers[k - 1];
       const size_t n_slices = deposit ? static_cast<size_t>(grids[k].n_slices) : 0;
       std::atomic<bool> failed{false};
       std::string failure;
@@ -345,7 +410,11 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
             const size_t e = program.collective[k - 1];
             b.element_index = static_cast<int64_t>(e);
             ft_error err{};
-            if (m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(), &fields[k - 1], &b, &err) != 0) {
+            const int rc = grid_kick ? m_grid_solvers[k - 1]->desc().grid_kick_block(m_grid_solvers[k - 1]->params(),
+                                                                                    &grid_fields[k - 1], &b, &err)
+                                     : m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(),
+                                                                           &fields[k - 1], &b, &err);
+            if (rc != 0) {
               fail(e, err.message);
               continue;
             }
@@ -386,9 +455,18 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
         if (options.reduce_profile) options.reduce_profile(total.data(), total.size());
         m_solvers[k]->solve(total.data(), m_snapshots[k].field.data());
       }
+      if (grid_solver) {
+        grid_space_charge_step(*grid_solver, particles, threads, options);
+        grid_fields[k] = grid_solver->field();
+      }
     }
     ++done;
     if (options.callback && (done % every == 0 || done == options.turns) && !options.callback(done, particles)) break;
+  }
+  for (auto& g : m_grid_solvers) {
+    if (!g) continue;
+    const std::string warning = g->take_warning();
+    if (options.warnings && !warning.empty()) std::cerr << warning;
   }
 }
 

@@ -65,6 +65,9 @@ CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index
   m_desc = def.type->collective;
   m_params = lattice.params(lattice.sequence()[sequence_index].definition);
   if (!m_desc) throw Error(fmt::format("element '{}' ({}) is not a collective element", def.name, def.type->name));
+  if (m_desc->kind != FT_COLLECTIVE_PROFILE)
+    throw Error(fmt::format("element '{}' ({}) is a grid collective element (GridCollectiveSolver), not a profile one",
+                            def.name, def.type->name));
   InputLocation where{lattice.source_file()};
   where.element_name = def.name;
   where.element_type = def.type->name;

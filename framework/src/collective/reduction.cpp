@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "fusetrack/error.h"
@@ -182,6 +183,11 @@ void ChargeGridReducer::deposit(const Particles& p, int threads) {
     for (int c = 0; c < n; ++c) acc[nodes[c]] += weights[c];
     return n > 0;
   });
+}
+
+void ChargeGridReducer::clear() {
+  std::fill(m_acc.begin(), m_acc.end(), 0);
+  m_outside = 0;
 }
 
 void ChargeGridReducer::add(const ChargeGridReducer& other) { add_accumulators(other.m_acc, other.m_outside); }

@@ -392,10 +392,16 @@ void Lattice::prepare() {
   for (uint32_t d = 0; d < m_definitions.size(); ++d) {
     const ElementType& type = *m_definitions[d].type;
     if (!type.is_collective()) continue;
-    ft_collective_model model{};
     ft_error err{};
-    const int rc = type.collective->create(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
-    if (rc == 0 && model.destroy) model.destroy(model.state);
+    int rc = 0;
+    if (type.is_grid_collective()) {
+      ft_grid_model model{};
+      rc = type.collective->create_grid(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
+    } else {
+      ft_collective_model model{};
+      rc = type.collective->create(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
+      if (rc == 0 && model.destroy) model.destroy(model.state);
+    }
     if (rc != 0) {
       InputLocation where;
       where.file = m_source_file;

@@ -94,8 +94,15 @@ std::string check_type(const ft_element_type_desc& t, const std::set<std::string
   if (t.collective) {
     if (!is_identifier(t.collective->kick_function))
       return fmt::format("collective element type '{}': kick function name is not a C identifier", t.name);
-    if (!t.collective->create || !t.collective->kick_block)
-      return fmt::format("collective element type '{}' lacks its create or CPU kick function", t.name);
+    if (t.collective->kind == FT_COLLECTIVE_PROFILE) {
+      if (!t.collective->create || !t.collective->kick_block)
+        return fmt::format("collective element type '{}' lacks its create or CPU kick function", t.name);
+    } else if (t.collective->kind == FT_COLLECTIVE_GRID) {
+      if (!t.collective->create_grid || !t.collective->grid_kick_block)
+        return fmt::format("grid collective element type '{}' lacks its create_grid or CPU grid kick function", t.name);
+    } else {
+      return fmt::format("collective element type '{}' has unknown kind {}", t.name, t.collective->kind);
+    }
     if (t.flags & FT_THICK) return fmt::format("collective element type '{}' must be thin", t.name);
   } else if (!t.track_block) {
     return fmt::format("element type '{}' has no CPU track function", t.name);

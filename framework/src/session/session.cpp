@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "fusetrack/collective.h"
+#include "fusetrack/space_charge.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
@@ -84,9 +85,18 @@ Particles make_repro_particles(const Lattice& lattice, size_t count, double ampl
   if (lattice.has_collective()) {
     // A bunch for the collective elements: zeta spread over the middle of the first one's cuts
     // (a deterministic, low-discrepancy fill), delta alternating around the grid's offset.
+    // (A space-charge grid's zeta extent; an adapted one: +-1 m.)
     const TurnProgram program = TurnProgram::build(lattice);
-    const ft_profile_grid g = CollectiveSolver(lattice, program.collective.front(), FmaMode::Off, 1).grid();
-    const double centre = 0.5 * (g.zeta_min + g.zeta_max), half = 0.2 * (g.zeta_max - g.zeta_min);
+    double zeta_min = -1.0, zeta_max = 1.0;
+    const size_t first = program.collective.front();
+    if (lattice.element(first).type->is_grid_collective()) {
+      const ft_grid_model m = GridCollectiveSolver(lattice, first, FmaMode::Off, 1).model();
+      if (!(m.adapt_sigmas[2] > 0.0)) zeta_min = m.min[2], zeta_max = m.max[2];
+    } else {
+      const ft_profile_grid g = CollectiveSolver(lattice, first, FmaMode::Off, 1).grid();
+      zeta_min = g.zeta_min, zeta_max = g.zeta_max;
+    }
+    const double centre = 0.5 * (zeta_min + zeta_max), half = 0.2 * (zeta_max - zeta_min);
     for (size_t i = 0; i < initial.size(); ++i) {
       const double u = std::fmod(0.5 + 0.6180339887498949 * static_cast<double>(i), 1.0);
       initial.set(i, initial.x[i], initial.px[i], initial.y[i], initial.py[i], centre + half * (2.0 * u - 1.0),
@@ -149,6 +159,7 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   options.threads = o.threads;
   options.fma = o.fma;
   options.macroparticles = macroparticles;
+  options.warnings = run.root;  // the same counts on every rank: printed once
   if (parallel)
     options.reduce_profile = [&comm, &run](uint64_t* counts, size_t n) {
       const auto t = std::chrono::steady_clock::now();

@@ -31,8 +31,17 @@
 //   void NAME_create_model(const NAME& e, const char* json_definition, const char* base_directory,
 //                          const ft_reference& reference, ft_collective_model& model)
 // which throws std::exception with a message naming the field on bad input.
+//
+// Grid collective elements (space charge: charge on a grid, Poisson solve; plugin_abi.h) register with
+//   FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+// and define
+//   FT_FUNCTION void NAME_kick(const NAME& e, const double field[3], ft::ParticleView& p)
+// (field: E_x, E_y, E_z [V/m] of the bunch at the particle, laboratory frame) and, host-only,
+//   void NAME_create_grid(const NAME& e, const char* json_definition, const char* base_directory,
+//                         const ft_reference& reference, ft_grid_model& model)
 #pragma once
 #include "fusetrack/device/collective.h"
+#include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/device/math.h"
 #include "fusetrack/device/particle.h"
 #include "fusetrack/device/qualifiers.h"
@@ -53,6 +62,7 @@
 // On the device an element is its struct and its function; registration is host-only.
 #define FT_REGISTER_ELEMENT(NAME, FIELDS, THICKNESS, PREPARE, DOC)
 #define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+#define FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 
 #else  // host
 
@@ -407,6 +417,47 @@ int kick_block(const void* params, const ft_slice_field* field, ft_particle_bloc
   return for_each_alive(b, error, [&](ParticleView& p) { Kick(e, slice_field_at(field->values, grid, p.zeta), p); });
 }
 
+/// The grid of a solved field as the deposit used it (fusetrack/device/reduction.h).
+inline ChargeGridSpec charge_grid_spec(const ft_grid_field& f) {
+  ChargeGridSpec g;
+  g.dims = f.dims;
+  for (int d = 0; d < 3; ++d) {
+    g.n[d] = f.n[d];
+    g.min[d] = f.min[d];
+    g.inv_d[d] = f.inv_d[d];
+  }
+  g.weight_bits = f.weight_bits;
+  return g;
+}
+
+/// The CPU kick of a grid collective element over one block: the field at each alive particle
+/// (cloud-in-cell from the nodes, charge_grid_field_at), then the element's kick for the particles
+/// inside the grid (those outside were counted at the deposit), then the element limits.
+template <class E, void (*Kick)(const E&, const double*, ParticleView&)>
+int grid_kick_block(const void* params, const ft_grid_field* field, ft_particle_block* b, ft_error* error) {
+  const E& e = *static_cast<const E*>(params);
+  const ChargeGridSpec grid = charge_grid_spec(*field);
+  return for_each_alive(b, error, [&](ParticleView& p) {
+    const double pos[3] = {p.x, p.y, p.zeta};
+    double f[3];
+    if (charge_grid_field_at(grid, field->ex, field->ey, field->ez, pos, f)) Kick(e, f, p);
+  });
+}
+
+template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_grid_model&)>
+int create_grid(const void* params, const char* json_definition, const char* base_directory,
+                const ft_reference* reference, ft_grid_model* model, ft_error* error) {
+  try {
+    Create(*static_cast<const E*>(params), json_definition, base_directory, *reference, *model);
+    return 0;
+  } catch (const std::exception& ex) {
+    write_error(error, ex.what());
+  } catch (...) {
+    write_error(error, "unknown C++ exception");
+  }
+  return 1;
+}
+
 template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_collective_model&)>
 int create_model(const void* params, const char* json_definition, const char* base_directory,
                  const ft_reference* reference, ft_collective_model* model, ft_error* error) {
@@ -480,7 +531,25 @@ bool add_type(const ft_element_type_desc& desc);
         JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
     static const ft_collective_desc collective = {                                                    \
         #NAME "_kick", &::ft::element_sdk::create_model<NAME, &NAME##_create_model>,                  \
-        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>};                                          \
+        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>, FT_COLLECTIVE_PROFILE, nullptr, nullptr};  \
+    static const ft_element_type_desc desc = {                                                        \
+        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
+        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
+        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
+        -1, PREPARE, nullptr, &collective};                                                           \
+    return desc;                                                                                      \
+  }
+
+#define FT_GRID_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                              \
+  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
+    using Self = NAME;                                                                                \
+    static const ft_field_desc fields[] = {                                                           \
+        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
+        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
+    static const ft_collective_desc collective = {                                                    \
+        #NAME "_kick", nullptr, nullptr, FT_COLLECTIVE_GRID,                                          \
+        &::ft::element_sdk::create_grid<NAME, &NAME##_create_grid>,                                   \
+        &::ft::element_sdk::grid_kick_block<NAME, &NAME##_kick>};                                     \
     static const ft_element_type_desc desc = {                                                        \
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
@@ -506,6 +575,10 @@ bool add_type(const ft_element_type_desc& desc);
 
 #define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                        \
   FT_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, FT_PREPARE_FN_##PREPARE(NAME), DOC)      \
+  FT_ELEMENT_REGISTRAR_(NAME)
+
+#define FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                  \
+  FT_GRID_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, FT_PREPARE_FN_##PREPARE(NAME), DOC)  \
   FT_ELEMENT_REGISTRAR_(NAME)
 
 #endif  // host
