@@ -64,6 +64,30 @@ std::string plotting_python() {
   return "";
 }
 
+bool run_plot_script(const std::string& script, const std::vector<std::string>& arguments, const std::string& what) {
+  const std::string installed =
+      (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" / "fusetrack" / script).string();
+  const std::string tool =
+      std::filesystem::exists(installed) ? installed : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/" + script;
+  auto quote = [](const std::string& s) {  // one single-quoted shell word
+    std::string q = "'";
+    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+    return q + "'";
+  };
+  const std::string python = plotting_python();
+  if (python.empty()) {
+    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; {} not written\n", what);
+    return false;
+  }
+  std::string cmd = python + " " + quote(tool);
+  for (const std::string& a : arguments) cmd += " " + quote(a);
+  if (std::system(cmd.c_str()) != 0) {
+    fmt::print(stderr, "warning: plotting failed ({}); {} not written\n", cmd, what);
+    return false;
+  }
+  return true;
+}
+
 int threads_per_rank(const CommonOptions& o) {
   if (o.threads > 0) return o.threads;
   Communicator& comm = world();

@@ -48,6 +48,11 @@ void check_output_path(const std::string& path, const std::string& option);
 /// The first Python with matplotlib and numpy (a user's venv may lack them), or "".
 std::string plotting_python();
 
+/// Runs the plot script `script` (a file name in tools/, installed in share/fusetrack/) with
+/// `arguments` (each passed as one shell word) by plotting_python(). Returns true when it ran;
+/// otherwise prints a warning naming `what` (the plots that are not written) and returns false.
+bool run_plot_script(const std::string& script, const std::vector<std::string>& arguments, const std::string& what);
+
 /// CPU threads for this process: --threads, or the node's cores shared among its MPI ranks.
 int threads_per_rank(const CommonOptions& o);
 

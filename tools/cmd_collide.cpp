@@ -29,22 +29,7 @@ struct CollideArgs {
   bool gpu_check = true;
 };
 
-std::string shell_word(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
-
-void plot(const std::string& directory) {
-  const std::string script = std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_collide.py";
-  const std::string python = plotting_python();
-  if (python.empty()) {
-    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; no plots written\n");
-    return;
-  }
-  const std::string cmd = fmt::format("{} {} {}", python, shell_word(script), shell_word(directory));
-  if (std::system(cmd.c_str()) != 0) fmt::print(stderr, "warning: plotting failed ({})\n", cmd);
-}
+void plot(const std::string& directory) { run_plot_script("plot_collide.py", {directory}, "the plots are"); }
 
 int run(const CollideArgs& a) {
   Communicator& comm = world();

@@ -44,18 +44,8 @@ struct DaArgs {
   int64_t stop_after = 0;  // --stop-after TURNS
 };
 
-/// Plots of a DA result directory with tools/plot_da.py, by the first python3 that has matplotlib.
-void make_da_plots(const std::string& output) {
-  const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
-                              "fusetrack" / "plot_da.py").string();
-  std::string plot = std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_da.py";
-  const std::string python = plotting_python();
-  const std::string cmd = fmt::format("{} '{}' '{}'", python, plot, output);
-  if (python.empty())
-    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; results are written, plots are not\n");
-  else if (std::system(cmd.c_str()) != 0)
-    fmt::print(stderr, "warning: plotting failed ({}); results are written, plots are not\n", cmd);
-}
+/// Plots of a DA result directory with tools/plot_da.py.
+void make_da_plots(const std::string& output) { run_plot_script("plot_da.py", {output}, "the DA plots are"); }
 
 std::string format_duration(double s) {
   if (!std::isfinite(s)) return "?";

@@ -40,28 +40,10 @@ bool has_extension(const std::string& path, std::initializer_list<const char*> e
   return false;
 }
 
-/// A single-quoted shell word.
-std::string shell_quote(const std::string& s) {
-  std::string q = "'";
-  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-  return q + "'";
-}
 
-/// Plots a Twiss table file with tools/plot_optics.py, by the first python3 that has matplotlib.
+/// Plots a Twiss table file with tools/plot_optics.py.
 void plot_twiss_table(const std::string& table_file, const std::string& plot, const std::string& title) {
-  const std::string script = (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" /
-                              "fusetrack" / "plot_optics.py")
-                                 .string();
-  const std::string tool =
-      std::filesystem::exists(script) ? script : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_optics.py";
-  const std::string python = plotting_python();
-  const std::string cmd = fmt::format("{} {} {} {} --title {}", python, shell_quote(tool), shell_quote(table_file),
-                                      shell_quote(plot), shell_quote(title));
-  if (python.empty())
-    fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; the plot {} is not written\n", plot);
-  else if (std::system(cmd.c_str()) != 0)
-    fmt::print(stderr, "warning: plotting failed ({}); the plot {} is not written\n", cmd, plot);
-  else
+  if (run_plot_script("plot_optics.py", {table_file, plot, "--title", title}, "the plot " + plot + " is"))
     fmt::print("plot         {}\n", plot);
 }
 

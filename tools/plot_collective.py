@@ -5,6 +5,8 @@ Usage: plot_collective.py MONITOR.npz -o DIR
 Writes into DIR:
   bunch_length.png   rms bunch length (zeta [m] and time [ns]) and rms delta against turn
   emittance.png      longitudinal rms emittance (4 pi sigma_t sigma_E style) [eV s] against turn
+  transverse.png     normalized betatron emittances (x, y) and rms beam sizes against turn, with the
+                     particles alive (monitors written since the transverse moments exist)
   profiles.png       line-density profiles and induced voltage of each collective element at the
                      snapshot turns (when the file has profiles: --profile-every)
 """
@@ -54,6 +56,24 @@ def main():
     fig.tight_layout()
     fig.savefig(os.path.join(args.output, "emittance.png"), dpi=120)
     plt.close(fig)
+
+    if "emittance_nx" in d:
+        fig, (ax, bx) = plt.subplots(2, 1, figsize=(7, 5.5), sharex=True)
+        ax.plot(turn, d["emittance_nx"] * 1e6, lw=1, label="x")
+        ax.plot(turn, d["emittance_ny"] * 1e6, lw=1, label="y")
+        ax.set_ylabel("normalized rms emittance [um]")
+        ax.legend(loc="upper left")
+        ax2 = ax.twinx()
+        ax2.plot(turn, d["alive"], lw=1, color="C3", ls="--")
+        ax2.set_ylabel("alive", color="C3")
+        bx.plot(turn, d["rms_x"] * 1e3, lw=1, label="rms x")
+        bx.plot(turn, d["rms_y"] * 1e3, lw=1, label="rms y")
+        bx.set_xlabel("turn")
+        bx.set_ylabel("rms size [mm]")
+        bx.legend(loc="upper left")
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.output, "transverse.png"), dpi=120)
+        plt.close(fig)
 
     if "profile_turn" in d:
         pturns = d["profile_turn"]

@@ -6,12 +6,14 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
 
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_file.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
+#include "support/process.h"
 
 namespace {
 
@@ -121,4 +123,36 @@ TEST_CASE("Tune footprint: bad options name the field") {
   o = footprint_options();
   o.amplitudes = 0;
   CHECK(message(o).find("'amplitudes'") != std::string::npos);
+}
+
+TEST_CASE("fusetrack spacecharge footprint (command line) on the bundled space-charge ring") {
+  const auto dir = ft::test::temp_dir("footprint_cli");
+  const std::string ring = ft::test::source_path("lattices/space_charge_ring.json");
+  const std::string sc = (dir / "ring_sc.json").string(), out = (dir / "fp").string();
+  const auto r1 = ft::test::run_command(fmt::format(
+      "{} spacecharge install {} --elements 32 --intensity 1.5e11 --emittances 2e-6 1.5e-6 --sigma-zeta 8 "
+      "--delta-rms 1e-3 -o {}",
+      ft::test::fusetrack_binary(), ring, sc));
+  REQUIRE(r1.first == 0);
+  const auto r2 = ft::test::run_command(fmt::format(
+      "{} spacecharge footprint {} --emittances 2e-6 1.5e-6 --amplitudes 3 --angles 2 -n 256 --device cpu --no-plot -o {}",
+      ft::test::fusetrack_binary(), sc, out));
+  const std::string text = r2.second;
+  CAPTURE(text);
+  REQUIRE(r2.first == 0);
+  CHECK(text.find("without its 32 space-charge elements") != std::string::npos);
+  CHECK(text.find("footprint 6 particles (3 amplitudes up to 4 sigma x 2 angles), 256 turns: 0 lost") != std::string::npos);
+  std::ifstream csv(out + "/footprint.csv");
+  std::string line;
+  int rows = 0;
+  std::getline(csv, line);  // comment
+  std::getline(csv, line);
+  CHECK(line == "amplitude_x,amplitude_y,qx,qy,lost_turn");
+  while (std::getline(csv, line)) ++rows;
+  CHECK(rows == 6);
+  // Bad input: exit code 2, the option named.
+  const auto r3 = ft::test::run_command(fmt::format("{} spacecharge footprint {} --emittances 2e-6 1e-6 -n 8 --no-plot -o {}",
+                                                    ft::test::fusetrack_binary(), sc, out));
+  CHECK(r3.first == 2);
+  CHECK(r3.second.find("'turns'") != std::string::npos);
 }
