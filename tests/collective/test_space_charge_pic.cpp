@@ -530,3 +530,32 @@ TEST_CASE("space charge PIC: bad input names the element and the field") {
   const std::string intensity = message({{"intensity", -1.0}});
   CHECK(intensity.find("intensity") != std::string::npos);
 }
+
+TEST_CASE("space charge PIC: the GPU segment kernels with grid elements compile with NVRTC (no GPU needed)") {
+  // A 2.5D element (adapted grid) first in the sequence, a 3D one (fixed grid) and a longitudinal
+  // impedance: segments with grid kicks, grid deposits, profile deposits and the wrap kernel.
+  ScRing o;
+  json doc = sc_ring_json(o);
+  doc["elements"]["impedance"] = {{"type", "LongitudinalImpedance"}, {"n_slices", 64},  {"zeta_min", -12.0},
+                                  {"zeta_max", 12.0},                {"intensity", 1e10},
+                                  {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", 1e3}, {"frequency", 1e7}, {"q", 1.0}}})}};
+  doc["sequence"].insert(doc["sequence"].begin(), "sc");
+  doc["sequence"].push_back("impedance");
+  const Lattice lattice = lattice_from_json(doc, "sc_kernels.json", ft::test::builtin_registry());
+  const TurnProgram program = TurnProgram::build(lattice);
+  REQUIRE(program.collective.size() == 4);
+  std::vector<SliceGrid> grids;
+  for (size_t c : program.collective)
+    grids.push_back(lattice.element(c).type->is_grid_collective() ? SliceGrid{}
+                                                                   : CollectiveSolver(lattice, c, FmaMode::Off, 10).slice_grid());
+  KernelCompiler compiler("off");
+  for (FmaMode fma : {FmaMode::Off, FmaMode::On})
+    for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
+      const KernelSource src = generate_collective_kernels(lattice, fma, dispatch, grids);
+      CHECK(src.text.find("fusetrack_grid_deposit") != std::string::npos);
+      CHECK(src.text.find("SpaceChargePIC_kick(el, ft_field, p)") != std::string::npos);
+      CompiledKernel k;
+      CHECK_NOTHROW(k = compiler.compile(src, 90));
+      CHECK(k.cubin.size() > 1000);
+    }
+}

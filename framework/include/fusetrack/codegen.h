@@ -82,7 +82,11 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 /// segment_kernel_name(k), each running one turn of its segment (the kick of the collective
 /// element before it, its elements, the deposit for the collective element after it), plus the
 /// wrap kernel (kWrapKernelName), and the solver kernels (fusetrack_line_density, fusetrack_convolve, fusetrack_fft_stage, ...).
-/// `grids`: the slice grid of each collective element, in sequence order.
+/// `grids`: the slice grid of each collective element, in sequence order (ignored for grid elements).
+/// Grid collective elements (space charge): when the lattice has one, every segment kernel takes the
+/// grid arguments after `profile_in_shared` (kick_ex, kick_ey, kick_ez, kick_grid, grid_acc,
+/// grid_outside_slot, deposit_spec, extent, extent_acc, grid_mode: 1 deposit on deposit_spec, 2 the
+/// adapted extent's moment pass) and the source has fusetrack_grid_extent and fusetrack_grid_deposit.
 KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch dispatch,
                                          const std::vector<SliceGrid>& grids);
 std::string segment_kernel_name(size_t segment);

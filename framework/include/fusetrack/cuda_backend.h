@@ -66,6 +66,11 @@ struct CudaRunStats {
   // Collective lattices with CudaBackendOptions::time_phases:
   double segment_seconds = 0.0;  // segment kernels (kick, elements, deposit)
   double solve_seconds = 0.0;    // line density, convolution or FFT, field, multi-turn memory
+  // Grid collective elements (space charge; always measured, wall time on the host): the integer
+  // grid down, the sum over ranks, the Poisson solve on the host, the fields up.
+  double grid_transfer_seconds = 0.0;  // grid download + field upload (and the adapted grid's moments)
+  double grid_solve_seconds = 0.0;     // GridCollectiveSolver::solve on the host (CPU threads)
+  uint64_t grid_bytes_transferred = 0;
 };
 
 class CudaBackend : public Backend {
@@ -99,6 +104,7 @@ class CudaBackend : public Backend {
   /// write), the best of five: the bound for memory-bound kernels on this GPU.
   double copy_bandwidth(size_t bytes = size_t(1) << 30);
   std::vector<CollectiveSnapshot> collective_snapshots() const override;
+  std::vector<GridCollectiveReport> grid_reports() const override;
   void parameters_changed() override;
   void set_variants(const std::vector<const Lattice*>& variants) override;
   const GpuInfo& gpu() const { return m_gpu; }

@@ -525,6 +525,57 @@ extern "C" __global__ void fusetrack_mode_update(const double* __restrict__ lamb
 }
 )";
 
+// Grid collective elements: the extra arguments of the segment kernels, and the stand-alone moment
+// pass and deposit of adapted grids (the same per-particle steps as the segment kernels).
+const char* kGridSegmentParameters = R"(,
+    const double* __restrict__ kick_ex, const double* __restrict__ kick_ey, const double* __restrict__ kick_ez,
+    ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
+    ft::ChargeGridSpec deposit_spec, ft::ExtentScales extent, unsigned long long* __restrict__ extent_acc,
+    int grid_mode)";
+
+const char* kGridKernels = R"(
+// Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
+// counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
+extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_extent(FtParticleArrays P, int n_particles,
+                                                                         ft::ExtentScales extent,
+                                                                         unsigned long long* __restrict__ acc) {
+  __shared__ unsigned long long block[ft::kExtentAccumulators + 1];
+  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) block[a] = 0ull;
+  __syncthreads();
+  unsigned long long sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
+    if (P.state[i] <= 0) continue;
+    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
+    long long out[ft::kExtentAccumulators];
+    if (ft::extent_contributions(extent, pos, out)) {
+      for (int a = 0; a < ft::kExtentAccumulators; ++a) sum[a] += static_cast<unsigned long long>(out[a]);
+    } else {
+      sum[ft::kExtentAccumulators] += 1ull;
+    }
+  }
+  for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (sum[a]) atomicAdd(&block[a], sum[a]);
+  __syncthreads();
+  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) if (block[a]) atomicAdd(&acc[a], block[a]);
+}
+
+// Cloud-in-cell integer charge of the alive particles on the grid `spec`; acc[outside_slot] counts
+// the particles outside it. Integer atomics only: the same integers as the CPU for any order.
+extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParticleArrays P, int n_particles,
+                                                                          ft::ChargeGridSpec spec,
+                                                                          unsigned long long* __restrict__ acc,
+                                                                          long long outside_slot) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
+    if (P.state[i] <= 0) continue;
+    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
+    long long nodes[8];
+    unsigned long long w[8];
+    const int m = ft::charge_deposit(spec, pos, nodes, w);
+    if (m == 0) atomicAdd(&acc[outside_slot], 1ull);
+    for (int q = 0; q < m; ++q) atomicAdd(&acc[nodes[q]], w[q]);
+  }
+}
+)";
+
 std::string grid_literal(const SliceGrid& g) {
   return fmt::format("ft::SliceGrid{{{}, {}, {}, {}, {}}}", g.n_slices, g.linear, double_literal(g.zeta_min),
                      double_literal(g.zeta_max), double_literal(g.inv_dz));
@@ -553,6 +604,18 @@ struct FtParticleArrays {
 )";
   s += kCollectiveSolverKernels;
   const size_t K = program.collective.size();
+  // Grid collective elements (space charge): the segment kernels take the grid arguments (the
+  // grids change every turn when adapted to the bunch), and two stand-alone kernels make the moment
+  // pass and the deposit of adapted grids (fusetrack/device/space_charge.h, reduction.h).
+  auto is_grid = [&](int c) {
+    return c >= 0 && lattice.element(program.collective[static_cast<size_t>(c)]).type->is_grid_collective();
+  };
+  bool has_grid = false;
+  for (size_t c = 0; c < K; ++c) has_grid |= is_grid(static_cast<int>(c));
+  if (has_grid) {
+    s += "#include \"fusetrack/device/space_charge.h\"\n";
+    s += kGridKernels;
+  }
   // One kernel from its parts: the kick of collective element `kick` (-1: none), the elements
   // of the segments listed (a "next turn" marker before the head segment of the following turn,
   // whose losses count for turn + 1), the end-of-turn checks, and the deposit for `deposit`.
@@ -567,11 +630,18 @@ struct FtParticleArrays {
 extern "C" __global__ void __launch_bounds__(256) {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int turn, int n_elements, ft::GlobalLimits limits,
-    const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared) {{
+    const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared{2}) {{
   extern __shared__ unsigned long long ft_block_profile[];
 )",
-                     name, comment);
-    if (deposit >= 0) {
+                     name, comment, has_grid ? kGridSegmentParameters : "");
+    const bool grid_deposit = is_grid(deposit);
+    if (grid_deposit)
+      s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
+           "  if (grid_mode == 2) {\n"
+           "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) ft_block_extent[a] = 0ull;\n"
+           "    __syncthreads();\n  }\n"
+           "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};\n";
+    if (deposit >= 0 && !grid_deposit) {
       s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[static_cast<size_t>(deposit)]));
       s += "  if (profile_in_shared) {\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
@@ -583,7 +653,19 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
          "                       P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};\n"
          "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";
-    if (kick >= 0) {
+    if (kick >= 0 && is_grid(kick)) {
+      // The field of the bunch at the particle from the grid nodes (the deposit's weights), then the
+      // element's kick, for the particles inside the grid (those outside were counted at the deposit).
+      const size_t e = program.collective[static_cast<size_t>(kick)];
+      const ElementDefinition& def = lattice.element(e);
+      s += fmt::format(
+          "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
+          "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field)) {}(el, ft_field, p);\n"
+          "      ft::apply_element_limits(p, limits);\n"
+          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
+          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
+          def.type->collective->kick_function, e, e, def.name);
+    } else if (kick >= 0) {
       const size_t e = program.collective[static_cast<size_t>(kick)];
       const ElementDefinition& def = lattice.element(e);
       s += fmt::format(
@@ -630,12 +712,31 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
          "    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;\n"
          "    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;\n"
          "    if (p.state <= 0) { P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; continue; }\n";
-    if (deposit >= 0)
+    if (grid_deposit)
+      s += "    {\n      const double ft_pos[3] = {p.x, p.y, p.zeta};\n"
+           "      if (grid_mode == 1) {  // cloud-in-cell integer charge; the last slot counts the particles outside\n"
+           "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
+           "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
+           "        if (m == 0) atomicAdd(&grid_acc[grid_outside_slot], 1ull);\n"
+           "        for (int q = 0; q < m; ++q) atomicAdd(&grid_acc[ft_nodes[q]], ft_w[q]);\n"
+           "      } else if (grid_mode == 2) {  // moments of the adapted extent, summed in the thread first\n"
+           "        long long ft_out[ft::kExtentAccumulators];\n"
+           "        if (ft::extent_contributions(extent, ft_pos, ft_out)) {\n"
+           "          for (int a = 0; a < ft::kExtentAccumulators; ++a) ft_extent_sum[a] += static_cast<unsigned long long>(ft_out[a]);\n"
+           "        } else {\n          ft_extent_sum[ft::kExtentAccumulators] += 1ull;\n        }\n"
+           "      }\n    }\n";
+    if (deposit >= 0 && !grid_deposit)
       s += "    int bins[2];\n    unsigned long long weights[2];\n"
            "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
            "    for (int q = 0; q < m; ++q) atomicAdd(profile_in_shared ? &ft_block_profile[bins[q]] : &profile[bins[q]], weights[q]);\n";
     s += "  }\n";
-    if (deposit >= 0)
+    if (grid_deposit)
+      s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"
+           "    for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (ft_extent_sum[a]) atomicAdd(&ft_block_extent[a], ft_extent_sum[a]);\n"
+           "    __syncthreads();\n"
+           "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x)\n"
+           "      if (ft_block_extent[a]) atomicAdd(&extent_acc[a], ft_block_extent[a]);\n  }\n";
+    if (deposit >= 0 && !grid_deposit)
       s += "  if (profile_in_shared) {\n    __syncthreads();\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
            "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";

@@ -14,6 +14,7 @@
 
 #include "cuda_driver.h"
 #include "fusetrack/collective.h"
+#include "fusetrack/space_charge.h"
 #include "fusetrack/device/random.h"
 #include "fusetrack/error.h"
 #include "fusetrack/memory_budget.h"
@@ -43,7 +44,11 @@ struct LoadedKernel {
 
 /// The device side of one collective element: its host solver (tables, model) and device buffers.
 struct DeviceCollective {
-  std::unique_ptr<CollectiveSolver> solver;
+  std::unique_ptr<CollectiveSolver> solver;  // profile kind (null for a grid element)
+  // Grid kind (space charge): the host solver (grid, Poisson solve) and the device buffers: integer
+  // charge per node plus the outside count, the adapted extent's moments, the fields at the nodes.
+  std::unique_ptr<GridCollectiveSolver> grid;
+  CUdeviceptr grid_acc = 0, extent_acc = 0, ex = 0, ey = 0, ez = 0;
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
   CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
   CUdeviceptr half_spectrum = 0, fft_real_out = 0;                  // cuFFT (fma on)
@@ -59,6 +64,7 @@ struct CollectiveKernels {
   CUfunction wrap = nullptr;  // last segment + first segment of the next turn
   CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
+  CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
   KernelSource source;
 };
 
@@ -77,7 +83,7 @@ struct CudaBackend::Impl {
     for (DeviceCollective& c : collective) {
       for (CUdeviceptr p : {c.counts, c.field, c.lambda, c.conv, c.wake_kernel, c.fft_x, c.fft_y, c.spectrum,
                             c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
-                            c.memory})
+                            c.memory, c.grid_acc, c.extent_acc, c.ex, c.ey, c.ez})
         if (p) d->mem_free(p);
       if (c.plan_forward) cufftDestroy(c.plan_forward);
       if (c.plan_inverse) cufftDestroy(c.plan_inverse);
@@ -787,7 +793,19 @@ unsigned blocks_for(size_t n, unsigned threads) { return static_cast<unsigned>((
 
 }  // namespace
 
-std::vector<CollectiveSnapshot> CudaBackend::collective_snapshots() const { return m_impl->snapshots; }
+std::vector<CollectiveSnapshot> CudaBackend::collective_snapshots() const {
+  std::vector<CollectiveSnapshot> profiles;  // the profile kind's (grid elements: grid_reports)
+  for (size_t c = 0; c < m_impl->snapshots.size(); ++c)
+    if (c < m_impl->collective.size() && m_impl->collective[c].solver) profiles.push_back(m_impl->snapshots[c]);
+  return profiles;
+}
+
+std::vector<GridCollectiveReport> CudaBackend::grid_reports() const {
+  std::vector<GridCollectiveReport> reports;
+  for (const DeviceCollective& c : m_impl->collective)
+    if (c.grid) reports.push_back(c.grid->report());
+  return reports;
+}
 
 double CudaBackend::copy_bandwidth(size_t bytes) {
   const cuda::Driver& d = *m_impl->d;
@@ -840,6 +858,18 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     std::vector<SliceGrid> grids;
     for (size_t c = 0; c < K; ++c) {
       DeviceCollective dc;
+      if (m_lattice.element(program.collective[c]).type->is_grid_collective()) {
+        dc.grid = std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles);
+        const size_t nodes = dc.grid->node_count();
+        dc.grid_acc = device_zeros(d, (nodes + 1) * sizeof(uint64_t), "cuMemAlloc(charge grid)");
+        dc.extent_acc = device_zeros(d, (kExtentAccumulators + 1) * sizeof(uint64_t), "cuMemAlloc(grid extent)");
+        dc.ex = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
+        dc.ey = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
+        if (dc.grid->model().solver == FT_GRID_3D) dc.ez = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
+        grids.push_back(SliceGrid{});
+        impl.collective.push_back(std::move(dc));
+        continue;
+      }
       dc.solver = std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles);
       const CollectiveSolver& sv = *dc.solver;
       const size_t ns = static_cast<size_t>(sv.n_slices());
@@ -912,6 +942,12 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         {&kk.half_spectrum_product, "fusetrack_half_spectrum_product"}, {&kk.finish_field, "fusetrack_finish_field"},
         {&kk.mode_update, "fusetrack_mode_update"}};
     for (const auto& [fn, name] : solver_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
+    bool any_grid = false;
+    for (const DeviceCollective& c : impl.collective) any_grid |= c.grid != nullptr;
+    if (any_grid) {
+      check(d.module_get_function(&kk.grid_extent, kk.module, "fusetrack_grid_extent"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.grid_deposit, kk.module, "fusetrack_grid_deposit"), "cuModuleGetFunction");
+    }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
       const KernelTables tables = kernel_tables(m_lattice, kk.source);
@@ -922,6 +958,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     for (size_t c = 0; c < K; ++c) {
       CollectiveSnapshot& snap = impl.snapshots[c];
       snap.sequence_index = program.collective[c];
+      if (!impl.collective[c].solver) continue;  // a grid element (grid_reports)
       snap.element_name = impl.collective[c].solver->element_name();
       snap.grid = impl.collective[c].solver->grid();
       snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
@@ -948,6 +985,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   auto down_particles = [&] { buffers.download(host_particles(), 0, n); };
   auto down_snapshots = [&] {
     for (size_t c = 0; c < K; ++c) {
+      if (!impl.collective[c].solver) continue;  // grid elements keep their state on the host
       download(d, impl.snapshots[c].counts, impl.collective[c].counts, 0, impl.snapshots[c].counts.size());
       download(d, impl.snapshots[c].field, impl.collective[c].field, 0, impl.snapshots[c].field.size());
     }
@@ -976,7 +1014,57 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     ++m_stats.launches;
   };
   std::vector<uint64_t> host_counts;
+  // A grid element: the adapted extent's moments (the segment kernel made the first pass), the
+  // deposit on this turn's grid (in the segment kernel for fixed grids), the integer grid down, summed
+  // over ranks, solved on the host with the CPU backend's code, the fields up for the next kick.
+  std::vector<uint64_t> host_grid;
+  bool any_grid = false;
+  for (const DeviceCollective& c : impl.collective) any_grid |= c.grid != nullptr;
+  auto grid_solve = [&](DeviceCollective& dc) {
+    GridCollectiveSolver& g = *dc.grid;
+    const size_t nodes = g.node_count();
+    const auto t_transfer = std::chrono::steady_clock::now();
+    double solve_wall = 0.0;
+    if (g.adaptive()) {
+      std::vector<uint64_t> acc(kExtentAccumulators + 1);
+      const int passes = g.extent_passes();
+      for (int pass = 0; pass < passes; ++pass) {
+        if (pass > 0) {
+          check(d.memset_d8(dc.extent_acc, 0, acc.size() * sizeof(uint64_t)), "cuMemset(grid extent)");
+          ExtentScales extent = g.extent_scales();
+          void* args[] = {&dp, &n_particles, &extent, &dc.extent_acc};
+          launch(kk.grid_extent, std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
+                 kThreads, 0, args);
+        }
+        download(d, acc, dc.extent_acc, 0, acc.size());
+        if (options.reduce_profile) options.reduce_profile(acc.data(), acc.size());
+        g.set_extent(acc.data());
+      }
+      check(d.memset_d8(dc.grid_acc, 0, (nodes + 1) * sizeof(uint64_t)), "cuMemset(charge grid)");
+      ChargeGridSpec spec = g.spec();
+      long long outside_slot = static_cast<long long>(nodes);
+      void* args[] = {&dp, &n_particles, &spec, &dc.grid_acc, &outside_slot};
+      launch(kk.grid_deposit, std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
+             kThreads, 0, args);
+    }
+    host_grid.resize(nodes + 1);
+    download(d, host_grid, dc.grid_acc, 0, nodes + 1);
+    if (options.reduce_profile) options.reduce_profile(host_grid.data(), host_grid.size());
+    const auto t_solve = std::chrono::steady_clock::now();
+    g.solve(host_grid.data(), host_grid[nodes]);
+    solve_wall = seconds_since(t_solve);
+    upload(d, dc.ex, g.ex(), 0, nodes);
+    upload(d, dc.ey, g.ey(), 0, nodes);
+    if (dc.ez) upload(d, dc.ez, g.ez(), 0, nodes);
+    m_stats.grid_solve_seconds += solve_wall;
+    m_stats.grid_transfer_seconds += seconds_since(t_transfer) - solve_wall;
+    m_stats.grid_bytes_transferred += (nodes + 1) * sizeof(uint64_t) + (dc.ez ? 3 : 2) * nodes * sizeof(double);
+  };
   auto solve = [&](DeviceCollective& dc) {
+    if (dc.grid) {
+      grid_solve(dc);
+      return;
+    }
     CollectiveSolver& sv = *dc.solver;
     int ns = sv.n_slices();
     if (options.reduce_profile) {  // the profile summed over the processes of the run
@@ -1049,12 +1137,44 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
     int in_shared = deposit && impl.collective[deposit_c].profile_in_shared ? 1 : 0;
     const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[deposit_c].solver->n_slices()) * 8u : 0u;
-    if (deposit)
+    if (deposit && impl.collective[deposit_c].solver)
       check(d.memset_d8(profile, 0, static_cast<size_t>(impl.collective[deposit_c].solver->n_slices()) * sizeof(uint64_t)),
             "cuMemset(profile)");
+    // Grid elements (kernel_tables' extra arguments, codegen.h): the kick's field and grid, and the
+    // deposit (fixed grid) or the first moment pass (adapted grid).
+    CUdeviceptr kick_ex = 0, kick_ey = 0, kick_ez = 0, grid_acc = 0, extent_acc = 0;
+    ChargeGridSpec kick_grid{}, deposit_spec{};
+    ExtentScales extent{};
+    long long outside_slot = 0;
+    int grid_mode = 0;
+    if (kick && impl.collective[kick_c].grid) {
+      const DeviceCollective& kc = impl.collective[kick_c];
+      kick_ex = kc.ex, kick_ey = kc.ey, kick_ez = kc.ez;
+      kick_grid = kc.grid->spec();
+    }
+    if (deposit && impl.collective[deposit_c].grid) {
+      DeviceCollective& dc = impl.collective[deposit_c];
+      if (dc.grid->adaptive()) {
+        grid_mode = 2;
+        extent = dc.grid->extent_scales();
+        extent_acc = dc.extent_acc;
+        check(d.memset_d8(extent_acc, 0, (kExtentAccumulators + 1) * sizeof(uint64_t)), "cuMemset(grid extent)");
+      } else {
+        grid_mode = 1;
+        deposit_spec = dc.grid->spec();
+        grid_acc = dc.grid_acc;
+        outside_slot = static_cast<long long>(dc.grid->node_count());
+        check(d.memset_d8(grid_acc, 0, (dc.grid->node_count() + 1) * sizeof(uint64_t)), "cuMemset(charge grid)");
+      }
+    }
     if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
-    void* args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                    const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
+    void* profile_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
+                            const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
+    void* grid_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
+                         const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared,
+                         &kick_ex, &kick_ey, &kick_ez, &kick_grid, &grid_acc, &outside_slot,
+                         &deposit_spec, &extent, &extent_acc, &grid_mode};
+    void** args = any_grid ? grid_args : profile_args;
     const unsigned per_sm = in_shared ? 2u : 8u;
     const unsigned blocks =
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
@@ -1113,6 +1233,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     down_snapshots();
   }
   if (source) source->result.alive = source->download_final ? particles.alive_count() : count_alive_on_device(impl, dp, n);
+  for (DeviceCollective& c : impl.collective) {
+    if (!c.grid) continue;
+    const std::string warning = c.grid->take_warning();
+    if (options.warnings && !warning.empty()) std::cerr << warning;
+  }
 }
 
 }  // namespace ft

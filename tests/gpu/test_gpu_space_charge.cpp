@@ -1,0 +1,187 @@
+// Particle-in-cell space charge (SpaceChargePIC) on the GPU: the segment kernels deposit the integer
+// charge grid and kick from the node fields, the Poisson solve runs on the host (the CPU backend's
+// GridCollectiveSolver). With fma=off the particles equal the CPU's bit for bit (2.5D with an adapted
+// grid, 3D with a fixed one, one element first in the sequence so the wrap kernel runs, both
+// dispatches, with and without per-turn callbacks); with fma=on (FFTW on the host for the solve,
+// contraction in the kernels) close. The benchmark of issue 23 (2.5D, 10^7 macroparticles,
+// 256 x 256 nodes, 64 slices, one element per turn) runs when FUSETRACK_GPU_BENCH=1
+// (tools/device/space_charge.sh sets it).
+#include <doctest/doctest.h>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cmath>
+#include <cstdlib>
+#include <nlohmann/json.hpp>
+#include <random>
+
+#include "fusetrack/compare.h"
+#include "fusetrack/cuda_backend.h"
+#include "fusetrack/cuda_reduction.h"
+#include "fusetrack/space_charge.h"
+#include "support/registry.h"
+
+using namespace ft;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kProtonMass = 938272088.16;  // [eV]
+
+/// Two thin-quadrupole FODO cells (160 m) with a 2.5D SpaceChargePIC (adapted grid) first in the
+/// sequence and a 3D one (fixed grid) after qd; a strong intensity so that differences show.
+Lattice pic_ring(double intensity = 5e11) {
+  json sc = {{"type", "SpaceChargePIC"}, {"length", 80.0}, {"intensity", intensity}, {"model", "2.5D"},
+             {"nodes_x", 32},            {"nodes_y", 32},  {"nodes_zeta", 8}};
+  json sc3 = {{"type", "SpaceChargePIC"}, {"length", 80.0}, {"intensity", intensity}, {"model", "3D"},
+              {"nodes_x", 32},            {"nodes_y", 32},  {"nodes_zeta", 16},      {"x_min", -0.03},
+              {"x_max", 0.03},            {"y_min", -0.03}, {"y_max", 0.03},         {"zeta_min", -10.0},
+              {"zeta_max", 10.0}};
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
+              {"elements",
+               {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
+                {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
+                {"d", {{"type", "Drift"}, {"length", 40.0}}},
+                {"sc", sc},
+                {"sc3d", sc3}}},
+              {"sequence", {"sc", "qf_half", "d", "qd", "sc3d", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"}}};
+  return lattice_from_json(doc, "gpu_pic_ring.json", ft::test::builtin_registry());
+}
+
+Particles gaussian_bunch(double beta0, size_t n, double sigma_x, double sigma_y, double sigma_zeta, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  Particles p(n, beta0);
+  for (size_t i = 0; i < n; ++i) {
+    const double x = sigma_x * g(rng), px = 1e-4 * g(rng), y = sigma_y * g(rng), py = 1e-4 * g(rng);
+    p.set(i, x, px, y, py, sigma_zeta * g(rng), 0.0);
+  }
+  return p;
+}
+
+}  // namespace
+
+TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D adapted, 3D fixed, both dispatches)") {
+  const Lattice lattice = pic_ring();
+  const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 3);
+  for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch})
+    for (int64_t callback_every : {int64_t(0), int64_t(2)}) {
+      TrackOptions o;
+      o.turns = 6;
+      o.fma = FmaMode::Off;
+      o.warnings = false;
+      o.callback_every = callback_every;  // 2: the tail of every second turn runs unfused
+      if (callback_every > 0) o.callback = [](int64_t, const Particles&) { return true; };
+      Particles cpu = initial, gpu = initial;
+      auto cpu_backend = make_cpu_backend(lattice);
+      cpu_backend->track(cpu, o);
+      CudaBackendOptions co;
+      co.dispatch = dispatch;
+      CudaBackend gpu_backend(lattice, co);
+      gpu_backend.track(gpu, o);
+      const ParticleComparison c = compare_particles(cpu, gpu);
+      const auto a = cpu_backend->grid_reports(), b = gpu_backend.grid_reports();
+      REQUIRE(a.size() == 2);
+      REQUIRE(b.size() == 2);
+      MESSAGE(fmt::format("{} particles, 6 turns, {}, callback every {}: bitwise equal {}/{}, state mismatches {}, "
+                          "max rel diff {:.3g}; outside the grids CPU {} + {}, GPU {} + {}; 2.5D grid x [{:.6g}, {:.6g}] m",
+                          initial.size(), dispatch == Dispatch::Baked ? "baked" : "switch", callback_every,
+                          c.bitwise_equal, c.coordinates, c.state_mismatches, c.max_relative, a[0].outside_total,
+                          a[1].outside_total, b[0].outside_total, b[1].outside_total, b[0].min[0], b[0].max[0]));
+      CHECK(c.identical());
+      for (size_t k = 0; k < 2; ++k) {
+        CHECK(a[k].outside_total == b[k].outside_total);
+        CHECK(a[k].min == b[k].min);
+        CHECK(a[k].max == b[k].max);
+        CHECK(a[k].max_field == b[k].max_field);
+      }
+    }
+}
+
+TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
+  const Lattice lattice = pic_ring();
+  const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 5);
+  TrackOptions o;
+  o.turns = 6;
+  o.fma = FmaMode::On;
+  o.warnings = false;
+  Particles cpu = initial, gpu = initial;
+  make_cpu_backend(lattice)->track(cpu, o);
+  CudaBackend gpu_backend(lattice, CudaBackendOptions{});
+  gpu_backend.track(gpu, o);
+  const ParticleComparison c = compare_particles(cpu, gpu);
+  MESSAGE(fmt::format("fma on: bitwise equal {}/{}, state mismatches {}, max rel coordinate diff {:.3g}", c.bitwise_equal,
+                      c.coordinates, c.state_mismatches, c.max_relative));
+  CHECK(c.state_mismatches == 0);
+  CHECK(c.max_relative < 1e-6);
+}
+
+TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn") {
+  const char* bench = std::getenv("FUSETRACK_GPU_BENCH");
+  if (!bench || std::string(bench) != "1") {
+    MESSAGE("skipped: set FUSETRACK_GPU_BENCH=1 (tools/device/space_charge.sh)");
+    return;
+  }
+  const size_t n = std::getenv("FUSETRACK_SC_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_SC_PARTICLES")) : 10000000;
+  const int turns = 5;
+  // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid
+  // covers +-6 sigma transverse and +-4 sigma in zeta.
+  const double sx = 3e-3, sy = 2e-3, sz = 2.0;
+  for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+    json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0},      {"intensity", 1e11},   {"model", "2.5D"},
+               {"nodes_x", 256},           {"nodes_y", 256},      {"nodes_zeta", 64},    {"x_min", -6 * sx},
+               {"x_max", 6 * sx},          {"y_min", -6 * sy},    {"y_max", 6 * sy},     {"zeta_min", -4 * sz},
+               {"zeta_max", 4 * sz}};
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
+                {"elements", {{"sc", sc}, {"d", {{"type", "Drift"}, {"length", 10.0}}}}},
+                {"sequence", {"d", "sc"}}};
+    const Lattice lattice = lattice_from_json(doc, "bench_pic.json", ft::test::builtin_registry());
+    Particles p = gaussian_bunch(lattice.reference().beta0(), n, sx, sy, sz, 9);
+    CudaBackendOptions co;
+    co.time_phases = true;
+    CudaBackend gpu(lattice, co);
+    TrackOptions o;
+    o.turns = 1;
+    o.fma = fma;
+    o.warnings = false;
+    gpu.track(p, o);  // compile, set up, warm up
+    o.turns = turns;
+    const auto t0 = std::chrono::steady_clock::now();
+    gpu.track(p, o);
+    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const CudaRunStats& s = gpu.last_stats();
+    // The deposit alone (the same grid and particles, the existing GPU grid deposit kernel).
+    ChargeGridReducer reducer(3, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz}, n);
+    double deposit_seconds = 0;
+    gpu_deposit(reducer, p, 0, &deposit_seconds);
+    const double per_turn = (s.segment_seconds + s.solve_seconds) / turns;
+    const double segment = s.segment_seconds / turns, solve_host = s.grid_solve_seconds / turns,
+                 transfer = s.grid_transfer_seconds / turns;
+    // Bytes the element moves on the device per particle (lower bound): the segment kernel reads and
+    // writes the particle (9 doubles, state, lost turn/element: 92 bytes each way), the deposit adds
+    // 8 integer atomics (8 bytes read + written each), the kick gathers 8 nodes x 2 fields x 8 bytes.
+    const double bytes_particle = 2.0 * 92.0, bytes_grid = 8.0 * 16.0 + 8.0 * 16.0;
+    const double bandwidth = gpu.copy_bandwidth();
+    const double bytes_turn = n * (bytes_particle + bytes_grid);
+    MESSAGE(fmt::format(
+        "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
+        "deposit) {:.3f} ms [of it the deposit alone: {:.3f} ms] + solve {:.3f} ms (host Poisson solve {:.3f} ms, grid "
+        "down/fields up {:.3f} ms, {:.1f} MB)",
+        fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
+        1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6));
+    MESSAGE(fmt::format(
+        "fma {}: {:.4f} ns per particle per step (element), {:.4f} ns for the segment kernel alone; device bytes per "
+        "particle-step >= {:.0f} (particle {:.0f}, grid atomics and gather {:.0f}): {:.2f} GB per step, {:.1f} GB/s "
+        "in the segment kernel = {:.1f} % of the measured copy bandwidth {:.0f} GB/s",
+        fma == FmaMode::On ? "on" : "off", 1e9 * per_turn / n, 1e9 * segment / n, bytes_particle + bytes_grid,
+        bytes_particle, bytes_grid, bytes_turn / 1e9, bytes_turn / segment / 1e9,
+        100.0 * bytes_turn / segment / bandwidth, bandwidth / 1e9));
+    const auto reports = gpu.grid_reports();
+    REQUIRE(reports.size() == 1);
+    MESSAGE(fmt::format("outside the grid on the last turn: {} particles; max |E| {:.4g} V/m", reports[0].outside_last,
+                        reports[0].max_field));
+    CHECK(per_turn > 0);
+  }
+}
