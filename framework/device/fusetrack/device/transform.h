@@ -79,13 +79,43 @@ FT_FUNCTION void transform_rotate_x_(double sin_a, double cos_a, double tan_a, P
   p.zeta = t_hat * beta0;
 }
 
+FT_FUNCTION void transform_shift_xy_(const double* v, ParticleView& p) {
+  p.x += -v[0];
+  p.y += -v[1];
+}
+
+FT_FUNCTION void transform_rotate_s_(const double* v, ParticleView& p) {
+  const double s = v[0], c = v[1];
+  const double x = p.x, y = p.y, px = p.px, py = p.py;
+  p.x = c * x + s * y;
+  p.y = -s * x + c * y;
+  p.px = c * px + s * py;
+  p.py = -s * px + c * py;
+}
+
+/// The operation lists of a shifted and rolled straight element (entry: shift then roll; exit:
+/// roll then shift), the common case of misaligned thin multipoles.
+constexpr unsigned long long kTransformShiftThenRoll = kTransformShiftXY | (kTransformRotateS << 4);
+constexpr unsigned long long kTransformRollThenShift = kTransformRotateS | (kTransformShiftXY << 4);
+
 /// Runs the operations `ops` (4 bits each) with their values from `v`; returns the values after them.
 FT_FUNCTION const double* transform_apply(unsigned long long ops, const double* v, ParticleView& p) {
+  // The most common lists as straight-line code: the same operations in the same order as the
+  // loop below, so the same results, without its per-operation dispatch.
+  if (ops == kTransformShiftThenRoll) {
+    transform_shift_xy_(v, p);
+    transform_rotate_s_(v + 2, p);
+    return v + 4;
+  }
+  if (ops == kTransformRollThenShift) {
+    transform_rotate_s_(v, p);
+    transform_shift_xy_(v + 2, p);
+    return v + 4;
+  }
   for (; ops != 0ull; ops >>= 4) {
     switch (static_cast<unsigned>(ops & 15ull)) {
       case kTransformShiftXY:
-        p.x += -v[0];
-        p.y += -v[1];
+        transform_shift_xy_(v, p);
         v += 2;
         break;
       case kTransformShiftS: {
@@ -108,16 +138,10 @@ FT_FUNCTION const double* transform_apply(unsigned long long ops, const double* 
         transform_rotate_x_(v[0], v[1], v[2], p);
         v += 3;
         break;
-      case kTransformRotateS: {
-        const double s = v[0], c = v[1];
-        const double x = p.x, y = p.y, px = p.px, py = p.py;
-        p.x = c * x + s * y;
-        p.y = -s * x + c * y;
-        p.px = c * px + s * py;
-        p.py = -s * px + c * py;
+      case kTransformRotateS:
+        transform_rotate_s_(v, p);
         v += 2;
         break;
-      }
       default:
         return v;
     }
@@ -132,6 +156,7 @@ FT_FUNCTION unsigned long long transform_header(const unsigned char* block) {
 
 /// Number of values of the operations `ops`.
 FT_FUNCTION int transform_values_of(unsigned long long ops) {
+  if (ops == kTransformShiftThenRoll) return 4;
   int n = 0;
   for (; ops != 0ull; ops >>= 4) n += transform_value_count(static_cast<unsigned>(ops & 15ull));
   return n;
