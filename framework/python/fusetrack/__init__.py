@@ -34,6 +34,7 @@ from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
 
 __all__ = [
     "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro", "collide",
+    "install_space_charge", "remove_space_charge", "tune_footprint",
     "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus", "load_particle_arrays",
     "Error", "InputError", "PluginError", "DeviceError",
 ]
@@ -365,6 +366,42 @@ def optics(lattice: Lattice, force_4d: bool = False, delta0: float = 0.0, tracki
     return _ft._optics(lattice, force_4d, delta0, int(tracking_turns), int(threads))
 
 
+def install_space_charge(lattice: Lattice, intensity: float, emittances: Sequence[float], sigma_zeta: float,
+                         elements: int = 0, positions: Iterable[float] = (), delta_rms: float = 0.0,
+                         z0: Optional[float] = None, prefix: str = "sc", force_4d: bool = False,
+                         threads: int = 0) -> dict:
+    """Frozen space-charge elements around the ring (``fusetrack spacecharge install``): ``elements``
+    SpaceChargeBiGaussian at equal spacing (or at ``positions`` [m]), each with the beam sizes
+    sqrt(beta eps_n / (beta0 gamma0) + (D delta_rms)^2) from the optics there; ``emittances``:
+    normalized (eps_nx, eps_ny) [m rad]; ``intensity``: real particles in the bunch; ``sigma_zeta``
+    [m]. Returns a dict: ``lattice`` (a new :class:`Lattice`; the argument is not changed),
+    ``kicks`` (per element name, s, length, beta_x, beta_y, dx, dy, sigma_x, sigma_y) and the
+    first-order Laslett shifts ``laslett_dqx``, ``laslett_dqy``."""
+    eps = _emittances(emittances)
+    return _ft._install_space_charge(lattice, int(elements), [float(p) for p in positions], float(intensity),
+                                     eps[0], eps[1], float(sigma_zeta), float(delta_rms), z0, prefix,
+                                     bool(force_4d), int(threads))
+
+
+def remove_space_charge(lattice: Lattice) -> Lattice:
+    """The lattice without its SpaceChargeBiGaussian elements, split drifts joined again
+    (``fusetrack spacecharge remove``): a new :class:`Lattice`."""
+    return _ft._remove_space_charge(lattice)
+
+
+def tune_footprint(lattice: Lattice, emittances: Sequence[float], max_sigma: float = 4.0, amplitudes: int = 12,
+                   angles: int = 7, turns: int = 1024, zeta: float = 0.0, delta: float = 0.0,
+                   device: str = "auto", fma: str = "off", threads: int = 0) -> dict:
+    """Tune footprint (``fusetrack spacecharge footprint``): NAFF tunes of a polar grid of amplitudes
+    up to ``max_sigma`` rms beam sizes (normalized ``emittances`` [m rad]) tracked ``turns`` turns.
+    Returns NumPy arrays ``amplitude_x amplitude_y`` [sigma], ``qx qy`` (NaN when lost),
+    ``lost_turn`` (-1: survived), the reference tunes ``qx0 qy0`` and ``sigma_x sigma_y`` [m] (of the
+    ring without its frozen space-charge elements), and ``backend``."""
+    eps = _emittances(emittances)
+    return _ft._tune_footprint(lattice, eps[0], eps[1], float(max_sigma), int(amplitudes), int(angles), int(turns),
+                               float(zeta), float(delta), device, fma, int(threads))
+
+
 def twiss_table(lattice: Lattice, force_4d: bool = False, delta0: float = 0.0, threads: int = 0) -> dict:
     """Optics at every element around the closed orbit (``fusetrack optics --twiss-table``): a dict of
     NumPy columns with one row per sequence entry plus the end of the ring (``name``, ``type``,
@@ -473,6 +510,13 @@ def collide(setup, turns: int, threads: int = 0, placement: str = "block", outpu
     else:
         setup = os.fspath(setup)
     return _ft._collide(setup, int(turns), int(threads), placement, os.fspath(output_dir), device, fma)
+
+def _emittances(values):
+    v = [float(a) for a in values]
+    if len(v) != 2:
+        raise InputError("<input>, field 'emittances': expects two values: eps_nx eps_ny [m rad]")
+    return v[0], v[1]
+
 
 def _pair(values, name):
     v = [float(a) for a in values]
