@@ -292,6 +292,13 @@ void run_track(const TrackArgs& a) {
                  snap.element_name, static_cast<double>(total) / static_cast<double>(kProfileUnit),
                  snap.grid.n_slices, vmax);
     }
+    for (const GridCollectiveReport& g : run.grid)
+      fmt::print("space charge '{}': {} on {} x {} x {} nodes, last grid x [{:.6g}, {:.6g}] y [{:.6g}, {:.6g}] zeta "
+                 "[{:.6g}, {:.6g}] m, max |E| {:.6g} V/m on the last turn; outside the grid {} particle-turns in {} of {} "
+                 "turns\n",
+                 g.element_name, g.solver == FT_GRID_3D ? "3D" : "2.5D", g.nodes[0], g.nodes[1], g.nodes[2], g.min[0],
+                 g.max[0], g.min[1], g.max[1], g.min[2], g.max[2], g.max_field, g.outside_total, g.turns_with_outside,
+                 g.turns);
   }
   if (run.monitor && !run.monitor->moments().empty()) {
     const BunchMonitor& monitor = *run.monitor;

@@ -2,7 +2,7 @@
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
 # CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign |
-#       study_mpi_parts
+#       study_mpi_parts | track_space_charge_mpi
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -156,6 +156,32 @@ JSON
     cat out.log
     [ $rc -eq 2 ] || { echo "expected exit code 2, got $rc"; failed=1; }
     grep -q "part_1_of_3.json: this part belongs to another scan" out.log || { echo "foreign part not named"; failed=1; }
+    ;;
+  track_space_charge_mpi)
+    # Particle-in-cell space charge: the charge grid and the adapted grid's moments summed over the
+    # ranks as integers, so 1, 2 and 3 ranks give the single run's particles byte for byte.
+    need_mpirun
+    cat > sc_ring.json <<'JSON'
+{"fusetrack_lattice": 1, "reference": {"mass0": 938272088.16, "q0": 1, "p0c": 1e9},
+ "elements": {"qf_half": {"type": "Multipole", "knl": [0.0, 0.01]}, "qd": {"type": "Multipole", "knl": [0.0, -0.02]},
+   "d": {"type": "Drift", "length": 40.0},
+   "sc": {"type": "SpaceChargePIC", "length": 80.0, "intensity": 5e10, "nodes_x": 32, "nodes_y": 32, "nodes_zeta": 8},
+   "sc3d": {"type": "SpaceChargePIC", "length": 80.0, "intensity": 5e10, "model": "3D", "nodes_x": 32, "nodes_y": 32,
+            "nodes_zeta": 16, "x_min": -0.08, "x_max": 0.08, "y_min": -0.05, "y_max": 0.05, "zeta_min": -8, "zeta_max": 8}},
+ "sequence": ["qf_half", "sc", "d", "qd", "sc3d", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"]}
+JSON
+    SC_OPTS="-n 8 --gaussian 3000 --emittance-nx 2e-6 --emittance-ny 1e-6 --sigma-zeta 2 --sigma-delta 1e-3 --device cpu --threads 1"
+    run "$BIN" track sc_ring.json $SC_OPTS -o single.npz
+    for np in 1 2 3; do
+      run mpirun -np $np "$BIN" track sc_ring.json $SC_OPTS -o np$np.npz
+      if [ $np -gt 1 ]; then
+        [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
+        run "$MERGE" np$np.npz np${np}_merged.npz
+        same single.npz np${np}_merged.npz
+      else
+        same single.npz np$np.npz
+      fi
+    done
     ;;
   *) echo "unknown case $CASE"; exit 1 ;;
 esac

@@ -111,6 +111,7 @@ struct TrackRun {
   int64_t reductions = 0;       // profile all-reduces over the ranks, and their time on this rank
   double reduce_seconds = 0.0;
   std::vector<CollectiveSnapshot> collective;  // profiles and fields of the last turn
+  std::vector<GridCollectiveReport> grid;      // space-charge grids: last grid, field, particles outside
   std::unique_ptr<BunchMonitor> monitor;       // when asked for (root only)
   size_t total = 0, alive = 0;  // particles over all ranks, and those alive at the end
   /// Where the time went on this rank (GPU backend; 0 on the CPU): kernel compile or cache load

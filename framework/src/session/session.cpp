@@ -230,6 +230,7 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   }
   if (split_here) particles = comm.gather(share_particles);
   run.collective = backend.collective_snapshots();
+  run.grid = backend.grid_reports();
   if (o.monitor && run.root) run.monitor = std::move(monitor);
   return run;
 }
