@@ -405,6 +405,95 @@ TEST_CASE("space charge PIC: the kick of a round Gaussian beam equals the Basset
   }
 }
 
+TEST_CASE("space charge PIC: the self-force of the bunch sums to zero (momentum conservation), 2.5D and 3D") {
+  // Cloud-in-cell deposit and gather with the same weights and an antisymmetric field kernel: the
+  // kicks of all particles on each other cancel, sum Delta px = 0 up to rounding, for any bunch shape.
+  for (const char* model : {"2.5D", "3D"}) {
+    json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0}, {"intensity", 1e11}, {"model", model},
+               {"nodes_x", 48},            {"nodes_y", 40},  {"nodes_zeta", 12}};
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
+                {"elements", {{"sc", sc}}},
+                {"sequence", {"sc"}}};
+    const Lattice lattice = lattice_from_json(doc, "self_force.json", ft::test::builtin_registry());
+    // An asymmetric bunch: two offset Gaussians of different sizes.
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> g(0.0, 1.0);
+    const size_t n = 20000;
+    Particles p(n, lattice.reference().beta0());
+    for (size_t i = 0; i < n; ++i) {
+      const bool second = i % 3 == 0;
+      p.set(i, (second ? 2e-3 : -1e-3) + (second ? 0.5e-3 : 1.5e-3) * g(rng), 0.0, (second ? 1e-3 : 0.0) + 1e-3 * g(rng),
+            0.0, (second ? 0.5 : -0.5) + 1.0 * g(rng), 0.0);
+    }
+    const Particles before = p;
+    TrackOptions opt;
+    opt.turns = 1;
+    opt.warnings = false;
+    make_cpu_backend(lattice)->track(p, opt);
+    double sum_x = 0, sum_y = 0, abs_x = 0, abs_y = 0, sum_e = 0, abs_e = 0;
+    for (size_t i = 0; i < n; ++i) {
+      const double dx = p.px[i] - before.px[i], dy = p.py[i] - before.py[i], de = p.ptau[i] - before.ptau[i];
+      sum_x += dx, abs_x += std::fabs(dx), sum_y += dy, abs_y += std::fabs(dy), sum_e += de, abs_e += std::fabs(de);
+    }
+    MESSAGE(std::string(model), ": sum Delta px / sum |Delta px| = ", sum_x / abs_x, ", y ", sum_y / abs_y,
+            ", energy ", abs_e > 0 ? sum_e / abs_e : 0.0);
+    CHECK(abs_x > 0);
+    CHECK(std::fabs(sum_x / abs_x) < 1e-9);
+    CHECK(std::fabs(sum_y / abs_y) < 1e-9);
+    if (std::string(model) == "3D") CHECK(std::fabs(sum_e / abs_e) < 1e-9);
+  }
+}
+
+TEST_CASE("space charge PIC: the error against the round Gaussian field falls as h^2 with the grid spacing") {
+  // A quiet-start round Gaussian beam (sigma 1 mm; radii and angles from a Halton sequence), uniform in
+  // zeta, on fixed grids of +-6 sigma with 32, 64 and 128 nodes per transverse dimension: the radial
+  // kick averaged in bins of 0.25 sigma (0.25 .. 2.5 sigma) against the round-beam field. Cloud-in-cell
+  // deposit and gather smooth the density by h^2 / 3 in variance: second order.
+  const double sigma = 1e-3, half_length = 10.0, intensity = 1e11, length = 10.0, p0c = 1e9;
+  const size_t n = 400000;
+  std::vector<double> errors;
+  for (int nodes : {32, 64, 128}) {
+    json sc = {{"type", "SpaceChargePIC"}, {"length", length},     {"intensity", intensity}, {"nodes_x", nodes},
+               {"nodes_y", nodes},         {"nodes_zeta", 8},      {"x_min", -6 * sigma},    {"x_max", 6 * sigma},
+               {"y_min", -6 * sigma},      {"y_max", 6 * sigma},   {"zeta_min", -12.0},      {"zeta_max", 12.0}};
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", p0c}}},
+                {"elements", {{"sc", sc}}},
+                {"sequence", {"sc"}}};
+    const Lattice lattice = lattice_from_json(doc, "convergence.json", ft::test::builtin_registry());
+    Particles p(n, lattice.reference().beta0());
+    for (size_t i = 0; i < n; ++i) {
+      const double r = sigma * std::sqrt(-2.0 * std::log(1.0 - halton(i + 1, 2))), phi = 2.0 * kPi * halton(i + 1, 3);
+      p.set(i, r * std::cos(phi), 0.0, r * std::sin(phi), 0.0, half_length * (2.0 * halton(i + 1, 5) - 1.0), 0.0);
+    }
+    const Particles before = p;
+    TrackOptions opt;
+    opt.turns = 1;
+    opt.warnings = false;
+    opt.fma = FmaMode::On;
+    make_cpu_backend(lattice)->track(p, opt);
+    const double gamma = lattice.reference().gamma0(), beta = lattice.reference().beta0();
+    const double lambda = intensity * kE / (2.0 * half_length), factor = length / (beta * gamma * gamma * p0c);
+    std::vector<double> got(9, 0.0), want(9, 0.0);
+    for (size_t i = 0; i < n; ++i) {
+      const double x = before.x[i], y = before.y[i], r = std::hypot(x, y);
+      if (std::fabs(before.zeta[i]) > 5.0 || r < 0.25 * sigma || r >= 2.5 * sigma) continue;  // full zeta layers
+      const size_t b = static_cast<size_t>((r / sigma - 0.25) / 0.25);
+      got[b] += ((p.px[i] - before.px[i]) * x + (p.py[i] - before.py[i]) * y) / r;
+      want[b] += factor * round_gaussian_er(lambda, sigma, r);
+    }
+    double worst = 0;
+    for (size_t b = 0; b < got.size(); ++b) worst = std::max(worst, std::fabs(got[b] / want[b] - 1.0));
+    errors.push_back(worst);
+    MESSAGE(nodes, " nodes (h = ", 12.0 / (nodes - 1), " sigma): worst binned relative error ", worst);
+  }
+  MESSAGE("error ratios per halving of h: ", errors[0] / errors[1], ", ", errors[1] / errors[2], " (4 for second order)");
+  CHECK(errors[0] / errors[1] > 3.5);
+  CHECK(errors[1] / errors[2] > 3.5);
+  CHECK(errors[2] < 0.005);
+}
+
 TEST_CASE("space charge PIC: incoherent tune shift of small-amplitude particles against the Laslett formula") {
   // One element per turn standing for the whole ring (L = C = 160 m), zeta uniform over 20 m: the
   // Laslett tune shift of a Gaussian beam, in its elliptical form (the beam is not round where the
