@@ -1,0 +1,556 @@
+// Wake sources, tables, sampled kernels, slice convolution and the multi-turn, multi-bunch memory
+// (fusetrack/transverse_wakes.h, where the conventions and sources are stated).
+#include "fusetrack/transverse_wakes.h"
+
+#include <algorithm>
+#include <cerrno>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <limits>
+#include <sstream>
+
+#include "fusetrack/error.h"
+
+namespace ft::wakes {
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kC = 299792458.0;                // [m/s]
+constexpr double kMu0 = 1.25663706212e-6;         // [H/m]
+constexpr double kZ0 = kMu0 * kC;                 // [Ohm]
+
+// Gauss-Legendre, 10 points on [-1, 1] (positive half).
+constexpr double kGLx[5] = {0.1488743389816312, 0.4333953941292472, 0.6794095682990244, 0.8650633666889845,
+                            0.9739065285171717};
+constexpr double kGLw[5] = {0.2955242247147529, 0.2692667193099963, 0.2190863625159820, 0.1494513471688061,
+                            0.0666713443086881};
+
+// integral_{-1}^{1} (1 - |u|) f(v + u) du for f smooth on [v - 1, v + 1]: 10 points on each half.
+template <class F>
+double hat_average(F f, double v) {
+  double sum = 0.0;
+  for (int side = 0; side < 2; ++side)  // u in [-1, 0], then [0, 1]
+    for (int i = 0; i < 5; ++i)
+      for (int s = -1; s <= 1; s += 2) {
+        const double u01 = 0.5 * (1.0 + s * kGLx[i]);  // node in [0, 1]
+        const double u = side == 0 ? u01 - 1.0 : u01;
+        sum += 0.5 * kGLw[i] * (1.0 - std::fabs(u)) * f(v + u);
+      }
+  return sum;
+}
+
+std::string number(double v) {
+  char buf[64];
+  std::snprintf(buf, sizeof(buf), "%.12g", v);
+  return buf;
+}
+
+}  // namespace
+
+const char* component_name(Component c) {
+  switch (c) {
+    case Component::longitudinal: return "longitudinal";
+    case Component::dipolar_x: return "dipolar_x";
+    case Component::dipolar_y: return "dipolar_y";
+    case Component::quadrupolar_x: return "quadrupolar_x";
+    case Component::quadrupolar_y: return "quadrupolar_y";
+  }
+  return "?";
+}
+
+ComponentFactors ComponentFactors::round_chamber(bool longitudinal) {
+  ComponentFactors f;
+  f.value = {longitudinal ? 1.0 : 0.0, 1.0, 1.0, 0.0, 0.0};
+  return f;
+}
+
+ComponentFactors ComponentFactors::flat_chamber(bool longitudinal) {
+  ComponentFactors f;
+  const double k = kPi * kPi / 24.0;
+  f.value = {longitudinal ? 1.0 : 0.0, k, 2.0 * k, -k, k};
+  return f;
+}
+
+void SliceKicks::resize(int n) {
+  for (auto* v : {&longitudinal, &dipolar_x, &dipolar_y, &quadrupolar_x, &quadrupolar_y}) v->assign(n, 0.0);
+}
+
+// ---- Resonator ---------------------------------------------------------------------------------
+
+Resonator::Resonator(double r, double f_r, double q, ComponentFactors factors)
+    : m_r(r), m_f_r(f_r), m_q(q), m_factors(factors) {
+  if (!(f_r > 0.0) || !(q > 0.0) || !std::isfinite(r))
+    throw Error("Resonator: needs f_r > 0 [Hz] and Q > 0 and a finite r (got f_r = " + number(f_r) +
+                ", Q = " + number(q) + ", r = " + number(r) + ")");
+  const double omega_r = 2.0 * kPi * f_r;
+  m_alpha = omega_r / (2.0 * q);
+  m_omega2 = omega_r * omega_r - m_alpha * m_alpha;
+}
+
+double Resonator::wake(Component c, double t) const {
+  const double factor = m_factors[c];
+  if (t < 0.0 || factor == 0.0) return 0.0;
+  // e^{-alpha t} cos(wb t) and e^{-alpha t} sin(wb t) / wb (cosh, sinh(kappa t) / kappa when overdamped,
+  // 1 and t at Q = 1/2).
+  const double a = m_alpha, omega_r = 2.0 * kPi * m_f_r;
+  double cw, s;
+  if (m_omega2 > 0.0) {
+    const double w = std::sqrt(m_omega2), decay = std::exp(-a * t);
+    cw = decay * std::cos(w * t);
+    s = decay * std::sin(w * t) / w;
+  } else if (m_omega2 < 0.0) {
+    const double kappa = std::sqrt(-m_omega2), x = kappa * t;
+    if (x < 1e-3) {
+      const double decay = std::exp(-a * t);
+      cw = decay * (1.0 + x * x / 2.0 + x * x * x * x / 24.0);
+      s = decay * t * (1.0 + x * x / 6.0 + x * x * x * x / 120.0);
+    } else {
+      const double slow = std::exp((kappa - a) * t), fast = std::exp(-(kappa + a) * t);
+      cw = 0.5 * (slow + fast);
+      s = 0.5 * (slow - fast) / kappa;
+    }
+  } else {
+    cw = std::exp(-a * t);
+    s = cw * t;
+  }
+  if (c == Component::longitudinal) {
+    // the same formula as the LongitudinalImpedance's Resonator (impedance_model.hpp)
+    if (t == 0.0) return factor * a * m_r;  // half of the jump 0 -> 2 alpha R
+    return factor * 2.0 * a * m_r * (cw - a * s);
+  }
+  return factor * omega_r * omega_r * m_r / m_q * s;
+}
+
+Complex Resonator::impedance(Component c, double f) const {
+  const double factor = m_factors[c];
+  if (factor == 0.0) return Complex(0.0, 0.0);
+  if (c == Component::longitudinal) {
+    // R / (1 + i Q (f/f_r - f_r/f)) = R f / (f + i Q (f^2 / f_r - f_r)): 0 at f = 0
+    return factor * m_r * f / Complex(f, m_q * (f * f / m_f_r - m_f_r));
+  }
+  // (f_r / f) R / (1 + i Q (f/f_r - f_r/f)) = R f_r / (f + i Q (f^2 / f_r - f_r)): finite at f = 0 (i R / Q).
+  return factor * m_r * m_f_r / Complex(f, m_q * (f * f / m_f_r - m_f_r));
+}
+
+// ---- ResistiveWall -----------------------------------------------------------------------------
+
+ResistiveWall::ResistiveWall(double radius, double length, double conductivity, ComponentFactors factors)
+    : m_b(radius), m_length(length), m_sigma(conductivity), m_factors(factors) {
+  if (!(radius > 0.0) || !std::isfinite(radius))
+    throw Error("ResistiveWall: the pipe radius must be > 0 [m] (got " + number(radius) + ")");
+  if (!(conductivity > 0.0) || !std::isfinite(conductivity))
+    throw Error("ResistiveWall: the conductivity must be > 0 [S/m] (got " + number(conductivity) + ")");
+  if (!(length >= 0.0) || !std::isfinite(length))
+    throw Error("ResistiveWall: the length must be >= 0 [m] (got " + number(length) + ")");
+  m_a_perp = length / (kPi * radius * radius * radius) * std::sqrt(kC * kZ0 / (kPi * conductivity));
+  m_a_long = length / (4.0 * kPi * radius) * std::sqrt(kZ0 / (kPi * conductivity * kC));
+}
+
+double ResistiveWall::wake(Component c, double t) const {
+  const double factor = m_factors[c];
+  if (!(t > 0.0) || factor == 0.0) return t == 0.0 && factor != 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
+  if (c == Component::longitudinal) return -factor * m_a_long / (t * std::sqrt(t));
+  return factor * m_a_perp / std::sqrt(t);
+}
+
+Complex ResistiveWall::impedance(Component c, double f) const {
+  const double factor = m_factors[c];
+  if (factor == 0.0 || f == 0.0) return Complex(0.0, 0.0);
+  const double omega = 2.0 * kPi * f;
+  const double delta = std::sqrt(2.0 / (kMu0 * m_sigma * std::fabs(omega)));  // skin depth [m]
+  const Complex one_i(1.0, f > 0.0 ? 1.0 : -1.0);
+  const Complex z_long = one_i * m_length / (2.0 * kPi * m_b * m_sigma * delta);
+  if (c == Component::longitudinal) return factor * z_long;
+  return factor * 2.0 * kC / (m_b * m_b * omega) * z_long;
+}
+
+double ResistiveWall::kernel(Component c, double t, double dt) const {
+  const double factor = m_factors[c];
+  if (factor == 0.0) return 0.0;
+  const double v = t / dt;
+  if (v <= -1.0) return 0.0;
+  if (c == Component::longitudinal) {
+    // W = -A t^{-3/2} = the second derivative of G(t) = -4 A sqrt(t) (t > 0), whose hat average is the
+    // second difference (G(t + dt) - 2 G(t) + G(t - dt)) / dt^2, G = 0 for t <= 0.
+    const double scale = m_a_long / (dt * std::sqrt(dt));
+    if (v > 20.0) return -factor * scale * hat_average([](double w) { return 1.0 / (w * std::sqrt(w)); }, v);
+    auto g = [](double w) { return w > 0.0 ? 4.0 * std::sqrt(w) : 0.0; };
+    return -factor * scale * -(g(v + 1.0) - 2.0 * g(v) + g(v - 1.0));
+  }
+  // W = a / sqrt(t): second difference of F(w) = (4/3) w^{3/2}.
+  const double scale = m_a_perp / std::sqrt(dt);
+  if (v > 20.0) return factor * scale * hat_average([](double w) { return 1.0 / std::sqrt(w); }, v);
+  auto g = [](double w) { return w > 0.0 ? 4.0 / 3.0 * w * std::sqrt(w) : 0.0; };
+  return factor * scale * (g(v + 1.0) - 2.0 * g(v) + g(v - 1.0));
+}
+
+// ---- Tables ------------------------------------------------------------------------------------
+
+WakeTable::WakeTable(std::vector<double> time, std::array<std::vector<double>, kComponents> columns,
+                     std::string origin)
+    : m_time(std::move(time)), m_columns(std::move(columns)), m_origin(std::move(origin)) {
+  const std::string where = m_origin.empty() ? std::string("WakeTable") : m_origin;
+  if (m_time.size() < 2) throw Error(where + ": a wake table needs at least 2 rows");
+  for (size_t i = 0; i < m_time.size(); ++i) {
+    if (!std::isfinite(m_time[i]) || m_time[i] < 0.0)
+      throw Error(where + ": time " + number(m_time[i]) + " s in row " + std::to_string(i + 1) + " is not >= 0");
+    if (i > 0 && !(m_time[i] > m_time[i - 1]))
+      throw Error(where + ": the time column must increase: row " + std::to_string(i + 1) + " has " +
+                  number(m_time[i]) + " s after " + number(m_time[i - 1]) + " s");
+  }
+  for (int c = 0; c < kComponents; ++c)
+    if (!m_columns[c].empty() && m_columns[c].size() != m_time.size())
+      throw Error(where + ": column " + component_name(Component(c)) + " has " + std::to_string(m_columns[c].size()) +
+                  " values for " + std::to_string(m_time.size()) + " times");
+}
+
+double WakeTable::wake(Component c, double t) const {
+  const std::vector<double>& w = m_columns[static_cast<int>(c)];
+  if (w.empty() || t < m_time.front() || t > m_time.back()) return 0.0;
+  if (t == m_time.front()) return 0.5 * w.front();
+  const size_t hi = static_cast<size_t>(std::upper_bound(m_time.begin(), m_time.end(), t) - m_time.begin());
+  if (hi >= m_time.size()) return w.back();
+  const size_t lo = hi - 1;
+  const double u = (t - m_time[lo]) / (m_time[hi] - m_time[lo]);
+  return w[lo] + u * (w[hi] - w[lo]);
+}
+
+Complex WakeTable::impedance(Component c, double f) const {
+  const std::vector<double>& w = m_columns[static_cast<int>(c)];
+  if (w.empty()) return Complex(0.0, 0.0);
+  // integral W(t) e^{-i u t} dt over each segment, exact for W linear in t (u = 2 pi f).
+  const double u = 2.0 * kPi * f;
+  Complex z(0.0, 0.0);
+  for (size_t i = 0; i + 1 < m_time.size(); ++i) {
+    const double t0 = m_time[i], h = m_time[i + 1] - t0, w0 = w[i], w1 = w[i + 1];
+    const double x = u * h;
+    Complex seg;
+    if (std::fabs(x) < 1e-3) {  // series: integral_0^1 (w0 + (w1 - w0) s) e^{-i x s} ds
+      const Complex ix(0.0, -x);
+      seg = h * (w0 * (1.0 + ix / 2.0 + ix * ix / 6.0 + ix * ix * ix / 24.0) +
+                 (w1 - w0) * (0.5 + ix / 3.0 + ix * ix / 8.0 + ix * ix * ix / 30.0));
+    } else {
+      // integral_0^1 e^{-i x s} ds = (1 - e^{-ix}) / (i x); integral_0^1 s e^{-i x s} ds = (e^{-ix} (1 + i x) - 1) / x^2
+      const Complex e = std::exp(Complex(0.0, -x));
+      const Complex i0 = (1.0 - e) / Complex(0.0, x);
+      const Complex i1 = (e * Complex(1.0, x) - 1.0) / (x * x);
+      seg = h * (w0 * i0 + (w1 - w0) * i1);
+    }
+    z += seg * std::exp(Complex(0.0, -u * t0));
+  }
+  return is_transverse(c) ? Complex(0.0, 1.0) * z : z;
+}
+
+namespace {
+
+struct ColumnSpec {
+  int component = -1;  // Component, -1: ignored, -2: time
+  double scale = 1.0;
+};
+
+// name -> component; returns false for an unknown name.
+bool column_for(const std::string& name, bool headtail_units, ColumnSpec& spec) {
+  const double t = headtail_units ? 1e15 : 1.0, l = headtail_units ? 1e12 : 1.0;
+  if (name == "time") spec = {-2, headtail_units ? 1e-9 : 1.0};
+  else if (name == "longitudinal") spec = {int(Component::longitudinal), l};
+  else if (name == "dipolar_x" || name == "dipole_x") spec = {int(Component::dipolar_x), t};
+  else if (name == "dipolar_y" || name == "dipole_y") spec = {int(Component::dipolar_y), t};
+  else if (name == "quadrupolar_x" || name == "quadrupole_x") spec = {int(Component::quadrupolar_x), t};
+  else if (name == "quadrupolar_y" || name == "quadrupole_y") spec = {int(Component::quadrupolar_y), t};
+  else if (name == "constant_x" || name == "constant_y" || name == "dipolar_xy" || name == "dipolar_yx" ||
+           name == "dipole_xy" || name == "dipole_yx" || name == "quadrupolar_xy" || name == "quadrupolar_yx" ||
+           name == "quadrupole_xy" || name == "quadrupole_yx")
+    spec = {-1, 1.0};
+  else
+    return false;
+  return true;
+}
+
+const char* kValidNames =
+    "time, longitudinal, dipolar_x (dipole_x), dipolar_y, quadrupolar_x (quadrupole_x), quadrupolar_y; read and "
+    "ignored: constant_x, constant_y, dipolar_xy, dipolar_yx, quadrupolar_xy, quadrupolar_yx";
+
+std::vector<std::string> split_fields(const std::string& line) {
+  std::vector<std::string> out;
+  std::string cur;
+  bool in_field = false, had_comma = false;
+  for (char ch : line) {
+    if (ch == ',') {
+      out.push_back(cur);
+      cur.clear();
+      in_field = false;
+      had_comma = true;
+    } else if (ch == ' ' || ch == '\t' || ch == '\r') {
+      if (in_field && !had_comma) {
+        out.push_back(cur);
+        cur.clear();
+        in_field = false;
+      }
+    } else {
+      cur.push_back(ch);
+      in_field = true;
+    }
+  }
+  if (in_field || had_comma) out.push_back(cur);
+  return out;
+}
+
+std::string strip_comment(const std::string& line) {
+  const size_t hash = line.find('#');
+  return hash == std::string::npos ? line : line.substr(0, hash);
+}
+
+bool blank(const std::string& s) { return s.find_first_not_of(" \t\r,") == std::string::npos; }
+
+WakeTable read_table(const std::string& path, std::vector<std::string> names, bool headtail_units, bool header) {
+  std::ifstream in(path);
+  InputLocation loc(path);
+  if (!in) throw InputError(loc, "cannot open the wake table");
+  std::string line;
+  int line_no = 0;
+  bool skip_first = false;
+  if (header) {
+    while (std::getline(in, line)) {
+      ++line_no;
+      if (!blank(strip_comment(line))) break;
+    }
+    if (blank(strip_comment(line))) throw InputError(loc, "no header line (the column names) in the wake table");
+    for (std::string& n : names = split_fields(strip_comment(line))) {
+      n.erase(std::remove(n.begin(), n.end(), '"'), n.end());
+    }
+    if (!names.empty() && names.front().empty()) skip_first = true;  // the pandas index
+  }
+  std::vector<ColumnSpec> specs(names.size());
+  int time_col = -1;
+  for (size_t i = 0; i < names.size(); ++i) {
+    if (skip_first && i == 0) continue;
+    if (!column_for(names[i], headtail_units, specs[i]))
+      throw InputError(loc, "unknown column name '" + names[i] + "' (column " + std::to_string(i + 1) +
+                                "); valid names: " + kValidNames);
+    if (specs[i].component == -2) time_col = int(i);
+  }
+  if (time_col < 0) throw InputError(loc, std::string("no 'time' column; valid names: ") + kValidNames);
+  std::vector<double> time;
+  std::array<std::vector<double>, kComponents> cols;
+  std::vector<std::string> ignored;
+  for (size_t i = 0; i < names.size(); ++i)
+    if (specs[i].component == -1 && !(skip_first && i == 0)) ignored.push_back(names[i]);
+  const size_t ncol = names.size();
+  while (std::getline(in, line)) {
+    ++line_no;
+    const std::string body = strip_comment(line);
+    if (blank(body)) continue;
+    const std::vector<std::string> fields = split_fields(body);
+    if (fields.size() != ncol)
+      throw InputError(loc, "line " + std::to_string(line_no) + ": " + std::to_string(fields.size()) +
+                                " values, expected " + std::to_string(ncol) + " (columns: " + [&] {
+                                  std::string s;
+                                  for (size_t i = 0; i < names.size(); ++i) s += (i ? ", " : "") + names[i];
+                                  return s;
+                                }() + ")");
+    for (size_t i = 0; i < ncol; ++i) {
+      if (skip_first && i == 0) continue;
+      const char* s = fields[i].c_str();
+      char* end = nullptr;
+      errno = 0;
+      const double v = std::strtod(s, &end);
+      if (fields[i].empty() || end == s || *end != '\0' || !std::isfinite(v))
+        throw InputError(loc, "line " + std::to_string(line_no) + ", column " + std::to_string(i + 1) + " ('" +
+                                  names[i] + "'): '" + fields[i] + "' is not a finite number");
+      const ColumnSpec& sp = specs[i];
+      if (sp.component == -2) {
+        const double t = v * sp.scale;
+        if (t < 0.0)
+          throw InputError(loc, "line " + std::to_string(line_no) + ", column " + std::to_string(i + 1) +
+                                    " ('time'): " + fields[i] + " is negative (the delay behind the source is >= 0)");
+        if (!time.empty() && !(t > time.back()))
+          throw InputError(loc, "line " + std::to_string(line_no) + ", column " + std::to_string(i + 1) +
+                                    " ('time'): " + fields[i] +
+                                    " does not increase (the time column must be strictly increasing)");
+        time.push_back(t);
+      } else if (sp.component >= 0) {
+        cols[sp.component].push_back(v * sp.scale);
+      }
+    }
+  }
+  if (time.size() < 2)
+    throw InputError(loc, "the wake table has " + std::to_string(time.size()) + " rows, at least 2 are needed");
+  WakeTable table(std::move(time), std::move(cols), path);
+  table.ignored_columns = ignored;
+  return table;
+}
+
+}  // namespace
+
+WakeTable read_pyheadtail_table(const std::string& path, const std::vector<std::string>& columns) {
+  if (columns.empty()) throw InputError(InputLocation(path), "no column names given for the PyHEADTAIL wake table");
+  return read_table(path, columns, true, false);
+}
+
+WakeTable read_xsuite_table(const std::string& path) { return read_table(path, {}, false, true); }
+
+// ---- Sum -----------------------------------------------------------------------------------------
+
+double WakeSum::wake(Component c, double t) const {
+  double sum = 0.0;
+  for (const auto& s : m_sources) sum += s->wake(c, t);
+  return sum;
+}
+
+Complex WakeSum::impedance(Component c, double f) const {
+  Complex sum(0.0, 0.0);
+  for (const auto& s : m_sources) sum += s->impedance(c, f);
+  return sum;
+}
+
+double WakeSum::kernel(Component c, double t, double dt) const {
+  double sum = 0.0;
+  for (const auto& s : m_sources) sum += s->kernel(c, t, dt);
+  return sum;
+}
+
+bool WakeSum::has(Component c) const {
+  for (const auto& s : m_sources)
+    if (s->has(c)) return true;
+  return false;
+}
+
+// ---- Sampling and convolution --------------------------------------------------------------------
+
+SampledWake sample_wake(const WakeSource& source, double dt, int n) {
+  if (!(dt > 0.0) || n < 1) throw Error("sample_wake: needs dt > 0 and n >= 1");
+  SampledWake out;
+  out.dt = dt;
+  for (int c = 0; c < kComponents; ++c) {
+    if (!source.has(Component(c))) continue;
+    out.k[c].resize(n);
+    for (int k = 0; k < n; ++k) out.k[c][k] = source.kernel(Component(c), k * dt, dt);
+  }
+  return out;
+}
+
+namespace {
+// kicks[i] += sign * sum_j kernel[i - j + n - 1] * w_j (j increasing); kernel of 2n-1 entries.
+void convolve_into(const std::vector<double>& kernel, int n, const std::vector<double>& w, double sign,
+                   std::vector<double>& out) {
+  for (int i = 0; i < static_cast<int>(out.size()); ++i) {
+    double sum = 0.0;
+    for (int j = 0; j < n; ++j) sum += kernel[i - j + n - 1] * w[j];
+    out[i] += sign * sum;
+  }
+}
+
+void add_with_kernel(const std::array<std::vector<double>, kComponents>& kernel, int n, const SliceMoments& src,
+                     SliceKicks& kicks) {
+  const int ns = static_cast<int>(src.charge.size());
+  if (ns != n) throw Error("wake convolution: the source bunch has " + std::to_string(ns) + " slices, expected " +
+                           std::to_string(n));
+  std::vector<double> qx(n), qy(n);
+  for (int j = 0; j < n; ++j) {
+    qx[j] = src.charge[j] * (src.x.empty() ? 0.0 : src.x[j]);
+    qy[j] = src.charge[j] * (src.y.empty() ? 0.0 : src.y[j]);
+  }
+  auto use = [&](Component c, const std::vector<double>& w, double sign, std::vector<double>& out) {
+    const auto& k = kernel[static_cast<int>(c)];
+    if (!k.empty()) convolve_into(k, n, w, sign, out);
+  };
+  use(Component::longitudinal, src.charge, -1.0, kicks.longitudinal);
+  use(Component::dipolar_x, qx, 1.0, kicks.dipolar_x);
+  use(Component::dipolar_y, qy, 1.0, kicks.dipolar_y);
+  use(Component::quadrupolar_x, src.charge, 1.0, kicks.quadrupolar_x);
+  use(Component::quadrupolar_y, src.charge, 1.0, kicks.quadrupolar_y);
+}
+
+std::array<std::vector<double>, kComponents> make_kernel(const WakeSource& wake, double offset, double dt, int n) {
+  std::array<std::vector<double>, kComponents> kernel;
+  for (int c = 0; c < kComponents; ++c) {
+    if (!wake.has(Component(c))) continue;
+    kernel[c].resize(2 * n - 1);
+    for (int m = -(n - 1); m <= n - 1; ++m) {
+      double t = offset + m * dt;
+      if (std::fabs(t) < 1e-9 * dt) t = 0.0;  // coincident slices (offsets rounded): the half value
+      // causal: nothing before the source (the hat average of singular wakes reaches one slice back)
+      kernel[c][m + n - 1] = wake.kernel(Component(c), t, dt);
+    }
+  }
+  return kernel;
+}
+}  // namespace
+
+void add_slice_kicks(const WakeSource& wake, double dt, const SliceMoments& source, double witness_time_offset,
+                     SliceKicks& kicks) {
+  const int n = static_cast<int>(source.charge.size());
+  if (static_cast<int>(kicks.dipolar_x.size()) != n) kicks.resize(n);
+  add_with_kernel(make_kernel(wake, witness_time_offset - source.time_offset, dt, n), n, source, kicks);
+}
+
+SliceKicks convolve(const SampledWake& wake, const SliceMoments& bunch) {
+  const int n = static_cast<int>(bunch.charge.size());
+  std::array<std::vector<double>, kComponents> kernel;
+  for (int c = 0; c < kComponents; ++c) {
+    if (wake.k[c].empty()) continue;
+    if (static_cast<int>(wake.k[c].size()) < n)
+      throw Error("convolve: the sampled wake has " + std::to_string(wake.k[c].size()) + " samples for " +
+                  std::to_string(n) + " slices");
+    kernel[c].assign(2 * n - 1, 0.0);
+    for (int m = 0; m < n; ++m) kernel[c][m + n - 1] = wake.k[c][m];
+  }
+  SliceKicks kicks;
+  kicks.resize(n);
+  add_with_kernel(kernel, n, bunch, kicks);
+  return kicks;
+}
+
+// ---- Memory --------------------------------------------------------------------------------------
+
+WakeMemory::WakeMemory(std::shared_ptr<const WakeSource> source, double dt, int n_slices, double revolution_time,
+                       int memory_turns, std::vector<double> bunch_offsets)
+    : m_source(std::move(source)), m_dt(dt), m_t0(revolution_time), m_n(n_slices), m_memory(memory_turns),
+      m_offsets(std::move(bunch_offsets)) {
+  if (!m_source) throw Error("WakeMemory: no wake source");
+  if (!(dt > 0.0) || n_slices < 1) throw Error("WakeMemory: needs dt > 0 and at least one slice");
+  if (memory_turns < 0) throw Error("WakeMemory: memory_turns must be >= 0");
+  if (memory_turns > 0 && !(revolution_time > 0.0)) throw Error("WakeMemory: the revolution time must be > 0 [s]");
+  if (m_offsets.empty()) throw Error("WakeMemory: no bunch");
+  for (size_t b = 1; b < m_offsets.size(); ++b)
+    if (!(m_offsets[b] >= m_offsets[b - 1] + n_slices * dt))
+      throw Error("WakeMemory: bunch " + std::to_string(b) + " at " + number(m_offsets[b]) +
+                  " s overlaps the bunch ahead (offsets must increase by at least n_slices dt = " +
+                  number(n_slices * dt) + " s)");
+}
+
+const WakeMemory::Kernel& WakeMemory::kernel_at(double offset) const {
+  auto it = m_cache.find(offset);
+  if (it == m_cache.end()) it = m_cache.emplace(offset, make_kernel(*m_source, offset, m_dt, m_n)).first;
+  return it->second;
+}
+
+void WakeMemory::add(const SliceMoments& src, double offset, SliceKicks& kicks) const {
+  add_with_kernel(kernel_at(offset), m_n, src, kicks);
+}
+
+SliceKicks WakeMemory::kicks(const std::vector<SliceMoments>& current, int witness) const {
+  if (current.size() != m_offsets.size())
+    throw Error("WakeMemory: " + std::to_string(current.size()) + " bunches given, " +
+                std::to_string(m_offsets.size()) + " declared");
+  if (witness < 0 || witness >= static_cast<int>(current.size())) throw Error("WakeMemory: no such witness bunch");
+  SliceKicks kicks;
+  kicks.resize(m_n);
+  // Fixed order: the stored turns from the oldest, then this turn; bunches in train order.
+  for (int k = static_cast<int>(m_history.size()); k >= 1; --k)
+    for (size_t b = 0; b < m_history[k - 1].size(); ++b)
+      add(m_history[k - 1][b], m_offsets[witness] - m_offsets[b] + k * m_t0, kicks);
+  for (int b = 0; b <= witness; ++b) add(current[b], m_offsets[witness] - m_offsets[b], kicks);
+  return kicks;
+}
+
+void WakeMemory::end_turn(std::vector<SliceMoments> current) {
+  if (m_memory == 0) return;
+  m_history.insert(m_history.begin(), std::move(current));
+  if (static_cast<int>(m_history.size()) > m_memory) m_history.pop_back();
+}
+
+}  // namespace ft::wakes
