@@ -56,7 +56,8 @@ TEST_CASE("instability theory: Sacherer mode 0 at zero chromaticity is the rigid
   const double m0 = b.mass * kE / (kC * kC), v = b.beta0() * kC, p0 = b.gamma * m0 * v;
   const double w0 = 2.0 * kPi * b.revolution_frequency;
   const double expected = -(kE * kE) * b.intensity * (r / qr) * (v / (w0 * b.tune)) / (4.0 * kPi * p0 * v * tau);
-  MESSAGE("Sacherer dQ " << s.tune_shift << ", rigid flat bunch " << expected << ", Z_eff " << s.effective_impedance);
+  MESSAGE("Sacherer dQ " << s.tune_shift << ", rigid flat bunch " << expected << " (relative difference "
+                         << s.tune_shift.real() / expected - 1.0 << "), Z_eff " << s.effective_impedance);
   CHECK(s.tune_shift.real() == doctest::Approx(expected).epsilon(0.01));
   CHECK(std::fabs(s.tune_shift.imag()) < 1e-3 * std::fabs(s.tune_shift.real()));
   // |m| = 1 has half the prefactor and a smaller effective impedance
@@ -103,7 +104,8 @@ TEST_CASE("instability theory: coupled-bunch tune shift equals the time-domain s
       s += res.wake(wakes::Component::dipolar_x, n * tb) * std::exp(Complex(0.0, -w * n * tb));
     const Complex direct = -beta_x * k * s / (4.0 * kPi);
     const Complex poisson = coupled_bunch_tune_shift(b, z, beta_x, mu, 2e4 * b.bunches * f0);
-    MESSAGE("mu " << mu << ": direct " << direct << ", Poisson " << poisson);
+    MESSAGE("mu " << mu << ": direct " << direct << ", Poisson " << poisson << ", |difference| / |direct| "
+                   << std::abs(poisson - direct) / std::abs(direct));
     CHECK(std::abs(poisson - direct) < 1e-3 * std::abs(direct));
   }
 }
@@ -128,7 +130,8 @@ TEST_CASE("instability theory: resistive-wall coupled-bunch growth, one sideband
         best_mu = mu;
       }
     }
-    MESSAGE("M = " << m << ": one sideband " << one << " 1/s, full sum " << best << " 1/s (mode " << best_mu << ")");
+    MESSAGE("M = " << m << ": one sideband " << one << " 1/s, full sum " << best << " 1/s (mode " << best_mu
+                    << "), relative difference " << one / best - 1.0);
     // the most unstable mode has its sideband at -(1 - frac Q) f0: mu + Q = -0.82 mod M
     CHECK((best_mu + 26 + 1) % m == 0);
     CHECK(best == doctest::Approx(one).epsilon(0.02));

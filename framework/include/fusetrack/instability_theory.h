@@ -99,7 +99,7 @@ struct GrowthFit {
 GrowthFit fit_exponential_growth(const std::vector<double>& turns, const std::vector<double>& signal,
                                  double first_turn = -1e300, double last_turn = 1e300);
 
-/// TMCI: not computed here. For the record, the broadband-resonator threshold of a Gaussian bunch in
-/// the short-bunch limit (Chao 1993, eq. 6.206 family) is left to the Vlasov solver of issue 24's tests.
+/// TMCI thresholds are not computed here (issue 24's test compares with a published value or a Vlasov
+/// solver; none is reproduced in this library).
 
 }  // namespace ft::instability

@@ -10,7 +10,8 @@
 //       Delta px = q0 Q_src W_dip(t) x_src / (beta0 p0c)   (p0c [eV], Q_src [C], px = p_x / p0),
 //   so W_dip > 0 pushes the witness towards the source's side; a resonator's and the resistive
 //   wall's dipolar wakes are > 0 just behind the source (the sign of the tables of HEADTAIL,
-//   PyHEADTAIL and Xsuite; Chao's book writes W_1 = -W_dip with the witness at z = -c t).
+//   PyHEADTAIL and Xsuite; Chao's book uses the opposite sign, W_1 < 0 just behind the source, with the
+//   witness at z = -c t).
 // - W_quad [V/C/m]: Delta px = q0 Q_src W_quad(t) x_witness / (beta0 p0c) (detuning by the
 //   witness's own offset).
 // - Z_perp(f) = i integral W_perp(t) e^{-2 pi i f t} dt [Ohm/m]: Re Z_perp(f) > 0 for f > 0 and
@@ -66,7 +67,7 @@ class WakeSource {
 /// W = 2 alpha R e^{-alpha t} [cos(wb t) - (alpha/wb) sin(wb t)], W(0) = alpha R (half of the jump);
 /// transverse Z_perp = (f_r / f) R_perp / (1 + i Q (f/f_r - f_r/f)),
 /// W_perp = (omega_r^2 R_perp / (Q wb)) e^{-alpha t} sin(wb t) (continuous, W_perp(0) = 0), alpha = omega_r / 2Q,
-/// wb = sqrt(omega_r^2 - alpha^2) (Q < 1/2: sinh, Q = 1/2: the limit). Chao 1993, eqs. 2.82-2.88 in the
+/// wb = sqrt(omega_r^2 - alpha^2) (Q < 1/2: sinh, Q = 1/2: the limit). Chao 1993, ch. 2 (resonator model), in the
 /// conjugate convention. `r`: R [Ohm] for the longitudinal component, R_perp [Ohm/m] for the transverse
 /// ones, times each component's factor (as xwakes' WakeResonator(r=..., kind={...})).
 class Resonator : public WakeSource {
@@ -85,8 +86,8 @@ class Resonator : public WakeSource {
 
 /// Resistive wall of a round pipe, the classic thick-wall formula (wall thicker than the skin depth,
 /// skin depth << wall thickness << b, and c t >> the characteristic distance s0 = (2 b^2 / (Z0 sigma))^(1/3)
-/// of the short-range wake; Chao 1993, sec. 2.2 (thick wall: eqs. 2.52-2.53 in Gaussian units, here SI as
-/// xwakes ComponentClassicThickWall, whose formulas these equal):
+/// of the short-range wake; Chao 1993, ch. 2 (the resistive wall, there in Gaussian units), here in SI as
+/// xwakes ComponentClassicThickWall, whose formulas these equal:
 ///   Z_long(f) = (1 + i sgn f) L / (2 pi b sigma delta),  delta = sqrt(2 / (mu0 sigma |omega|)),
 ///   Z_perp(f) = (c / (pi b^3 omega)) (1 + i sgn f) L / (sigma delta)         (= 2 c Z_long / (b^2 omega)),
 ///   W_perp(t) = (L / (pi b^3)) sqrt(c Z0 / (pi sigma)) / sqrt(t)            [V/C/m],
