@@ -373,3 +373,57 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
   CHECK(std::fabs(ring) > 1e-3 * res->wake(Component::dipolar_x, 3e-9));
   CHECK(contains(error_of([&] { WakeMemory(res, dt, n, t0, 2, {0.0, 5 * dt}); }), "overlaps"));
 }
+
+TEST_CASE("transverse wakes: the resonator mode memory equals the stored-turns memory") {
+  // Three bunches, 8 turns; the stored-turns memory keeps 400 turns (the wake has decayed by e^-300 by then).
+  const int n = 12, M = 100, turns = 8;
+  const double dt = 1e-9, t0 = M * dt;
+  const std::vector<double> offsets{0.0, 30 * dt, 55 * dt};
+  for (double q : {30.0, 0.3}) {
+    auto res = std::make_shared<Resonator>(1e6, q > 1 ? 0.0731e9 : 0.002e9, q,
+                                           ComponentFactors{{1.0, 1.0, 0.7, -0.4, 0.4}});
+    WakeMemory stored(res, dt, n, t0, 400, offsets);
+    ResonatorModeMemory modes(*res, dt, n, t0, offsets);
+    const SampledWake own = sample_wake(*res, dt, n);
+    std::mt19937_64 rng(5);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    double worst = 0.0, scale = 0.0;
+    for (int k = 0; k < turns; ++k) {
+      std::vector<SliceMoments> current(offsets.size());
+      for (auto& b : current) {
+        for (int i = 0; i < n; ++i) {
+          b.charge.push_back(1e-9 * u(rng));
+          b.x.push_back(1e-3 * (u(rng) - 0.3));
+          b.y.push_back(1e-3 * (u(rng) - 0.6));
+        }
+      }
+      for (int b = 0; b < static_cast<int>(offsets.size()); ++b) {
+        const SliceKicks ref = stored.kicks(current, b);
+        SliceKicks got = modes.track_bunch(b, current[b]);
+        const SliceKicks self = convolve(own, current[b]);
+        for (int i = 0; i < n; ++i) {
+          const double g[5] = {got.longitudinal[i] + self.longitudinal[i], got.dipolar_x[i] + self.dipolar_x[i],
+                               got.dipolar_y[i] + self.dipolar_y[i], got.quadrupolar_x[i] + self.quadrupolar_x[i],
+                               got.quadrupolar_y[i] + self.quadrupolar_y[i]};
+          const double r[5] = {ref.longitudinal[i], ref.dipolar_x[i], ref.dipolar_y[i], ref.quadrupolar_x[i],
+                               ref.quadrupolar_y[i]};
+          for (int c = 0; c < 5; ++c) {
+            worst = std::max(worst, std::fabs(g[c] - r[c]) / (std::fabs(r[c]) + 1e-300));
+            scale = std::max(scale, std::fabs(r[c]));
+          }
+        }
+      }
+      stored.end_turn(current);
+      modes.end_turn();
+    }
+    MESSAGE("Q = " << q << ": max relative deviation of the mode memory " << worst);
+    CHECK(worst < 1e-9);
+  }
+  CHECK(contains(error_of([] { ResonatorModeMemory(Resonator(1e6, 1e9, 0.5), 1e-9, 10, 1e-6); }),
+                 "critically damped"));
+  ResonatorModeMemory m(Resonator(1e6, 1e9, 2.0), 1e-10, 10, 1e-6, {0.0, 2e-9});
+  SliceMoments b;
+  b.charge.assign(10, 1e-9);
+  CHECK(contains(error_of([&] { m.track_bunch(1, b); }), "bunch 0 expected"));
+  CHECK(contains(error_of([&] { m.end_turn(); }), "after 0 of 2 bunches"));
+}

@@ -26,6 +26,7 @@
 #include <map>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace ft::wakes {
@@ -77,6 +78,9 @@ class Resonator : public WakeSource {
   Complex impedance(Component c, double f) const override;
   bool has(Component c) const override { return m_factors[c] != 0.0; }
   double alpha() const { return m_alpha; }
+  /// W(t > 0) = sum Re(c e^{s t}) over the returned modes (c [V/C or V/C/m], s [1/s]): one complex mode for
+  /// Q > 1/2, two real ones for Q < 1/2, none at critical damping (Q = 1/2) or for an absent component.
+  std::vector<std::pair<Complex, Complex>> modes(Component c) const;
 
  private:
   double m_r, m_f_r, m_q;
@@ -226,6 +230,39 @@ class WakeMemory {
   std::vector<double> m_offsets;
   std::vector<std::vector<SliceMoments>> m_history;  // [0]: the last turn
   mutable std::map<double, Kernel> m_cache;
+};
+
+/// The multi-turn and multi-bunch memory of a resonator through its damped modes (the recursion of the
+/// longitudinal impedance's ft_wake_mode): W(t) = sum Re(c e^{s t}), so the wake of everything that passed
+/// before a time t_ref acts on later slices as Re(c e^{s (t_i - t_ref)} A) with one complex amplitude A per
+/// mode and component, A advanced by e^{s Delta t} and increased by sum_j w_j e^{s (t_ref - t_j)} as bunches
+/// pass: exact, with unlimited memory, O(n) per bunch. Every factor decays (t_i >= t_ref >= t_j), so nothing
+/// overflows for broadband resonators. Bunches are given in train order each turn (track_bunch with b =
+/// 0, 1, ...), then end_turn(); the kicks returned hold the wakes of all earlier turns and of the bunches ahead
+/// in this turn, NOT the bunch's own wake on itself (add convolve(sample_wake(...), bunch) for that).
+/// Throws for a resonator at critical damping (Q = 1/2: no modes; use WakeMemory).
+class ResonatorModeMemory {
+ public:
+  ResonatorModeMemory(const Resonator& resonator, double dt, int n_slices, double revolution_time,
+                      std::vector<double> bunch_offsets = {0.0});
+  /// The memory's kicks on bunch b (its moments' time_offset is ignored: bunch_offsets[b] is used), then adds
+  /// the bunch to the memory. b must follow the previous call's bunch (0 after end_turn()).
+  SliceKicks track_bunch(int b, const SliceMoments& bunch);
+  /// Moves the memory to bunch 0 of the next turn (t -> t - T0). Every bunch must have been tracked.
+  void end_turn();
+
+ private:
+  struct Mode {
+    int component;
+    Complex c, s;
+    Complex amplitude{0.0, 0.0};  // referenced to m_t_ref
+  };
+  std::vector<Mode> m_modes;
+  double m_dt, m_t0;
+  int m_n;
+  std::vector<double> m_offsets;
+  int m_next = 0;
+  double m_t_ref;  // [s] the time (delay) to which the amplitudes are referenced, in this turn's frame
 };
 
 }  // namespace ft::wakes

@@ -124,6 +124,26 @@ double Resonator::wake(Component c, double t) const {
   return factor * omega_r * omega_r * m_r / m_q * s;
 }
 
+std::vector<std::pair<Complex, Complex>> Resonator::modes(Component c) const {
+  const double factor = m_factors[c];
+  if (factor == 0.0 || m_omega2 == 0.0) return {};
+  const double a = m_alpha, r = factor * m_r, omega_r = 2.0 * kPi * m_f_r;
+  const double amp = omega_r * omega_r * r / m_q;  // transverse: amp e^{-alpha t} sin(wb t) / wb
+  if (m_omega2 > 0.0) {
+    const double w = std::sqrt(m_omega2);
+    const Complex s(-a, w);
+    if (c == Component::longitudinal) return {{Complex(2.0 * a * r, 2.0 * a * r * a / w), s}};
+    return {{Complex(0.0, -amp / w), s}};  // Re(-i (amp / w) e^{(-a + i w) t}) = (amp / w) e^{-a t} sin(w t)
+  }
+  const double kappa = std::sqrt(-m_omega2);
+  if (c == Component::longitudinal)
+    return {{Complex(a * r * (1.0 - a / kappa), 0.0), Complex(kappa - a, 0.0)},
+            {Complex(a * r * (1.0 + a / kappa), 0.0), Complex(-kappa - a, 0.0)}};
+  // sinh(kappa t) / kappa = (e^{kappa t} - e^{-kappa t}) / (2 kappa)
+  return {{Complex(amp / (2.0 * kappa), 0.0), Complex(kappa - a, 0.0)},
+          {Complex(-amp / (2.0 * kappa), 0.0), Complex(-kappa - a, 0.0)}};
+}
+
 Complex Resonator::impedance(Component c, double f) const {
   const double factor = m_factors[c];
   if (factor == 0.0) return Complex(0.0, 0.0);
@@ -551,6 +571,81 @@ void WakeMemory::end_turn(std::vector<SliceMoments> current) {
   if (m_memory == 0) return;
   m_history.insert(m_history.begin(), std::move(current));
   if (static_cast<int>(m_history.size()) > m_memory) m_history.pop_back();
+}
+
+// ---- Resonator mode memory ----------------------------------------------------------------------
+
+ResonatorModeMemory::ResonatorModeMemory(const Resonator& resonator, double dt, int n_slices,
+                                         double revolution_time, std::vector<double> bunch_offsets)
+    : m_dt(dt), m_t0(revolution_time), m_n(n_slices), m_offsets(std::move(bunch_offsets)) {
+  if (!(dt > 0.0) || n_slices < 1) throw Error("ResonatorModeMemory: needs dt > 0 and at least one slice");
+  if (!(revolution_time > 0.0)) throw Error("ResonatorModeMemory: the revolution time must be > 0 [s]");
+  if (m_offsets.empty()) throw Error("ResonatorModeMemory: no bunch");
+  for (size_t b = 1; b < m_offsets.size(); ++b)
+    if (!(m_offsets[b] >= m_offsets[b - 1] + n_slices * dt))
+      throw Error("ResonatorModeMemory: bunch " + std::to_string(b) + " overlaps the bunch ahead");
+  if (!(m_offsets.back() + n_slices * dt <= m_offsets.front() + revolution_time))
+    throw Error("ResonatorModeMemory: the train is longer than the revolution period");
+  bool any = false;
+  for (int c = 0; c < kComponents; ++c) {
+    if (!resonator.has(Component(c))) continue;
+    any = true;
+    const auto modes = resonator.modes(Component(c));
+    if (modes.empty())
+      throw Error("ResonatorModeMemory: the resonator is critically damped (Q = 1/2) and has no modes; use WakeMemory");
+    for (const auto& m : modes) m_modes.push_back(Mode{c, m.first, m.second});
+  }
+  if (!any) throw Error("ResonatorModeMemory: the resonator has no component");
+  m_t_ref = m_offsets.front();
+}
+
+SliceKicks ResonatorModeMemory::track_bunch(int b, const SliceMoments& bunch) {
+  if (b != m_next || b >= static_cast<int>(m_offsets.size()))
+    throw Error("ResonatorModeMemory: bunch " + std::to_string(b) + " given, bunch " + std::to_string(m_next) +
+                " expected (train order, then end_turn())");
+  if (static_cast<int>(bunch.charge.size()) != m_n)
+    throw Error("ResonatorModeMemory: the bunch has " + std::to_string(bunch.charge.size()) + " slices, expected " +
+                std::to_string(m_n));
+  const double head = m_offsets[b], end = head + m_n * m_dt;
+  SliceKicks kicks;
+  kicks.resize(m_n);
+  for (Mode& mode : m_modes) {
+    // advance the amplitude to this bunch's head (every factor decays: head >= t_ref)
+    mode.amplitude *= std::exp(mode.s * (head - m_t_ref));
+    std::vector<double>* out = nullptr;
+    double sign = 1.0;
+    switch (Component(mode.component)) {
+      case Component::longitudinal: out = &kicks.longitudinal; sign = -1.0; break;
+      case Component::dipolar_x: out = &kicks.dipolar_x; break;
+      case Component::dipolar_y: out = &kicks.dipolar_y; break;
+      case Component::quadrupolar_x: out = &kicks.quadrupolar_x; break;
+      case Component::quadrupolar_y: out = &kicks.quadrupolar_y; break;
+    }
+    const Complex ca = mode.c * mode.amplitude;
+    Complex added(0.0, 0.0);
+    for (int i = 0; i < m_n; ++i) {
+      const double t = i * m_dt;  // delay of slice i behind the head
+      (*out)[i] += sign * (ca * std::exp(mode.s * t)).real();
+      double w = bunch.charge[i];
+      if (Component(mode.component) == Component::dipolar_x) w *= bunch.x.empty() ? 0.0 : bunch.x[i];
+      if (Component(mode.component) == Component::dipolar_y) w *= bunch.y.empty() ? 0.0 : bunch.y[i];
+      added += w * std::exp(mode.s * (end - head - t));  // referenced to the bunch's end
+    }
+    mode.amplitude = mode.amplitude * std::exp(mode.s * (end - head)) + added;
+  }
+  m_t_ref = end;
+  ++m_next;
+  return kicks;
+}
+
+void ResonatorModeMemory::end_turn() {
+  if (m_next != static_cast<int>(m_offsets.size()))
+    throw Error("ResonatorModeMemory: end_turn() after " + std::to_string(m_next) + " of " +
+                std::to_string(m_offsets.size()) + " bunches");
+  // the next turn's bunch 0 is at offsets[0] + T0 in this turn's frame: advance there, then shift the frame
+  for (Mode& mode : m_modes) mode.amplitude *= std::exp(mode.s * (m_offsets.front() + m_t0 - m_t_ref));
+  m_t_ref = m_offsets.front();
+  m_next = 0;
 }
 
 }  // namespace ft::wakes
