@@ -176,3 +176,32 @@ TEST_CASE("instability theory: the growth fit recovers known rates from noisy si
   }
   CHECK(error_of([] { fit_exponential_growth({0, 1, 2}, {1, 1, 1}); }).find("peaks") != std::string::npos);
 }
+
+TEST_CASE("instability theory: Sacherer's short-bunch limit against the point-bunch coupled-bunch rate") {
+  // Two independent formulas: Sacherer's (sinusoidal mode 0, bunch much shorter than 1 / f of the
+  // resistive wall's dominant sidebands) and the rigid point bunches derived from the wake sum, with the
+  // smooth beta = R / Q = beta0 c / (omega0 Q) that Sacherer's formula assumes. In this limit Z_eff sum_p h
+  // -> h(0) sum_p Z, sum_p h -> integral h d omega / (M omega0), so the ratio of the growth rates is
+  // 4 / J with J = integral (1 + cos pi x) / (x^2 - 1)^2 dx = pi^2 / 2: 8 / pi^2 (the sinusoidal mode's
+  // dipole moment is not that of a rigid bunch).
+  RingBeam b = sps_like();
+  b.bunches = 18;
+  const wakes::ResistiveWall rw(0.02, 6911.0, 1.4e6);
+  auto z = [&](double f) { return rw.impedance(wakes::Component::dipolar_x, f); };
+  const double w0 = 2.0 * kPi * b.revolution_frequency, beta_smooth = b.beta0() * kC / (w0 * b.tune);
+  int mu_s = -1;
+  const SachererResult s = sacherer_most_unstable(b, z, 0.05e-9, 0, &mu_s);
+  double best = -1e300;
+  int mu_p = -1;
+  for (int mu = 0; mu < b.bunches; ++mu) {
+    const double rate = -w0 * coupled_bunch_tune_shift(b, z, beta_smooth, mu, 4e3 * b.bunches * b.revolution_frequency).imag();
+    if (rate > best) {
+      best = rate;
+      mu_p = mu;
+    }
+  }
+  MESSAGE("Sacherer " << s.growth_rate << " 1/s (mode " << mu_s << "), point bunches " << best << " 1/s (mode "
+                      << mu_p << "), ratio " << s.growth_rate / best << ", 8/pi^2 = " << 8.0 / (kPi * kPi));
+  CHECK(mu_s == mu_p);
+  CHECK(s.growth_rate / best == doctest::Approx(8.0 / (kPi * kPi)).epsilon(0.01));
+}
