@@ -221,6 +221,9 @@ TEST_CASE("transverse wakes: bad tables give errors naming the file, line and co
   CHECK(contains(e, "unknown column name 'dipole_z' (column 3)"));
   CHECK(contains(e, "valid names"));
 
+  CHECK(contains(error_of([&] { read_pyheadtail_table(dec, {"time", "dipole_x", "dipolar_x"}); }),
+                 "columns 2 ('dipole_x') and 3 ('dipolar_x') are the same component"));
+
   const std::string no_time = write_file("no_time.csv", "dipolar_x,dipolar_y\n1,2\n3,4\n");
   CHECK(contains(error_of([&] { read_xsuite_table(no_time); }), "no 'time' column"));
 

@@ -52,7 +52,7 @@ class WakeSource {
  public:
   virtual ~WakeSource() = default;
   /// W(t) [V/C or V/C/m] for t > 0; 0 for t < 0; at t == 0 the half value of a jump (the beam-loading
-  /// theorem's self-field), the limit from t > 0 for a continuous wake.
+  /// theorem's self-field), the limit from t > 0 for a continuous wake (infinite for the resistive wall).
   virtual double wake(Component c, double t) const = 0;
   /// Z(f) [Ohm or Ohm/m] for any real f (Z(-f) = conj Z(f) longitudinally, -conj Z(f) transversely).
   virtual Complex impedance(Component c, double f) const = 0;
@@ -194,7 +194,8 @@ struct SliceKicks {
 
 /// Adds the kicks of `source` (a bunch's slice moments) on `witness` slices, the kernel taken at the
 /// delays (witness.time_offset - source.time_offset) + (i - j) dt, summed in a fixed order (source slices
-/// j increasing for each witness slice i): reproducible. Only charge and time_offset of the witness are read.
+/// j increasing for each witness slice i): reproducible. `kicks` is resized (zeroed) unless it already holds
+/// n slices, then added to. The kernel values are computed on the host (libm), once per call.
 void add_slice_kicks(const WakeSource& wake, double dt, const SliceMoments& source, double witness_time_offset,
                      SliceKicks& kicks);
 

@@ -171,7 +171,8 @@ ResistiveWall::ResistiveWall(double radius, double length, double conductivity, 
 
 double ResistiveWall::wake(Component c, double t) const {
   const double factor = m_factors[c];
-  if (!(t > 0.0) || factor == 0.0) return t == 0.0 && factor != 0.0 ? std::numeric_limits<double>::infinity() : 0.0;
+  if (factor == 0.0 || t < 0.0) return 0.0;
+  if (t == 0.0) return std::numeric_limits<double>::infinity();  // singular: use kernel() for sampling
   if (c == Component::longitudinal) return -factor * m_a_long / (t * std::sqrt(t));
   return factor * m_a_perp / std::sqrt(t);
 }
@@ -350,7 +351,15 @@ WakeTable read_table(const std::string& path, std::vector<std::string> names, bo
     if (!column_for(names[i], headtail_units, specs[i]))
       throw InputError(loc, "unknown column name '" + names[i] + "' (column " + std::to_string(i + 1) +
                                 "); valid names: " + kValidNames);
-    if (specs[i].component == -2) time_col = int(i);
+    if (specs[i].component == -2) {
+      if (time_col >= 0) throw InputError(loc, "two 'time' columns (" + std::to_string(time_col + 1) + " and " +
+                                                   std::to_string(i + 1) + ")");
+      time_col = int(i);
+    }
+    for (size_t k = 0; k < i; ++k)
+      if (specs[i].component >= 0 && specs[k].component == specs[i].component && !(skip_first && k == 0))
+        throw InputError(loc, "columns " + std::to_string(k + 1) + " ('" + names[k] + "') and " +
+                                  std::to_string(i + 1) + " ('" + names[i] + "') are the same component");
   }
   if (time_col < 0) throw InputError(loc, std::string("no 'time' column; valid names: ") + kValidNames);
   std::vector<double> time;
