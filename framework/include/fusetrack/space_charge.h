@@ -84,7 +84,6 @@ class GridCollectiveSolver {
  private:
   void build_grid(const std::array<double, 3>& min, const std::array<double, 3>& max);
 
-  const Lattice& m_lattice;
   size_t m_sequence_index;
   std::string m_name;
   const void* m_params;

@@ -41,7 +41,7 @@ constexpr double kMinHalfExtent = 1e-9;
 
 GridCollectiveSolver::GridCollectiveSolver(const Lattice& lattice, size_t sequence_index, FmaMode fma,
                                            size_t macroparticles)
-    : m_lattice(lattice), m_sequence_index(sequence_index), m_fma(fma), m_macroparticles(macroparticles) {
+    : m_sequence_index(sequence_index), m_fma(fma), m_macroparticles(macroparticles) {
   const ElementDefinition& def = lattice.element(sequence_index);
   m_name = def.name;
   m_desc = def.type->collective;
