@@ -323,9 +323,14 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
   const int n = 16, M = 100, B = 40;
   const double dt = 1e-9, t0 = M * dt;
   auto res = std::make_shared<Resonator>(1e6, 0.0731e9, 30.0);  // 1/alpha = 131 ns: ~ 1.3 turns
+  // and the sum of that resonator with a resistive wall (singular kernel, power-law memory)
+  auto with_wall = std::make_shared<WakeSum>(std::vector<std::shared_ptr<const WakeSource>>{
+      res, std::make_shared<ResistiveWall>(0.02, 100.0, 1.4e6, ComponentFactors::round_chamber(true))});
   const int turns = 5;
-  for (int memory : {3, 10}) {
-    WakeMemory mem(res, dt, n, t0, memory, {0.0, B * dt});
+  for (int memory : {3, 10, -10}) {
+    const std::shared_ptr<const WakeSource> source = memory > 0 ? std::shared_ptr<const WakeSource>(res) : with_wall;
+    memory = std::abs(memory);
+    WakeMemory mem(source, dt, n, t0, memory, {0.0, B * dt});
     std::mt19937_64 rng(11);
     std::uniform_real_distribution<double> u(0.0, 1.0);
     // history on the long grid: turn k, bunch b occupies slices k M + b B .. + n
@@ -357,7 +362,7 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
       if (k + 1 < turns) mem.end_turn(current);
     }
     CHECK(mem.stored_turns() == std::min(memory, turns - 1));
-    const SliceKicks ref = convolve(sample_wake(*res, dt, long_n), longm);
+    const SliceKicks ref = convolve(sample_wake(*source, dt, long_n), longm);
     double worst = 0.0, scale = 0.0;
     for (int b = 0; b < 2; ++b) {
       const SliceKicks k = mem.kicks(current, b);
@@ -368,7 +373,8 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
         scale = std::max({scale, std::fabs(ref.dipolar_x[g]), std::fabs(ref.dipolar_y[g])});
       }
     }
-    MESSAGE("memory " << memory << " turns: max deviation / max kick " << worst / scale);
+    MESSAGE("memory " << memory << " turns" << std::string(source == res ? "" : " (resonator and resistive wall)")
+                      << ": max deviation / max kick " << worst / scale);
     CHECK(worst < 1e-10 * scale);
   }
   // a memory of 3 turns on 5 drops the oldest turn: the memory matters (the resonator still rings)
