@@ -4,8 +4,8 @@
 // grid, 3D with a fixed one, one element first in the sequence so the wrap kernel runs, both
 // dispatches, with and without per-turn callbacks); with fma=on (FFTW on the host for the solve,
 // contraction in the kernels) close. The benchmark of issue 23 (2.5D, 10^7 macroparticles,
-// 256 x 256 nodes, 64 slices, one element per turn) runs when FUSETRACK_GPU_BENCH=1
-// (tools/device/space_charge.sh sets it).
+// 256 x 256 nodes, 64 slices, one element per turn) is a skipped case that
+// tools/device/space_charge.sh runs with --no-skip.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -117,12 +117,10 @@ TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
   CHECK(c.max_relative < 1e-6);
 }
 
-TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn") {
-  const char* bench = std::getenv("FUSETRACK_GPU_BENCH");
-  if (!bench || std::string(bench) != "1") {
-    MESSAGE("skipped: set FUSETRACK_GPU_BENCH=1 (tools/device/space_charge.sh)");
-    return;
-  }
+// A benchmark, not part of the suite (reported as skipped; its times depend on the machine):
+//   build-gpu/bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip   (tools/device/space_charge.sh)
+TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn" *
+          doctest::skip()) {
   const size_t n = std::getenv("FUSETRACK_SC_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_SC_PARTICLES")) : 10000000;
   const int turns = 5;
   // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid

@@ -24,14 +24,14 @@ cmake --build build-gpu -j16 --target test_gpu test_collective builtin >"$OUT/bu
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 cd build-gpu
 echo "== GPU space-charge tests" | tee "$OUT/test_gpu_space_charge.log"
-FUSETRACK_GPU_BENCH=0 ./bin/test_gpu -tc="space charge PIC on the GPU: fma*" 2>&1 \
+./bin/test_gpu -tc="space charge PIC on the GPU: fma*" 2>&1 \
   | grep -E "MESSAGE|ERROR|CHECK|values|test cases|assertions|SKIPPED" -A1 | tee -a "$OUT/test_gpu_space_charge.log"
 echo "== CPU space-charge tests (NVRTC compile check included)" | tee "$OUT/test_collective_space_charge.log"
 ./bin/test_collective -tc="space charge PIC*" 2>&1 | grep -E "MESSAGE|ERROR|values|test cases|assertions" -A1 \
   | tee -a "$OUT/test_collective_space_charge.log"
 if [ "$MODE" = bench ]; then
   echo "== benchmark: 2.5D PIC, 256 x 256 x 64, one element per turn" | tee "$OUT/bench_space_charge.log"
-  OMP_NUM_THREADS=$(nproc) FUSETRACK_GPU_BENCH=1 ./bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" 2>&1 \
+  OMP_NUM_THREADS=$(nproc) ./bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip 2>&1 \
     | grep -E "MESSAGE|ERROR|values|test cases|fma|outside" | tee -a "$OUT/bench_space_charge.log"
   nvidia-smi --query-gpu=name,clocks.max.memory,memory.total --format=csv | tee -a "$OUT/bench_space_charge.log"
 fi

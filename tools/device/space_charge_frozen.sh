@@ -16,8 +16,10 @@ cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>
 cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
   || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 BIN=$ROOT/build-gpu/bin/fusetrack
-(cd build-gpu && timeout 120 ./bin/test_gpu -tc="*frozen space charge*,*Poisson*" 2>&1 \
-  | grep -E "MESSAGE|ERROR|values|test cases|assertions|SKIPPED" -A1) | tee "$OUT/test_gpu_frozen_poisson.log"
+(cd build-gpu && timeout 120 ./bin/test_gpu -tc="*frozen space charge*,GPU Poisson solver*" 2>&1 \
+  | grep -E "MESSAGE|ERROR|values|test cases|assertions|SKIPPED" -A1
+  timeout 60 ./bin/test_gpu -tc="GPU Poisson solve time*" --no-skip 2>&1 | grep -E "MESSAGE|ERROR" -A1) \
+  | tee "$OUT/test_gpu_frozen_poisson.log"
 W=build-gpu/sc_frozen
 mkdir -p $W
 $BIN spacecharge install lattices/space_charge_ring.json --elements 160 --intensity 1.5e11 --emittances 2e-6 1.5e-6 \
