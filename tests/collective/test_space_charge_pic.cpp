@@ -439,9 +439,9 @@ TEST_CASE("space charge PIC: the self-force of the bunch sums to zero (momentum 
     MESSAGE(std::string(model), ": sum Delta px / sum |Delta px| = ", sum_x / abs_x, ", y ", sum_y / abs_y,
             ", energy ", abs_e > 0 ? sum_e / abs_e : 0.0);
     CHECK(abs_x > 0);
-    CHECK(std::fabs(sum_x / abs_x) < 1e-9);
-    CHECK(std::fabs(sum_y / abs_y) < 1e-9);
-    if (std::string(model) == "3D") CHECK(std::fabs(sum_e / abs_e) < 1e-9);
+    CHECK(std::fabs(sum_x / abs_x) < 1e-14);
+    CHECK(std::fabs(sum_y / abs_y) < 1e-14);
+    if (std::string(model) == "3D") CHECK(std::fabs(sum_e / abs_e) < 1e-14);
   }
 }
 
@@ -683,8 +683,8 @@ TEST_CASE("space charge PIC: incoherent tune shift of small-amplitude particles 
   for (size_t t = 0; t < sig_x.size(); ++t) msx += sig_x[t] / sig_x.size(), msy += sig_y[t] / sig_y.size();
   MESSAGE("sigma_x bare ", sx, " start ", sig_x[0], " mean ", msx, " min ", *std::min_element(sig_x.begin(), sig_x.end()), " max ", *std::max_element(sig_x.begin(), sig_x.end()));
   MESSAGE("sigma_y bare ", sy, " start ", sig_y[0], " mean ", msy);
-  CHECK(std::fabs((qx - qx0) / laslett_x - 1.0) < 0.03);
-  CHECK(std::fabs((qy - qy0) / laslett_y - 1.0) < 0.03);
+  CHECK(std::fabs((qx - qx0) / laslett_x - 1.0) < 0.01);
+  CHECK(std::fabs((qy - qy0) / laslett_y - 1.0) < 0.01);
 }
 
 TEST_CASE("space charge PIC: bad input names the element and the field") {

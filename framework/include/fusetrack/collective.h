@@ -86,7 +86,6 @@ class CollectiveSolver {
  private:
   void solve_memory(const double* lambda, double* field_time_order);
 
-  const Lattice& m_lattice;
   size_t m_sequence_index;
   std::string m_name;
   const void* m_params;

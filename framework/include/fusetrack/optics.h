@@ -244,7 +244,8 @@ TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optic
 /// (a_x, a_y) = r (cos t, sin t) for r in (0, max_sigma] (`amplitudes` steps) and t in [0, pi/2]
 /// (`angles` steps; both a_x and a_y at least `min_sigma` so every particle has a line in each
 /// plane), px = co_px - alpha_x a_x sigma_x / beta_x (on the ellipse's axis; py alike), at the
-/// closed orbit's (zeta, delta) plus the given offsets. Tracked `turns` turns on `backend`
+/// closed orbit's (zeta, delta) plus the given offsets; with a delta offset d the transverse start
+/// is the dispersive orbit co + (D, D') d plus those amplitudes (the 4D dispersion of the optics). Tracked `turns` turns on `backend`
 /// (any backend; TrackOptions::callback_every = 1), the tunes of each particle from its
 /// turn-by-turn (x, px) and (y, py) around the closed orbit (tune_from_tracking, NAFF). A lost
 /// particle has NaN tunes and its loss turn. Sizes from the normalized emittances (beam_sizes).

@@ -22,6 +22,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/npy.h"
 #include "fusetrack/tracker.h"
+#include "../core/fftw_planner.hpp"
 
 namespace ft {
 
@@ -686,8 +687,6 @@ class NormalGenerator {
   bool m_has_spare = false;
 };
 
-std::mutex g_fftw_planner_mutex;  // FFTW's planner is not thread-safe; execution is
-
 }  // namespace
 
 // -----------------------------------------------------------------------------------------------
@@ -969,7 +968,7 @@ double tune_from_tracking(const std::vector<double>& x, const std::vector<double
   if (!buf) throw Error("tune_from_tracking: out of memory for the FFT");
   fftw_plan plan;
   {
-    std::lock_guard<std::mutex> lock(g_fftw_planner_mutex);
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     plan = fftw_plan_dft_1d(static_cast<int>(nfft), buf, buf, FFTW_FORWARD, FFTW_ESTIMATE);
   }
   for (size_t i = 0; i < nfft; ++i) {
@@ -987,7 +986,7 @@ double tune_from_tracking(const std::vector<double>& x, const std::vector<double
     }
   }
   {
-    std::lock_guard<std::mutex> lock(g_fftw_planner_mutex);
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     fftw_destroy_plan(plan);
   }
   fftw_free(buf);
@@ -1111,7 +1110,8 @@ TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics,
     bad("max_sigma", fmt::format("the largest amplitude must be positive, got {}", options.max_sigma));
   if (!(options.min_sigma > 0.0) || !(options.min_sigma < options.max_sigma))
     bad("min_sigma", fmt::format("the smallest amplitude must be in (0, max_sigma), got {}", options.min_sigma));
-  if (!(options.emittance_nx > 0.0) || !(options.emittance_ny > 0.0))
+  if (!(options.emittance_nx > 0.0) || !(options.emittance_ny > 0.0) || !std::isfinite(options.emittance_nx) ||
+      !std::isfinite(options.emittance_ny))
     bad("emittances", fmt::format("the normalized emittances must be positive, got {} and {}", options.emittance_nx,
                                   options.emittance_ny));
   const BeamSizes sizes = beam_sizes(optics, options.emittance_nx, options.emittance_ny);
@@ -1132,8 +1132,11 @@ TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics,
   Particles p(n, lattice.reference().beta0());
   for (size_t i = 0; i < n; ++i) {
     const double x = fp.amplitude_x[i] * sizes.sigma_x, y = fp.amplitude_y[i] * sizes.sigma_y;
-    p.set(i, co[0] + x, co[1] - optics.alpha_x * x / optics.beta_x, co[2] + y, co[3] - optics.alpha_y * y / optics.beta_y,
-          co[4] + options.zeta_offset, co[5] + options.delta_offset);
+    // Off momentum: on the dispersive orbit co + D delta, so that delta adds no betatron amplitude.
+    const double d = options.delta_offset;
+    p.set(i, co[0] + optics.dx * d + x, co[1] + optics.dpx * d - optics.alpha_x * x / optics.beta_x,
+          co[2] + optics.dy * d + y, co[3] + optics.dpy * d - optics.alpha_y * y / optics.beta_y,
+          co[4] + options.zeta_offset, co[5] + d);
   }
   // Turn-by-turn deviations from the closed orbit, [particle][turn].
   std::vector<std::vector<double>> xs(n), pxs(n), ys(n), pys(n);

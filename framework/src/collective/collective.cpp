@@ -8,6 +8,7 @@
 
 #include "fusetrack/device/element.h"
 #include "fusetrack/error.h"
+#include "../core/fftw_planner.hpp"
 
 namespace ft {
 
@@ -15,10 +16,6 @@ namespace {
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
 constexpr double kPi = 3.14159265358979323846;
 
-std::mutex& fftw_planner_mutex() {  // FFTW's planner is not thread-safe
-  static std::mutex m;
-  return m;
-}
 }  // namespace
 
 TurnProgram TurnProgram::build(const Lattice& lattice) {
@@ -59,7 +56,7 @@ struct CollectiveSolver::Fftw {
 };
 
 CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index, FmaMode fma, size_t macroparticles)
-    : m_lattice(lattice), m_sequence_index(sequence_index), m_fma(fma) {
+    : m_sequence_index(sequence_index), m_fma(fma) {
   const ElementDefinition& def = lattice.element(sequence_index);
   m_name = def.name;
   m_desc = def.type->collective;

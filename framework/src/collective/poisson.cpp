@@ -13,6 +13,7 @@
 
 #include <omp.h>
 
+#include "../core/fftw_planner.hpp"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
 
@@ -23,10 +24,6 @@ namespace {
 constexpr double kPi = 3.14159265358979323846;
 constexpr double kEpsilon0 = 8.8541878128e-12;  // [F/m], CODATA 2018
 
-std::mutex& poisson_fftw_mutex() {  // FFTW's planner is not thread-safe
-  static std::mutex m;
-  return m;
-}
 
 /// a * log(b), 0 when a == 0 (the limits of the primitives at the singular lines).
 double x_log(double a, double b) { return a == 0.0 ? 0.0 : a * std::log(b); }
@@ -107,7 +104,7 @@ struct PoissonSolver::Impl {
 
   ~Impl() {
     fftw_buffers.clear();
-    std::lock_guard<std::mutex> lock(poisson_fftw_mutex());
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     if (r2c) fftw_destroy_plan(r2c);
     if (c2r) fftw_destroy_plan(c2r);
   }
@@ -137,7 +134,7 @@ struct PoissonSolver::Impl {
 
   void make_fftw_plans() {
     FftwBuffers b(real_size, spectrum_size);
-    std::lock_guard<std::mutex> lock(poisson_fftw_mutex());
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
     if (T == 2) {
       r2c = fftw_plan_dft_r2c_2d(M[1], M[0], b.real, b.spectrum, FFTW_ESTIMATE);
       c2r = fftw_plan_dft_c2r_2d(M[1], M[0], b.product, b.real, FFTW_ESTIMATE);

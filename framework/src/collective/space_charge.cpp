@@ -224,8 +224,13 @@ void GridCollectiveSolver::build_grid(const std::array<double, 3>& min, const st
     // 3D: the rest frame, zeta stretched by gamma0.
     g.max[u] = (d == 2 && three_d ? m_gamma0 : 1.0) * (max[u] - min[u]);
   }
-  m_poisson = std::make_unique<PoissonSolver>(g, three_d ? PoissonModel::Open3D : PoissonModel::Open2p5D,
-                                              m_fma == FmaMode::Off ? PoissonFft::Reproducible : PoissonFft::Fast);
+  try {
+    m_poisson = std::make_unique<PoissonSolver>(g, three_d ? PoissonModel::Open3D : PoissonModel::Open2p5D,
+                                                m_fma == FmaMode::Off ? PoissonFft::Reproducible : PoissonFft::Fast);
+  } catch (const std::exception& e) {  // e.g. a grid too large for the doubled-grid solver: name the element
+    throw Error(fmt::format("space-charge element '{}': grid of {} x {} x {} nodes: {}", m_name, nodes[0], nodes[1],
+                            nodes[2], e.what()));
+  }
   m_spacing = spacing;
   ++m_report.solver_builds;
 }

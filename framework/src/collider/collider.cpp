@@ -16,6 +16,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "../core/fftw_planner.hpp"
 #include "fusetrack/beambeam.h"
 #include "fusetrack/cuda_collider.h"
 #include "fusetrack/cuda_device.h"
@@ -383,9 +384,16 @@ std::vector<double> amplitude_spectrum(const std::vector<double>& samples, size_
   for (size_t i = 0; i < n; ++i)
     in[i] = (samples[i] - mean) * (1.0 - std::cos(2 * kPi * (static_cast<double>(i) + 0.5) / static_cast<double>(n)));
   std::vector<fftw_complex> out(m + 1);
-  fftw_plan plan = fftw_plan_dft_r2c_1d(static_cast<int>(len), in.data(), out.data(), FFTW_ESTIMATE);
+  fftw_plan plan;
+  {
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    plan = fftw_plan_dft_r2c_1d(static_cast<int>(len), in.data(), out.data(), FFTW_ESTIMATE);
+  }
   fftw_execute(plan);
-  fftw_destroy_plan(plan);
+  {
+    std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    fftw_destroy_plan(plan);
+  }
   std::vector<double> amp(m + 1);
   for (size_t i = 0; i <= m; ++i) amp[i] = std::hypot(out[i][0], out[i][1]) / static_cast<double>(n);
   return amp;
