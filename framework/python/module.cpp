@@ -1125,6 +1125,22 @@ PYBIND11_MODULE(_fusetrack, m) {
   m.def("_install_space_charge", &install_space_charge, py::arg("lattice"), py::arg("elements"),
         py::arg("positions"), py::arg("intensity"), py::arg("eps_nx"), py::arg("eps_ny"), py::arg("sigma_zeta"),
         py::arg("delta_rms"), py::arg("z0"), py::arg("prefix"), py::arg("force_4d"), py::arg("threads"));
+  // Frozen space charge that follows the beam: update() changes the lattice's fields (a Tracker of
+  // that lattice re-uploads them at its next track()).
+  struct SpaceChargeBeamSizes {
+    LatticePtr lattice;
+    ft::SpaceChargeBeamSizes sizes;
+  };
+  py::class_<SpaceChargeBeamSizes>(m, "_SpaceChargeBeamSizes")
+      .def(py::init([](const LatticePtr& h) { return SpaceChargeBeamSizes{h, ft::SpaceChargeBeamSizes(h->lattice)}; }),
+           py::arg("lattice"))
+      .def("update",
+           [](SpaceChargeBeamSizes& s, const ft::Particles& particles, double intensity) {
+             s.sizes.update(s.lattice->lattice, particles, intensity);
+             ++s.lattice->revision;
+           },
+           py::arg("particles"), py::arg("intensity"))
+      .def_property_readonly("elements", [](const SpaceChargeBeamSizes& s) { return s.sizes.elements(); });
   m.def(
       "_remove_space_charge",
       [](const LatticePtr& h) {

@@ -50,3 +50,23 @@ def test_bad_emittances_name_the_field():
         ft.tune_footprint(ring, (2e-6,))
     with pytest.raises(ft.InputError, match="emittances"):
         ft.tune_footprint(ring, (2e-6, 0.0))
+
+
+def test_beam_sizes_follow_the_beam():
+    ring = ft.Lattice.from_file(lattice_path("space_charge_ring.json"))
+    sc = ft.install_space_charge(ring, elements=8, **BUNCH)["lattice"]
+    follow = ft.SpaceChargeBeamSizes(sc)
+    assert follow.elements == 8
+    p = ft.Particles.matched_gaussian(ring, 2000, emittance_nx=4e-6, emittance_ny=3e-6, sigma_zeta=8.0,
+                                      sigma_delta=1e-3, seed=3)
+    before = sc["sc_0"]["sigma_x"]
+    tracker = ft.Tracker(sc, device="cpu")
+    tracker.track(p, turns=2)
+    follow.update(p, 1.5e11)
+    # twice the installation's emittances: larger sizes (about sqrt(2) where the dispersion is small)
+    assert sc["sc_0"]["sigma_x"] > 1.2 * before
+    alive = int((np.asarray(p.state) > 0).sum())
+    assert sc["sc_0"]["number_of_particles"] == pytest.approx(1.5e11 * alive / 2000, rel=1e-12)
+    tracker.track(p, turns=2)  # the tracker takes the new sizes
+    with pytest.raises(ft.InputError, match="no SpaceChargeBiGaussian"):
+        ft.SpaceChargeBeamSizes(ring)

@@ -85,4 +85,30 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
 nlohmann::ordered_json remove_space_charge(const Lattice& lattice, const std::string& file = "lattice",
                                            size_t* removed = nullptr);
 
+/// Frozen space charge whose beam sizes follow the beam ("updated from the beam every K turns"). Made
+/// once from a lattice holding SpaceChargeBiGaussian elements: the optics at each (beta, D) from the
+/// Twiss table of that lattice with their intensity set to zero. update() then sets every element from
+/// the particles' moments (bunch_moments: betatron emittances with the dispersive part removed, rms
+/// delta, rms and mean zeta) and the alive fraction,
+///   sigma_x,k = sqrt(beta_x,k eps_x + (D_x,k sigma_delta)^2)  (y alike),  sigma_z = rms zeta,
+///   z0 = mean zeta,  number_of_particles = intensity x alive / particles,
+/// and prepares the lattice again; a backend tracking it picks the change up with
+/// Backend::parameters_changed() (the GPU's switch kernel re-uploads its table; Python trackers do it
+/// at their next track()). Track K turns, update, repeat. Each element needs its own definition (as
+/// install_space_charge writes them); a definition shared by several positions is refused.
+class SpaceChargeBeamSizes {
+ public:
+  explicit SpaceChargeBeamSizes(const Lattice& lattice, const OpticsOptions& optics = {});
+  /// `intensity`: real particles of the whole bunch when every particle is alive.
+  void update(Lattice& lattice, const Particles& particles, double intensity) const;
+  size_t elements() const { return m_entries.size(); }
+
+ private:
+  struct Entry {
+    uint32_t definition;
+    double beta_x, beta_y, dx, dy;
+  };
+  std::vector<Entry> m_entries;
+};
+
 }  // namespace ft

@@ -34,7 +34,7 @@ from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
 
 __all__ = [
     "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro", "collide",
-    "install_space_charge", "remove_space_charge", "tune_footprint",
+    "install_space_charge", "remove_space_charge", "tune_footprint", "SpaceChargeBeamSizes",
     "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus", "load_particle_arrays",
     "Error", "InputError", "PluginError", "DeviceError",
 ]
@@ -381,6 +381,30 @@ def install_space_charge(lattice: Lattice, intensity: float, emittances: Sequenc
     return _ft._install_space_charge(lattice, int(elements), [float(p) for p in positions], float(intensity),
                                      eps[0], eps[1], float(sigma_zeta), float(delta_rms), z0, prefix,
                                      bool(force_4d), int(threads))
+
+
+class SpaceChargeBeamSizes:
+    """Frozen space charge whose beam sizes follow the beam (``ft::SpaceChargeBeamSizes``): made from
+    a lattice with SpaceChargeBiGaussian elements (their optics from its Twiss table without them);
+    ``update(particles, intensity)`` sets every element's sizes sqrt(beta eps + (D sigma_delta)^2),
+    sigma_z, z0 and intensity (times the alive fraction) from the particles' moments. A
+    :class:`Tracker` of that lattice uses the new values at its next ``track()``::
+
+        follow = ft.SpaceChargeBeamSizes(ring)
+        for _ in range(turns // k):
+            tracker.track(p, k)
+            follow.update(p, intensity)
+    """
+
+    def __init__(self, lattice: Lattice):
+        self._impl = _ft._SpaceChargeBeamSizes(lattice)
+
+    def update(self, particles: "Particles", intensity: float) -> None:
+        self._impl.update(particles, float(intensity))
+
+    @property
+    def elements(self) -> int:
+        return self._impl.elements
 
 
 def remove_space_charge(lattice: Lattice) -> Lattice:

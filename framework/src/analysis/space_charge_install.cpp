@@ -11,6 +11,7 @@
 #include <set>
 
 #include "fusetrack/error.h"
+#include "fusetrack/monitor.h"
 
 namespace ft {
 
@@ -364,6 +365,55 @@ json remove_space_charge(const Lattice& lattice, const std::string& file, size_t
   doc["sequence"] = sequence;
   if (removed) *removed = count;
   return doc;
+}
+
+SpaceChargeBeamSizes::SpaceChargeBeamSizes(const Lattice& lattice, const OpticsOptions& optics) {
+  Lattice bare = lattice;  // the optics without the space-charge kicks
+  std::vector<int> uses(lattice.definitions().size(), 0);
+  for (size_t e = 0; e < lattice.sequence().size(); ++e) {
+    const uint32_t d = lattice.sequence()[e].definition;
+    if (lattice.definitions()[d].type->name != kType) continue;
+    if (uses[d]++ == 0) bare.set_field(d, "number_of_particles", 0.0);
+  }
+  bare.prepare();
+  const TwissTable table = compute_twiss_table(bare, optics);
+  for (size_t e = 0; e < lattice.sequence().size(); ++e) {
+    const uint32_t d = lattice.sequence()[e].definition;
+    const ElementDefinition& def = lattice.definitions()[d];
+    if (def.type->name != kType) continue;
+    if (uses[d] > 1)
+      throw InputError(element_at(lattice.source_file(), e, def.name, kType, "name"),
+                       fmt::format("stands at {} positions; beam sizes that follow the beam need one definition per "
+                                   "position (as `fusetrack spacecharge install` writes them)",
+                                   uses[d]));
+    // The element is thin: the optics at its exit (row e + 1) are those at its position.
+    m_entries.push_back({d, table.beta_x[e + 1], table.beta_y[e + 1], table.dx[e + 1], table.dy[e + 1]});
+  }
+  if (m_entries.empty())
+    throw InputError(InputLocation(lattice.source_file()), fmt::format("has no {} element to update", kType));
+}
+
+void SpaceChargeBeamSizes::update(Lattice& lattice, const Particles& particles, double intensity) const {
+  if (!(intensity >= 0.0) || !std::isfinite(intensity)) {
+    InputLocation at;
+    at.field = "intensity";
+    throw InputError(at, fmt::format("must be finite and >= 0, got {}", intensity));
+  }
+  const BunchMoments m = bunch_moments(particles, lattice.reference().p0c);
+  if (m.alive < 2 || !(m.rms_zeta > 0.0) || !(m.emittance_x > 0.0) || !(m.emittance_y > 0.0))
+    throw Error(fmt::format("space-charge beam sizes: the beam ({} particles alive) has no size to take "
+                            "(rms zeta {}, emittances {} {})",
+                            m.alive, m.rms_zeta, m.emittance_x, m.emittance_y));
+  const double n = intensity * static_cast<double>(m.alive) / static_cast<double>(particles.size());
+  for (const Entry& e : m_entries) {
+    const double dxs = e.dx * m.rms_delta, dys = e.dy * m.rms_delta;
+    lattice.set_field(e.definition, "sigma_x", std::sqrt(e.beta_x * m.emittance_x + dxs * dxs));
+    lattice.set_field(e.definition, "sigma_y", std::sqrt(e.beta_y * m.emittance_y + dys * dys));
+    lattice.set_field(e.definition, "sigma_z", m.rms_zeta);
+    lattice.set_field(e.definition, "z0", m.mean_zeta);
+    lattice.set_field(e.definition, "number_of_particles", n);
+  }
+  lattice.prepare();
 }
 
 }  // namespace ft
