@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "fusetrack/device/collective.h"
+#include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/tracker.h"
 
@@ -32,6 +33,10 @@ struct TurnProgram {
 
   static TurnProgram build(const Lattice& lattice);
 };
+
+/// Where errors of the collective element at `sequence_index` point: the lattice file, the element's
+/// name, type and index (for both kinds: CollectiveSolver and GridCollectiveSolver).
+InputLocation collective_element_location(const Lattice& lattice, size_t sequence_index);
 
 /// The bunch-wide solver of one collective element of the sequence.
 class CollectiveSolver {

@@ -55,6 +55,15 @@ struct CollectiveSolver::Fftw {
   }
 };
 
+InputLocation collective_element_location(const Lattice& lattice, size_t sequence_index) {
+  const ElementDefinition& def = lattice.element(sequence_index);
+  InputLocation where{lattice.source_file()};
+  where.element_name = def.name;
+  where.element_type = def.type->name;
+  where.element_index = static_cast<long>(sequence_index);
+  return where;
+}
+
 CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index, FmaMode fma, size_t macroparticles)
     : m_sequence_index(sequence_index), m_fma(fma) {
   const ElementDefinition& def = lattice.element(sequence_index);
@@ -65,10 +74,7 @@ CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index
   if (m_desc->kind != FT_COLLECTIVE_PROFILE)
     throw Error(fmt::format("element '{}' ({}) is a grid collective element (GridCollectiveSolver), not a profile one",
                             def.name, def.type->name));
-  InputLocation where{lattice.source_file()};
-  where.element_name = def.name;
-  where.element_type = def.type->name;
-  where.element_index = static_cast<long>(sequence_index);
+  const InputLocation where = collective_element_location(lattice, sequence_index);
 
   const ReferenceParticle& ref = lattice.reference();
   const ft_reference abi_ref = ref.to_abi(lattice.circumference());

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "fusetrack/collective.h"
 #include "fusetrack/error.h"
 
 namespace ft {
@@ -48,10 +49,7 @@ GridCollectiveSolver::GridCollectiveSolver(const Lattice& lattice, size_t sequen
   m_params = lattice.params(lattice.sequence()[sequence_index].definition);
   if (!m_desc || m_desc->kind != FT_COLLECTIVE_GRID)
     throw Error(fmt::format("element '{}' ({}) is not a grid collective element", def.name, def.type->name));
-  InputLocation where{lattice.source_file()};
-  where.element_name = def.name;
-  where.element_type = def.type->name;
-  where.element_index = static_cast<long>(sequence_index);
+  const InputLocation where = collective_element_location(lattice, sequence_index);
   const ReferenceParticle& ref = lattice.reference();
   const ft_reference abi_ref = ref.to_abi(lattice.circumference());
   ft_error err{};
