@@ -46,9 +46,9 @@ void run_codegen(const CodegenArgs& a) {
   if (lattice.has_collective()) {
     const TurnProgram program = TurnProgram::build(lattice);
     std::vector<SliceGrid> grids;
-    for (size_t c : program.collective)  // grid (space-charge) elements: no slice grid
-      grids.push_back(lattice.element(c).type->is_grid_collective() ? SliceGrid{}
-                                                                     : CollectiveSolver(lattice, c, fma, 1).slice_grid());
+    for (size_t c : program.collective)  // grid and slice-moment elements: no slice grid
+      grids.push_back(!lattice.element(c).type->is_profile_collective() ? SliceGrid{}
+                                                                         : CollectiveSolver(lattice, c, fma, 1).slice_grid());
     source = generate_collective_kernels(lattice, fma, requested, grids);
   } else {
     source = generate_fused_kernel(lattice, fma, requested, a.max_registers);

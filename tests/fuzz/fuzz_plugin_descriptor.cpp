@@ -23,6 +23,10 @@ int dummy_create_grid(const void*, const char*, const char*, const ft_reference*
   return 0;
 }
 int dummy_grid_kick(const void*, const ft_grid_field*, ft_particle_block*, ft_error*) { return 0; }
+int dummy_create_moments(const void*, const char*, const char*, const ft_reference*, ft_moments_model*, ft_error*) {
+  return 0;
+}
+int dummy_moments_kick(const void*, const ft_slice_kicks*, ft_particle_block*, ft_error*) { return 0; }
 
 /// Strings for names: mostly from a small set (so that duplicates and valid identifiers occur),
 /// sometimes arbitrary, sometimes absent (NULL).
@@ -75,9 +79,11 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
       c.kick_function = pick_name(in, strings);
       c.create = in.ConsumeBool() ? dummy_create : nullptr;
       c.kick_block = in.ConsumeBool() ? dummy_kick : nullptr;
-      c.kind = small_or_any(in, 2);  // profile, grid, unknown
+      c.kind = small_or_any(in, 3);  // profile, grid, slice moments, unknown
       c.create_grid = in.ConsumeBool() ? dummy_create_grid : nullptr;
       c.grid_kick_block = in.ConsumeBool() ? dummy_grid_kick : nullptr;
+      c.create_moments = in.ConsumeBool() ? dummy_create_moments : nullptr;
+      c.moments_kick_block = in.ConsumeBool() ? dummy_moments_kick : nullptr;
       collectives.push_back(c);
       t.collective = &collectives.back();
     }

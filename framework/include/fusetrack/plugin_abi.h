@@ -11,8 +11,9 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 4u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
-                                     4: grid (space-charge) collective elements */
+#define FT_PLUGIN_ABI_VERSION 5u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
+                                     4: grid (space-charge) collective elements;
+                                     5: slice-moment (transverse wake, damper) collective elements */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
@@ -174,7 +175,8 @@ typedef int (*ft_kick_block_fn)(const void* params, const ft_slice_field* field,
 
 enum ft_collective_kind {
   FT_COLLECTIVE_PROFILE = 0, /* a zeta profile and a linear response (ft_collective_model) */
-  FT_COLLECTIVE_GRID = 1     /* charge on a grid, Poisson solve (ft_grid_model) */
+  FT_COLLECTIVE_GRID = 1,    /* charge on a grid, Poisson solve (ft_grid_model) */
+  FT_COLLECTIVE_MOMENTS = 2  /* slice moments, wakes and feedback (ft_moments_model) */
 };
 
 enum ft_grid_solver {
@@ -215,13 +217,78 @@ typedef struct ft_grid_field {
 typedef int (*ft_grid_kick_block_fn)(const void* params, const ft_grid_field* field, ft_particle_block* block,
                                      struct ft_error* error);
 
+/* ---- Slice-moment collective elements (transverse wakes, feedback) ----------------------------
+ * The third kind: the framework bins the bunch in zeta (nearest slice between fixed cuts) and sums,
+ * per slice, the macroparticle count and the fixed-point integer sums of x, px, y, py (exact,
+ * order-independent; over threads, GPU blocks and MPI ranks: fusetrack/device/reduction.h,
+ * slice_centroid_contributions). On the host it turns the slice charges and centroids into per-slice
+ * kicks through the element's wake sources (built by the framework with the wake library,
+ * fusetrack/transverse_wakes.h: a direct convolution in a fixed order, with the stored slice moments of
+ * the last memory_turns turns), identical on every rank. Each particle in a slice then gets
+ *   NAME_kick(const NAME& e, const ft::SliceKick& k, ft::ParticleView& p)
+ * with k the slice's wake kicks and centroids (fusetrack/device/slice_moments.h). Particles outside the
+ * cuts get no kick. */
+
+enum ft_wake_source_type {
+  FT_WAKE_RESONATOR = 0,       /* r_shunt, quality_factor, frequency */
+  FT_WAKE_RESISTIVE_WALL = 1,  /* radius, length, conductivity (classic thick wall) */
+  FT_WAKE_TABLE_PYHEADTAIL = 2,/* table_path, table_columns (PyHEADTAIL/HEADTAIL units: ns, V/pC, V/pC/mm) */
+  FT_WAKE_TABLE_XSUITE = 3     /* table_path (pandas to_csv: a header of column names, SI units) */
+};
+
+/* One wake source of a slice-moment element (ft::wakes::Resonator, ResistiveWall, WakeTable). */
+typedef struct ft_wake_source {
+  int32_t type;        /* enum ft_wake_source_type */
+  double factors[5];   /* analytic sources: factor of each component (longitudinal, dipolar_x, dipolar_y,
+                          quadrupolar_x, quadrupolar_y; a round chamber 0, 1, 1, 0, 0) */
+  double r_shunt;      /* resonator: R [Ohm] longitudinal, R_perp [Ohm/m] transverse */
+  double quality_factor;
+  double frequency;    /* resonator: f_r [Hz] */
+  double radius;       /* resistive wall: pipe radius b [m] */
+  double length;       /* resistive wall: length L [m] */
+  double conductivity; /* resistive wall: sigma [S/m] */
+  const char* table_path;    /* tables: the file (absolute, or relative to the lattice file's directory) */
+  const char* table_columns; /* PyHEADTAIL tables: the column names, separated by spaces */
+} ft_wake_source;
+
+/* What a slice-moment element's host model gives the framework. */
+typedef struct ft_moments_model {
+  void* state;                 /* the plugin's (owns the strings of `sources`) */
+  ft_profile_grid grid;        /* n_slices >= 1 between the cuts; linear must be 0 (nearest slice) */
+  double ranges[4];            /* declared bounds |x| [m], |px|, |y| [m], |py| of the fixed-point sums; a
+                                  particle outside them is left out of the moments, counted and reported */
+  double bunch_charge;         /* [C] q0 e N_bunch, spread over the macroparticles */
+  int32_t components[5];       /* 1: the framework computes this component's kicks (order of factors) */
+  int32_t memory_turns;        /* >= 0: the wakes of the slice moments of the last memory_turns turns too */
+  int32_t source_count;
+  const ft_wake_source* sources;  /* may be NULL when source_count is 0 (a feedback element) */
+  void (*destroy)(void* state);   /* may be NULL */
+} ft_moments_model;
+
+typedef int (*ft_moments_create_fn)(const void* params, const char* json_definition, const char* base_directory,
+                                    const ft_reference* reference, ft_moments_model* model, struct ft_error* error);
+
+/* The per-slice kicks, as the kick reads them: FT_SLICE_KICK_VALUES doubles per slice (zeta order),
+ * the fields of ft::SliceKick (fusetrack/device/slice_moments.h). */
+#define FT_SLICE_KICK_VALUES 10
+typedef struct ft_slice_kicks {
+  const double* values; /* n_slices * FT_SLICE_KICK_VALUES */
+  ft_profile_grid grid;
+} ft_slice_kicks;
+
+/* CPU kick of a block: NAME_kick(params, kicks[slice of zeta], p) for each alive particle between the cuts. */
+typedef int (*ft_moments_kick_block_fn)(const void* params, const ft_slice_kicks* kicks, ft_particle_block* block,
+                                        struct ft_error* error);
+
 typedef struct ft_collective_desc {
   const char* kick_function; /* NAME_kick */
-  ft_collective_create_fn create;  /* profile kind; NULL for the grid kind */
-  ft_kick_block_fn kick_block;     /* profile kind; NULL for the grid kind */
+  ft_collective_create_fn create;  /* profile kind; NULL for the others */
+  ft_kick_block_fn kick_block;     /* profile kind; NULL for the others */
   uint32_t kind;                   /* enum ft_collective_kind */
-  ft_grid_create_fn create_grid;           /* grid kind; NULL for the profile kind */
-  ft_grid_kick_block_fn grid_kick_block;   /* grid kind; NULL for the profile kind */
+  ft_grid_create_fn create_grid;           /* grid kind; NULL for the others */
+  ft_grid_kick_block_fn grid_kick_block;   /* grid kind; NULL for the others */
+  ft_moments_create_fn create_moments;            /* slice-moment kind; NULL for the others */
+  ft_moments_kick_block_fn moments_kick_block;    /* slice-moment kind; NULL for the others */
 } ft_collective_desc;
 
 typedef struct ft_element_type_desc {

@@ -71,6 +71,35 @@ class SliceMomentReducer {
   uint64_t m_out_of_range = 0;
 };
 
+/// Per slice: the macroparticle weight and the fixed-point sums of x, px, y, py (the slice-moment
+/// collective elements: wakes, feedback), nearest slice (slice_centroid_contributions).
+class SliceCentroidReducer {
+ public:
+  /// `grid` with linear = 0; `ranges`: the declared |x| [m], |px|, |y| [m], |py| bounds; `max_particles`:
+  /// the most macroparticles summed (over all ranks).
+  SliceCentroidReducer(const SliceGrid& grid, const std::array<double, 4>& ranges, uint64_t max_particles);
+
+  /// Adds the alive particles with `threads` OpenMP threads (0: default).
+  void deposit(const Particles& particles, int threads = 0);
+  void clear();
+  /// Adds integers computed elsewhere with this reducer's grid and scales (another rank's, the GPU's).
+  void add_accumulators(const std::vector<uint64_t>& acc, uint64_t out_of_range);
+  void allreduce(Communicator& comm);
+
+  const SliceGrid& grid() const { return m_grid; }
+  const SliceMomentScales& scales() const { return m_scales; }
+  /// kSliceCentroidAccumulators per slice (two's complement in uint64), zeta order.
+  const std::vector<uint64_t>& accumulators() const { return m_acc; }
+  /// Alive particles between the cuts left out because x, px, y or py was outside its declared range.
+  uint64_t out_of_range() const { return m_out_of_range; }
+
+ private:
+  SliceGrid m_grid;
+  SliceMomentScales m_scales{};
+  std::vector<uint64_t> m_acc;
+  uint64_t m_out_of_range = 0;
+};
+
 /// Charge (macroparticles) on the nodes of a 2D (x, y) or 3D (x, y, zeta) grid, cloud-in-cell.
 class ChargeGridReducer {
  public:

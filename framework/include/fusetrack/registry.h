@@ -77,6 +77,8 @@ struct ElementType {
   bool is_profile_collective() const { return collective != nullptr && collective->kind == FT_COLLECTIVE_PROFILE; }
   /// A collective element of the grid kind (charge on a grid, Poisson solve: GridCollectiveSolver).
   bool is_grid_collective() const { return collective != nullptr && collective->kind == FT_COLLECTIVE_GRID; }
+  /// A collective element of the slice-moment kind (slice centroids, wakes and feedback: MomentsCollectiveSolver).
+  bool is_moments_collective() const { return collective != nullptr && collective->kind == FT_COLLECTIVE_MOMENTS; }
 
   const FieldInfo* find_field(const std::string& field_name) const;
   /// Parameter bytes with every field at its default (required fields zero).

@@ -12,6 +12,7 @@
 #include <iostream>
 
 #include "fusetrack/collective.h"
+#include "fusetrack/slice_wakes.h"
 #include "fusetrack/space_charge.h"
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
@@ -175,6 +176,7 @@ class CpuBackend : public Backend {
   void parameters_changed() override {
     m_solvers.clear();
     m_grid_solvers.clear();
+    m_moment_solvers.clear();
   }
   void set_variants(const std::vector<const Lattice*>& variants) override {
     check_variants_trackable(m_lattice, variants);
@@ -189,9 +191,10 @@ class CpuBackend : public Backend {
   const Lattice& m_lattice;
   std::vector<const Lattice*> m_variants;  // set_variants; empty: m_lattice for every particle
   // Collective state, kept across track() calls (multi-turn wake memory).
-  // Per collective element of the TurnProgram, one of the two kinds (the other null).
+  // Per collective element of the TurnProgram, one of the three kinds (the others null).
   std::vector<std::unique_ptr<CollectiveSolver>> m_solvers;
   std::vector<std::unique_ptr<GridCollectiveSolver>> m_grid_solvers;
+  std::vector<std::unique_ptr<MomentsCollectiveSolver>> m_moment_solvers;
   FmaMode m_solver_fma = FmaMode::Off;
   size_t m_solver_macroparticles = 0;
   std::vector<CollectiveSnapshot> m_snapshots;
@@ -319,6 +322,20 @@ void grid_space_charge_step(GridCollectiveSolver& g, const Particles& particles,
   g.solve(all.data(), all.back());
 }
 
+/// Deposit of the slice centroids of a slice-moment element (wakes, feedback) on the particles as they
+/// leave the segment before it, the sum over ranks and the host solve of its slice kicks: integers
+/// throughout, so the kicks do not depend on the thread count, the particle order or the rank count.
+void slice_moments_step(MomentsCollectiveSolver& m, const Particles& particles, int threads,
+                        const TrackOptions& options) {
+  SliceCentroidReducer& reducer = m.reducer();
+  reducer.clear();
+  reducer.deposit(particles, threads);
+  std::vector<uint64_t> all(reducer.accumulators());  // the slices, then the particles out of range
+  all.push_back(reducer.out_of_range());
+  if (options.reduce_profile) options.reduce_profile(all.data(), all.size());
+  m.solve(all.data(), all.back());
+}
+
 void CpuBackend::track_collective(Particles& particles, const TrackOptions& options) {
   const size_t n_elements = m_lattice.sequence().size();
   if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
@@ -329,11 +346,16 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
   if (m_solvers.size() != n_collective || m_solver_fma != options.fma || m_solver_macroparticles != macroparticles) {
     m_solvers.clear();
     m_grid_solvers.clear();
+    m_moment_solvers.clear();
     for (size_t c = 0; c < n_collective; ++c) {
       const bool grid = m_lattice.element(program.collective[c]).type->is_grid_collective();
-      m_solvers.push_back(grid ? nullptr
-                               : std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], options.fma,
-                                                                    macroparticles));
+      const bool moments = m_lattice.element(program.collective[c]).type->is_moments_collective();
+      m_solvers.push_back(grid || moments ? nullptr
+                                          : std::make_unique<CollectiveSolver>(m_lattice, program.collective[c],
+                                                                               options.fma, macroparticles));
+      m_moment_solvers.push_back(
+          moments ? std::make_unique<MomentsCollectiveSolver>(m_lattice, program.collective[c], macroparticles)
+                  : nullptr);
       m_grid_solvers.push_back(grid ? std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c],
                                                                              options.fma, macroparticles)
                                     : nullptr);
@@ -344,7 +366,7 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
     for (size_t c = 0; c < n_collective; ++c) {
       CollectiveSnapshot& snap = m_snapshots[c];
       snap.sequence_index = program.collective[c];
-      if (!m_solvers[c]) continue;  // a grid element
+      if (!m_solvers[c]) continue;  // a grid or slice-moment element
       snap.element_name = m_solvers[c]->element_name();
       snap.grid = m_solvers[c]->grid();
       snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
@@ -360,9 +382,14 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
   std::vector<ft_slice_field> fields(n_collective);
   std::vector<SliceGrid> grids(n_collective);
   std::vector<ft_grid_field> grid_fields(n_collective);
+  std::vector<ft_slice_kicks> moment_kicks(n_collective);
   for (size_t c = 0; c < n_collective; ++c) {
     if (m_grid_solvers[c]) {
       grid_fields[c] = m_grid_solvers[c]->field();
+      continue;
+    }
+    if (m_moment_solvers[c]) {
+      moment_kicks[c] = m_moment_solvers[c]->slice_kicks();
       continue;
     }
     fields[c] = ft_slice_field{m_snapshots[c].field.data(), m_solvers[c]->grid()};
@@ -376,10 +403,12 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
       const TurnProgram::Segment seg = program.segments[k];
       const bool kick = k > 0, turn_end = k == n_collective;
       GridCollectiveSolver* const grid_solver = k < n_collective ? m_grid_solvers[k].get() : nullptr;
-      // The profile kind deposits in this loop; the grid kind after it (the adapted grid needs the
-      // bunch's moments first).
-      const bool deposit = k < n_collective && !grid_solver;
+      MomentsCollectiveSolver* const moment_solver = k < n_collective ? m_moment_solvers[k].get() : nullptr;
+      // The profile kind deposits in this loop; the grid and slice-moment kinds after it (the adapted
+      // grid needs the bunch's moments first).
+      const bool deposit = k < n_collective && !grid_solver && !moment_solver;
       const bool grid_kick = kick && m_grid_solvers[k - 1];
+      const bool moment_kick = kick && m_moment_solvers[k - 1];
       const size_t n_slices = deposit ? static_cast<size_t>(grids[k].n_slices) : 0;
       std::atomic<bool> failed{false};
       std::string failure;
@@ -410,10 +439,15 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
             const size_t e = program.collective[k - 1];
             b.element_index = static_cast<int64_t>(e);
             ft_error err{};
-            const int rc = grid_kick ? m_grid_solvers[k - 1]->desc().grid_kick_block(m_grid_solvers[k - 1]->params(),
-                                                                                    &grid_fields[k - 1], &b, &err)
-                                     : m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(),
-                                                                           &fields[k - 1], &b, &err);
+            int rc;
+            if (grid_kick)
+              rc = m_grid_solvers[k - 1]->desc().grid_kick_block(m_grid_solvers[k - 1]->params(), &grid_fields[k - 1],
+                                                                 &b, &err);
+            else if (moment_kick)
+              rc = m_moment_solvers[k - 1]->desc().moments_kick_block(m_moment_solvers[k - 1]->params(),
+                                                                      &moment_kicks[k - 1], &b, &err);
+            else
+              rc = m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(), &fields[k - 1], &b, &err);
             if (rc != 0) {
               fail(e, err.message);
               continue;
@@ -459,6 +493,7 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
         grid_space_charge_step(*grid_solver, particles, threads, options);
         grid_fields[k] = grid_solver->field();
       }
+      if (moment_solver) slice_moments_step(*moment_solver, particles, threads, options);
     }
     ++done;
     if (options.callback && (done % every == 0 || done == options.turns) && !options.callback(done, particles)) break;
@@ -466,6 +501,11 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
   for (auto& g : m_grid_solvers) {
     if (!g) continue;
     const std::string warning = g->take_warning();
+    if (options.warnings && !warning.empty()) std::cerr << warning;
+  }
+  for (auto& m : m_moment_solvers) {
+    if (!m) continue;
+    const std::string warning = m->take_warning();
     if (options.warnings && !warning.empty()) std::cerr << warning;
   }
 }

@@ -310,7 +310,8 @@ void solve_line_density(const Lattice& lattice, const MatchedBunchOptions& o, co
     const TurnProgram program = TurnProgram::build(lattice);
     for (size_t idx : program.collective) {
       // Space charge on a grid (transverse and 3D fields) is not part of the longitudinal equilibrium.
-      if (lattice.element(idx).type->is_grid_collective()) continue;
+      // Slice-moment elements (transverse wakes, feedback) neither: only the profile kind's voltage.
+      if (!lattice.element(idx).type->is_profile_collective()) continue;
       solvers.push_back(std::make_unique<CollectiveSolver>(lattice, idx, o.fma, size_t{1} << 24));
       const ft_profile_grid& g = solvers.back()->grid();
       const double dz = (g.zeta_max - g.zeta_min) / g.n_slices;

@@ -144,6 +144,53 @@ std::array<double, 6> SliceMomentReducer::resolution() const {
   return r;
 }
 
+// ---- slice centroids ----
+
+SliceCentroidReducer::SliceCentroidReducer(const SliceGrid& grid, const std::array<double, 4>& ranges,
+                                           uint64_t max_particles)
+    : m_grid(grid) {
+  if (grid.n_slices < 1 || !(grid.zeta_max > grid.zeta_min) || grid.linear != 0)
+    throw Error(fmt::format("slice centroids: need n_slices >= 1, zeta_max > zeta_min and nearest-slice binning, got "
+                            "{} slices over [{}, {}] m (linear {})",
+                            grid.n_slices, grid.zeta_min, grid.zeta_max, grid.linear));
+  m_scales.scale[0] = 1.0;
+  for (int k = 0; k < 4; ++k) {
+    m_scales.range[k] = ranges[static_cast<size_t>(k)];
+    m_scales.scale[1 + k] = fixed_point_scale(ranges[static_cast<size_t>(k)], max_particles);
+  }
+  m_acc.assign(static_cast<size_t>(grid.n_slices) * kSliceCentroidAccumulators, 0);
+}
+
+void SliceCentroidReducer::deposit(const Particles& p, int threads) {
+  deposit_in_threads(p, threads, m_acc, m_out_of_range, [&](size_t i, uint64_t* acc) {
+    const double c[6] = {p.x[i], p.px[i], p.y[i], p.py[i], p.zeta[i], p.delta[i]};
+    int bin = 0;
+    long long out[kSliceCentroidAccumulators];
+    const int n = slice_centroid_contributions(m_grid, m_scales, c, &bin, out);
+    if (n < 0) return false;
+    if (n == 0) return true;  // outside the cuts: no moment, not an out-of-range particle
+    uint64_t* slice = acc + static_cast<size_t>(bin) * kSliceCentroidAccumulators;
+    for (int k = 0; k < kSliceCentroidAccumulators; ++k) slice[k] += static_cast<uint64_t>(out[k]);
+    return true;
+  });
+}
+
+void SliceCentroidReducer::clear() {
+  std::fill(m_acc.begin(), m_acc.end(), 0);
+  m_out_of_range = 0;
+}
+
+void SliceCentroidReducer::add_accumulators(const std::vector<uint64_t>& acc, uint64_t out_of_range) {
+  require_same_size(m_acc.size(), acc.size(), "slice centroids");
+  for (size_t k = 0; k < m_acc.size(); ++k) m_acc[k] += acc[k];
+  m_out_of_range += out_of_range;
+}
+
+void SliceCentroidReducer::allreduce(Communicator& comm) {
+  comm.allreduce_sum(m_acc.data(), m_acc.size());
+  comm.allreduce_sum(&m_out_of_range, 1);
+}
+
 // ---- charge on a grid ----
 
 ChargeGridReducer::ChargeGridReducer(int dims, const std::array<int, 3>& nodes, const std::array<double, 3>& min,

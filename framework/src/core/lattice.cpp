@@ -397,6 +397,10 @@ void Lattice::prepare() {
     if (type.is_grid_collective()) {
       ft_grid_model model{};
       rc = type.collective->create_grid(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
+    } else if (type.is_moments_collective()) {
+      ft_moments_model model{};
+      rc = type.collective->create_moments(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);
+      if (rc == 0 && model.destroy) model.destroy(model.state);
     } else {
       ft_collective_model model{};
       rc = type.collective->create(params(d), m_definitions[d].json.c_str(), base.c_str(), &ref, &model, &err);

@@ -100,6 +100,10 @@ std::string check_type(const ft_element_type_desc& t, const std::set<std::string
     } else if (t.collective->kind == FT_COLLECTIVE_GRID) {
       if (!t.collective->create_grid || !t.collective->grid_kick_block)
         return fmt::format("grid collective element type '{}' lacks its create_grid or CPU grid kick function", t.name);
+    } else if (t.collective->kind == FT_COLLECTIVE_MOMENTS) {
+      if (!t.collective->create_moments || !t.collective->moments_kick_block)
+        return fmt::format(
+            "slice-moment collective element type '{}' lacks its create_moments or CPU moments kick function", t.name);
     } else {
       return fmt::format("collective element type '{}' has unknown kind {}", t.name, t.collective->kind);
     }

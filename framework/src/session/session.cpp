@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "fusetrack/collective.h"
+#include "fusetrack/slice_wakes.h"
 #include "fusetrack/space_charge.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
@@ -92,6 +93,9 @@ Particles make_repro_particles(const Lattice& lattice, size_t count, double ampl
     if (lattice.element(first).type->is_grid_collective()) {
       const ft_grid_model m = GridCollectiveSolver(lattice, first, FmaMode::Off, 1).model();
       if (!(m.adapt_sigmas[2] > 0.0)) zeta_min = m.min[2], zeta_max = m.max[2];
+    } else if (lattice.element(first).type->is_moments_collective()) {
+      const ft_profile_grid g = MomentsCollectiveSolver(lattice, first, 1).model().grid;
+      zeta_min = g.zeta_min, zeta_max = g.zeta_max;
     } else {
       const ft_profile_grid g = CollectiveSolver(lattice, first, FmaMode::Off, 1).grid();
       zeta_min = g.zeta_min, zeta_max = g.zeta_max;

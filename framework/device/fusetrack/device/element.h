@@ -39,8 +39,17 @@
 // (field: E_x, E_y, E_z [V/m] of the bunch at the particle, laboratory frame) and, host-only,
 //   void NAME_create_grid(const NAME& e, const char* json_definition, const char* base_directory,
 //                         const ft_reference& reference, ft_grid_model& model)
+//
+// Slice-moment collective elements (transverse wakes, feedback: slice centroids; plugin_abi.h) register with
+//   FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+// and define
+//   FT_FUNCTION void NAME_kick(const NAME& e, const ft::SliceKick& k, ft::ParticleView& p)
+// (k: the wake kicks and centroids of the particle's slice, fusetrack/device/slice_moments.h) and, host-only,
+//   void NAME_create_moments(const NAME& e, const char* json_definition, const char* base_directory,
+//                            const ft_reference& reference, ft_moments_model& model)
 #pragma once
 #include "fusetrack/device/collective.h"
+#include "fusetrack/device/slice_moments.h"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/device/math.h"
 #include "fusetrack/device/particle.h"
@@ -63,6 +72,7 @@
 #define FT_REGISTER_ELEMENT(NAME, FIELDS, THICKNESS, PREPARE, DOC)
 #define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 #define FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+#define FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 
 #else  // host
 
@@ -444,6 +454,33 @@ int grid_kick_block(const void* params, const ft_grid_field* field, ft_particle_
   });
 }
 
+/// The CPU kick of a slice-moment collective element over one block: the kick of each alive particle's
+/// slice (nearest, as the deposit), then the element's kick (particles outside the cuts get none), then
+/// the element limits.
+template <class E, void (*Kick)(const E&, const SliceKick&, ParticleView&)>
+int moments_kick_block(const void* params, const ft_slice_kicks* kicks, ft_particle_block* b, ft_error* error) {
+  const E& e = *static_cast<const E*>(params);
+  const SliceGrid grid = make_slice_grid(kicks->grid);
+  return for_each_alive(b, error, [&](ParticleView& p) {
+    const int k = slice_of_zeta(grid, p.zeta);
+    if (k >= 0) Kick(e, slice_kick_at(kicks->values, k), p);
+  });
+}
+
+template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_moments_model&)>
+int create_moments(const void* params, const char* json_definition, const char* base_directory,
+                   const ft_reference* reference, ft_moments_model* model, ft_error* error) {
+  try {
+    Create(*static_cast<const E*>(params), json_definition, base_directory, *reference, *model);
+    return 0;
+  } catch (const std::exception& ex) {
+    write_error(error, ex.what());
+  } catch (...) {
+    write_error(error, "unknown C++ exception");
+  }
+  return 1;
+}
+
 template <class E, void (*Create)(const E&, const char*, const char*, const ft_reference&, ft_grid_model&)>
 int create_grid(const void* params, const char* json_definition, const char* base_directory,
                 const ft_reference* reference, ft_grid_model* model, ft_error* error) {
@@ -531,7 +568,8 @@ bool add_type(const ft_element_type_desc& desc);
         JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
     static const ft_collective_desc collective = {                                                    \
         #NAME "_kick", &::ft::element_sdk::create_model<NAME, &NAME##_create_model>,                  \
-        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>, FT_COLLECTIVE_PROFILE, nullptr, nullptr};  \
+        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>, FT_COLLECTIVE_PROFILE, nullptr, nullptr,    \
+        nullptr, nullptr};                                                                            \
     static const ft_element_type_desc desc = {                                                        \
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
@@ -549,7 +587,25 @@ bool add_type(const ft_element_type_desc& desc);
     static const ft_collective_desc collective = {                                                    \
         #NAME "_kick", nullptr, nullptr, FT_COLLECTIVE_GRID,                                          \
         &::ft::element_sdk::create_grid<NAME, &NAME##_create_grid>,                                   \
-        &::ft::element_sdk::grid_kick_block<NAME, &NAME##_kick>};                                     \
+        &::ft::element_sdk::grid_kick_block<NAME, &NAME##_kick>, nullptr, nullptr};                   \
+    static const ft_element_type_desc desc = {                                                        \
+        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
+        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
+        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
+        -1, PREPARE, nullptr, &collective};                                                           \
+    return desc;                                                                                      \
+  }
+
+#define FT_MOMENTS_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                           \
+  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
+    using Self = NAME;                                                                                \
+    static const ft_field_desc fields[] = {                                                           \
+        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
+        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
+    static const ft_collective_desc collective = {                                                    \
+        #NAME "_kick", nullptr, nullptr, FT_COLLECTIVE_MOMENTS, nullptr, nullptr,                     \
+        &::ft::element_sdk::create_moments<NAME, &NAME##_create_moments>,                             \
+        &::ft::element_sdk::moments_kick_block<NAME, &NAME##_kick>};                                  \
     static const ft_element_type_desc desc = {                                                        \
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
@@ -579,6 +635,10 @@ bool add_type(const ft_element_type_desc& desc);
 
 #define FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                  \
   FT_GRID_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, FT_PREPARE_FN_##PREPARE(NAME), DOC)  \
+  FT_ELEMENT_REGISTRAR_(NAME)
+
+#define FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                 \
+  FT_MOMENTS_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, FT_PREPARE_FN_##PREPARE(NAME), DOC) \
   FT_ELEMENT_REGISTRAR_(NAME)
 
 #endif  // host

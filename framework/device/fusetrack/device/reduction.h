@@ -66,6 +66,30 @@ FT_FUNCTION int slice_moment_contributions(const SliceGrid& g, const SliceMoment
   return n;
 }
 
+/// Accumulators of one slice of the slice-moment collective elements (wakes, feedback): [0] the weight
+/// (kProfileUnit per macroparticle, nearest slice), then the sums of x, px, y, py in fixed point with
+/// the scales of SliceMomentScales (range[0..3], scale[1..4]): the first moments only, so that a GPU
+/// block holds many slices in shared memory.
+constexpr int kSliceCentroidAccumulators = 5;
+
+/// The slice a particle with coordinates c = (x, px, y, py, zeta, delta) contributes to (nearest
+/// slice of g, which must have linear = 0) and its contributions out[k]. Returns -1 for a particle with
+/// a transverse coordinate outside its declared range (it contributes nothing and is counted by the
+/// caller), 0 for a particle outside the cuts (not counted), else 1.
+FT_FUNCTION int slice_centroid_contributions(const SliceGrid& g, const SliceMomentScales& s, const double c[6], int* bin,
+                                             long long out[kSliceCentroidAccumulators]) {
+  unsigned long long weights[2];
+  int bins[2];
+  if (profile_deposit(g, c[4], bins, weights) == 0) return 0;
+  for (int k = 0; k < 4; ++k)
+    if (!(c[k] >= -s.range[k] && c[k] <= s.range[k])) return -1;
+  const double w = static_cast<double>(weights[0]);
+  *bin = bins[0];
+  out[0] = static_cast<long long>(weights[0]);
+  for (int k = 0; k < 4; ++k) out[1 + k] = fixed_point_round((w * c[k]) * s.scale[1 + k]);
+  return 1;
+}
+
 /// A grid of nodes x_i = min + i / inv_d (i = 0 .. n - 1) in 2 or 3 dimensions (x, y[, zeta]),
 /// node index (iz * n[1] + iy) * n[0] + ix. Cloud-in-cell weights per dimension are integers of
 /// `weight_bits` bits (1D weights add up to 2^weight_bits exactly), their products exact.

@@ -1,0 +1,61 @@
+// Transverse damper (slice-moment collective element): the ideal bunch-by-bunch (n_slices = 1) or
+// slice-by-slice feedback, which kicks every particle of a slice by its centroid's angle,
+//   Delta px = -g <px>_slice,  Delta py = -g <py>_slice,  g = 2 / n_d,
+// so that a coherent oscillation decays as exp(-turns / n_d) (the kick removes g/2 of the amplitude
+// per turn on average over the betatron phase; PyHEADTAIL TransverseDamper, dampingrate_x = n_d:
+// gain 2 / n_d). The centroids are the framework's exact fixed-point slice moments (all ranks).
+// Particles outside the cuts get no kick.
+#pragma once
+#include "fusetrack/device/element.h"
+
+#define FT_TRANSVERSE_DAMPER_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                              \
+  REQUIRED(double, gain_turns, "turns", "damping time n_d (> 1): the centroid decays as exp(-turns / n_d)")       \
+  REQUIRED(double, zeta_min, "m", "lower cut: the bunch (or its slices) between the cuts is damped")              \
+  REQUIRED(double, zeta_max, "m", "upper cut (> zeta_min)")                                                       \
+  PARAM(int, n_slices, 1, "1", "1: bunch-by-bunch feedback; > 1: each slice damped by its own centroid")          \
+  PARAM(int, plane_x, 1, "1", "1: damp x (0: off)")                                                               \
+  PARAM(int, plane_y, 1, "1", "1: damp y (0: off)")                                                               \
+  PARAM(double, moment_range_xy, 1.0, "m", "declared bound of |x|, |y| for the fixed-point slice centroids")     \
+  PARAM(double, moment_range_pxy, 1.0, "1", "declared bound of |px|, |py| for the fixed-point slice centroids")  \
+  DERIVED(double, gain_x, "1", "2 / n_d, or 0 when x is off")                                                     \
+  DERIVED(double, gain_y, "1", "2 / n_d, or 0 when y is off")
+
+#define FT_TRANSVERSE_DAMPER_JSON_FIELDS(JSON)
+
+FT_ELEMENT_STRUCT(TransverseDamper, FT_TRANSVERSE_DAMPER_FIELDS)
+
+#ifndef FT_DEVICE_COMPILE
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+inline void TransverseDamper_prepare(TransverseDamper& e, const ft_reference& /*reference*/) {
+  if (!(e.gain_turns > 1.0) || !std::isfinite(e.gain_turns)) {
+    char msg[200];
+    std::snprintf(msg, sizeof(msg),
+                  "field 'gain_turns': the damping time must be finite and longer than 1 turn (gain 2/n_d < 2), got "
+                  "%.12g turns",
+                  e.gain_turns);
+    throw std::invalid_argument(msg);
+  }
+  e.gain_x = e.plane_x ? 2.0 / e.gain_turns : 0.0;
+  e.gain_y = e.plane_y ? 2.0 / e.gain_turns : 0.0;
+}
+
+/// The slices and moment ranges for the framework (no wake sources); throws std::invalid_argument
+/// naming the field on bad input. Defined in wake_element_models.cpp.
+void TransverseDamper_create_moments(const TransverseDamper& e, const char* json_definition,
+                                     const char* base_directory, const ft_reference& reference,
+                                     ft_moments_model& model);
+#endif
+
+/// k: the centroids of the particle's slice.
+FT_FUNCTION void TransverseDamper_kick(const TransverseDamper& e, const ft::SliceKick& k, ft::ParticleView& p) {
+  p.px -= e.gain_x * k.mean_px;
+  p.py -= e.gain_y * k.mean_py;
+}
+
+FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(TransverseDamper, FT_TRANSVERSE_DAMPER_FIELDS, FT_TRANSVERSE_DAMPER_JSON_FIELDS,
+                                       FT_WITH_PREPARE,
+                                       "Ideal transverse damper, bunch-by-bunch or per slice: Delta px = -(2/n_d) "
+                                       "<px>, damping time n_d turns (PyHEADTAIL TransverseDamper)")

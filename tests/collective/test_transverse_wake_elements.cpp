@@ -1,0 +1,389 @@
+// The slice-moment collective elements TransverseWake and TransverseDamper on the CPU backend:
+// bitwise reproducibility (threads, particle order, two emulated MPI ranks), the damping time of the
+// ideal damper against its exact rate (instability_theory.h) and n_d, the wake kicks of a two-slice toy
+// bunch against the wake library's own values (resonator in a flat chamber: dipolar, quadrupolar and
+// longitudinal; a PyHEADTAIL table read relative to the lattice file), and bad input named.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <thread>
+
+#include "fusetrack/collective.h"
+#include "fusetrack/compare.h"
+#include "fusetrack/instability_theory.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/slice_wakes.h"
+#include "fusetrack/transverse_wakes.h"
+#include "support/registry.h"
+#include "support/two_rank_sum.h"
+
+using namespace ft;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kC = 299792458.0;                // [m/s]
+constexpr double kE = 1.602176634e-19;            // [C]
+constexpr double kProtonMass = 938272088.16;      // [eV]
+
+json reference_json(double p0c = 26e9) { return {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", p0c}}; }
+
+/// Two thin-quadrupole FODO cells (qf_half, d, qd, d, qf_half) of 2 x 40 m each; `first` elements are
+/// placed at the ring's start, the middle of a focusing quadrupole (alpha = 0).
+json fodo_ring(const json& elements_in, const json& first, double k1l_qf_half, double k1l_qd, double p0c = 26e9) {
+  json elements = elements_in;
+  elements["qf_half"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qf_half}}};
+  elements["qd"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qd}}};
+  elements["d"] = {{"type", "Drift"}, {"length", 40.0}};
+  json sequence = first;
+  for (int cell = 0; cell < 2; ++cell)
+    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) sequence.push_back(e);
+  return {{"fusetrack_lattice", 1},
+          {"description", "transverse wake test ring"},
+          {"reference", reference_json(p0c)},
+          {"elements", elements},
+          {"sequence", sequence}};
+}
+
+/// beta and the tune at the ring's start in the plane with focusing sign (+1: x, -1: y), from the one-turn
+/// matrix of the thin lenses (computed here, independently of the tracker); alpha = 0 there by symmetry.
+void ring_optics(double k1l_qf_half, double k1l_qd, int sign, double* beta, double* tune) {
+  auto mul = [](const double a[4], const double b[4], double out[4]) {
+    const double r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+                         a[2] * b[1] + a[3] * b[3]};
+    for (int k = 0; k < 4; ++k) out[k] = r[k];
+  };
+  const double qf[4] = {1, 0, -sign * k1l_qf_half, 1}, qd[4] = {1, 0, -sign * k1l_qd, 1}, d[4] = {1, 40.0, 0, 1};
+  double m[4] = {1, 0, 0, 1};
+  for (int c = 0; c < 2; ++c)
+    for (const double* e : {qf, d, qd, d, qf}) mul(e, m, m);
+  const double cos_mu = 0.5 * (m[0] + m[3]);
+  const double sin_mu = std::sqrt(1.0 - cos_mu * cos_mu) * (m[1] > 0 ? 1.0 : -1.0);
+  *beta = m[1] / sin_mu;
+  *tune = std::acos(cos_mu) / (2.0 * kPi);
+}
+
+json wake_element(double intensity, int n_slices, double zeta_half, const json& sources) {
+  return {{"type", "TransverseWake"}, {"n_slices", n_slices},   {"zeta_min", -zeta_half},
+          {"zeta_max", zeta_half},    {"intensity", intensity}, {"sources", sources}};
+}
+
+/// A Gaussian bunch: x, y offsets (x0, y0) plus rms spreads, zeta Gaussian (sigma_z), delta spread.
+Particles gaussian_bunch(const Lattice& lattice, size_t n, double x0, double y0, double sigma_xy, double sigma_p,
+                         double sigma_z, double sigma_delta, uint64_t seed) {
+  std::mt19937_64 rng(seed);
+  std::normal_distribution<double> g(0.0, 1.0);
+  Particles p(n, lattice.reference().beta0());
+  for (size_t i = 0; i < n; ++i) {
+    const double x = x0 + sigma_xy * g(rng), px = sigma_p * g(rng);
+    const double y = y0 + sigma_xy * g(rng), py = sigma_p * g(rng);
+    const double z = sigma_z * g(rng), d = sigma_delta * g(rng);
+    p.set(i, x, px, y, py, z, d);
+  }
+  return p;
+}
+
+Particles reversed(const Particles& p) {
+  Particles r = p;
+  auto flip = [](auto& v) { std::reverse(v.begin(), v.end()); };
+  flip(r.x), flip(r.px), flip(r.y), flip(r.py), flip(r.zeta), flip(r.delta), flip(r.ptau), flip(r.rpp), flip(r.rvv);
+  flip(r.state), flip(r.lost_turn), flip(r.lost_element), flip(r.id), flip(r.variant);
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("transverse wake: identical particles for 1 and 2 threads and any particle order") {
+  json doc;
+  {
+    json sources = json::array();
+    sources.push_back({{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}, {"chamber", "flat"}});
+    sources.push_back({{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}});
+    json wake = wake_element(3e11, 40, 0.6, sources);
+    wake["memory_turns"] = 3;
+    wake["quadrupolar_x"] = 1;
+    wake["quadrupolar_y"] = 1;
+    wake["longitudinal"] = 1;
+    json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
+                   {"n_slices", 8}};
+    doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
+    doc["sequence"].insert(doc["sequence"].begin() + 6, "damper");
+  }
+  const Lattice lattice = lattice_from_json(doc, "wake_ring.json", test::builtin_registry());
+  const Particles initial = gaussian_bunch(lattice, 3000, 1e-3, -5e-4, 1e-3, 2e-5, 0.15, 1e-4, 5);
+  TrackOptions opt;
+  opt.turns = 5;
+  Particles a = initial, b = initial, c = reversed(initial);
+  opt.threads = 1;
+  make_cpu_backend(lattice)->track(a, opt);
+  opt.threads = 2;
+  make_cpu_backend(lattice)->track(b, opt);
+  make_cpu_backend(lattice)->track(c, opt);
+  CHECK(compare_particles(a, b).identical());
+  CHECK(compare_particles(a, reversed(c)).identical());
+  // The wake and the damper acted: px differs from the ring alone by more than rounding.
+  Particles free_particles = initial;
+  TrackOptions skip = opt;
+  skip.collective = false;
+  make_cpu_backend(lattice)->track(free_particles, skip);
+  double max_dpx = 0, max_dptau = 0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    max_dpx = std::max(max_dpx, std::fabs(a.px[i] - free_particles.px[i]));
+    max_dptau = std::max(max_dptau, std::fabs(a.ptau[i] - free_particles.ptau[i]));
+  }
+  MESSAGE("max |Delta px| from the wake and damper ", max_dpx, ", max |Delta ptau| ", max_dptau);
+  CHECK(max_dpx > 1e-6);
+  CHECK(max_dptau > 0.0);
+}
+
+TEST_CASE("transverse wake: two emulated MPI ranks give the single run's particles bitwise") {
+  json sources = json::array();
+  sources.push_back({{"type", "Resonator"}, {"r_shunt", 5e7}, {"q", 1.0}, {"frequency", 1e9}});
+  json wake = wake_element(3e11, 32, 0.6, sources);
+  wake["memory_turns"] = 2;
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6}};
+  json doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02);
+  const Lattice lattice = lattice_from_json(doc, "wake_ring.json", test::builtin_registry());
+  const Particles initial = gaussian_bunch(lattice, 2000, 1e-3, 1e-3, 1e-3, 2e-5, 0.15, 1e-4, 9);
+  TrackOptions opt;
+  opt.turns = 4;
+  opt.threads = 1;
+  Particles whole = initial;
+  make_cpu_backend(lattice)->track(whole, opt);
+
+  test::TwoRankSum sum;
+  Particles part[2] = {slice_particles(initial, 0, 700), slice_particles(initial, 700, initial.size())};
+  std::string errors[2];
+  auto rank = [&](int r) {
+    try {
+      TrackOptions ro = opt;
+      ro.macroparticles = initial.size();
+      ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
+      make_cpu_backend(lattice)->track(part[r], ro);
+    } catch (const std::exception& e) {
+      errors[r] = e.what();
+    }
+  };
+  std::thread t0(rank, 0), t1(rank, 1);
+  t0.join();
+  t1.join();
+  REQUIRE(errors[0].empty());
+  REQUIRE(errors[1].empty());
+  CHECK(compare_particles(slice_particles(whole, 0, 700), part[0]).identical());
+  CHECK(compare_particles(slice_particles(whole, 700, whole.size()), part[1]).identical());
+}
+
+TEST_CASE("transverse damper: a kicked bunch's centroid decays with the e-folding time n_d turns") {
+  // A linear ring (thin quadrupoles, drifts, delta = 0: every particle has the same tune, no
+  // decoherence), tune about 0.05 so that the turn-by-turn centroid samples its envelope closely. The
+  // damper sits where alpha = 0; the centroid's amplitude then falls by sqrt(1 - g) per turn exactly
+  // (det of the one-turn matrix with the damper; instability_theory.h), i.e. ~ 1/n_d per turn: the
+  // e-folding time is n_d within 5% for n_d >= 25 (n_d = 20: 18.98 turns exactly, 5.1% short, the
+  // ideal damper's own second-order term, so that case is checked against the exact rate only).
+  const double k1l_qf_half = 0.00195, k1l_qd = -0.0039;
+  double beta_x, tune_x, beta_y, tune_y;
+  ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_x);
+  ring_optics(k1l_qf_half, k1l_qd, -1, &beta_y, &tune_y);
+  MESSAGE("ring tunes ", tune_x, ", ", tune_y, "; beta at the damper ", beta_x, ", ", beta_y, " m");
+  for (const double n_d : {20.0, 50.0, 100.0}) {
+    json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -1.0}, {"zeta_max", 1.0}};
+    const Lattice lattice = lattice_from_json(fodo_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
+                                              "damper_ring.json", test::builtin_registry());
+    Particles bunch = gaussian_bunch(lattice, 500, 2e-3, -1e-3, 1e-4, 1e-6, 0.2, 0.0, 3);
+    const int turns = static_cast<int>(8 * n_d);
+    std::vector<double> t, cx, cy;
+    TrackOptions opt;
+    opt.turns = turns;
+    opt.callback_every = 1;
+    opt.callback = [&](int64_t done, const Particles& p) {
+      double sx = 0, sy = 0;
+      for (size_t i = 0; i < p.size(); ++i) sx += p.x[i], sy += p.y[i];
+      t.push_back(static_cast<double>(done));
+      cx.push_back(sx / static_cast<double>(p.size()));
+      cy.push_back(sy / static_cast<double>(p.size()));
+      return true;
+    };
+    make_cpu_backend(lattice)->track(bunch, opt);
+    const instability::GrowthFit fx = instability::fit_exponential_growth(t, cx);
+    const instability::GrowthFit fy = instability::fit_exponential_growth(t, cy);
+    const double exact = -instability::damper_amplitude_rate_per_turn(2.0 / n_d);  // ln sqrt(1 - g) < 0
+    MESSAGE("n_d = ", n_d, ": fitted e-folding ", -1.0 / fx.rate, " (x), ", -1.0 / fy.rate, " (y) turns from ",
+            fx.points, ", ", fy.points, " peaks; exact ", -1.0 / exact, " turns");
+    CHECK(fx.points >= 10);
+    CHECK(fy.points >= 10);
+    // Within 5% of n_d (the check) ...
+    if (n_d >= 25.0) {
+      CHECK(std::fabs(-1.0 / fx.rate - n_d) < 0.05 * n_d);
+      CHECK(std::fabs(-1.0 / fy.rate - n_d) < 0.05 * n_d);
+    }
+    // ... and within 0.5% of the exact rate of the damped linear map.
+    CHECK(std::fabs(fx.rate / exact - 1.0) < 0.005);
+    CHECK(std::fabs(fy.rate / exact - 1.0) < 0.005);
+  }
+}
+
+TEST_CASE("transverse wake: the kicks on a two-slice toy bunch equal the wake library's values") {
+  // Two slices of 1 m; the head (zeta = +0.5 m, 2 macroparticles) at (x_h, y_h), the tail (zeta = -0.5 m,
+  // 3 macroparticles) at (x_t, y_t), one turn with the wake alone. A resonator in a flat chamber (Yokoya
+  // factors: dipolar and quadrupolar in both planes) and the longitudinal wake. Expected, in the xwakes /
+  // HEADTAIL convention (fusetrack/transverse_wakes.h), with Q = q0 e N / 5 per macroparticle, the slice
+  // delay dt = 1 m / (beta0 c) and K = q0 / (beta0 p0c):
+  //   tail: Delta px = K Q_h [W_dip,x(dt) x_h + W_quad,x(dt) x_t]   (W_perp(0) = 0 for a resonator)
+  //         Delta E / E0 = -q0 [Q_h W_long(dt) + Q_t W_long(0)] / E0  (W_long(0): the half value alpha R)
+  //   head: Delta px = 0,  Delta E / E0 = -q0 Q_h W_long(0) / E0.
+  const double intensity = 1e11, r_perp = 2e7, q = 1.5, f_r = 2e8, p0c = 26e9;
+  json sources = json::array();
+  sources.push_back({{"type", "Resonator"}, {"r_shunt", r_perp}, {"q", q}, {"frequency", f_r}, {"chamber", "flat"}});
+  json wake = wake_element(intensity, 2, 1.0, sources);
+  wake["quadrupolar_x"] = 1;
+  wake["quadrupolar_y"] = 1;
+  wake["longitudinal"] = 1;
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", reference_json(p0c)},
+              {"elements", {{"wake", wake}, {"m", {{"type", "Marker"}}}}},
+              {"sequence", {"wake", "m"}}};
+  const Lattice lattice = lattice_from_json(doc, "toy.json", test::builtin_registry());
+  const double beta0 = lattice.reference().beta0(), energy0 = lattice.reference().energy0();
+  const double xh = 1e-3, yh = -2e-3, xt = 5e-4, yt = 1.5e-3;
+  Particles p(5, beta0);
+  for (size_t i = 0; i < 5; ++i) {
+    const bool head = i < 2;
+    p.set(i, head ? xh : xt, 0.0, head ? yh : yt, 0.0, head ? 0.5 : -0.5, 0.0);
+  }
+  TrackOptions opt;
+  opt.turns = 1;
+  make_cpu_backend(lattice)->track(p, opt);
+
+  using wakes::Component;
+  const wakes::Resonator res(r_perp, f_r, q, wakes::ComponentFactors::flat_chamber(true));
+  const double dt = 1.0 / (beta0 * kC);
+  const double charge = kE * intensity / 5.0, qh = 2 * charge, qt = 3 * charge;
+  const double k = 1.0 / (beta0 * p0c);
+  const double dpx_t = k * qh * (res.wake(Component::dipolar_x, dt) * xh + res.wake(Component::quadrupolar_x, dt) * xt);
+  const double dpy_t = k * qh * (res.wake(Component::dipolar_y, dt) * yh + res.wake(Component::quadrupolar_y, dt) * yt);
+  const double de_t = -(qh * res.wake(Component::longitudinal, dt) + qt * res.wake(Component::longitudinal, 0.0)) /
+                      energy0;
+  const double de_h = -qh * res.wake(Component::longitudinal, 0.0) / energy0;
+  MESSAGE("tail Delta px ", dpx_t, ", Delta py ", dpy_t, ", Delta E/E0 ", de_t, "; head Delta E/E0 ", de_h);
+  REQUIRE(std::fabs(dpx_t) > 1e-9);
+  REQUIRE(std::fabs(de_h) > 1e-12);
+  for (size_t i = 0; i < 5; ++i) {
+    CAPTURE(i);
+    const bool head = i < 2;
+    CHECK(p.px[i] == doctest::Approx(head ? 0.0 : dpx_t).epsilon(1e-12).scale(std::fabs(dpx_t)));
+    CHECK(p.py[i] == doctest::Approx(head ? 0.0 : dpy_t).epsilon(1e-12).scale(std::fabs(dpy_t)));
+    // ptau beta0 = Delta E / E0 from ptau = 0 (ParticleView::add_to_energy).
+    CHECK(p.ptau[i] * beta0 == doctest::Approx(head ? de_h : de_t).epsilon(1e-12).scale(0.0));
+  }
+}
+
+TEST_CASE("transverse wake: a PyHEADTAIL table relative to the lattice file gives the table's kicks") {
+  // Table rows t [ns], W_dip,x [V/pC/mm] (linear between rows; half value at t = 0, WakeTable).
+  const std::string table = test::write_temp_file("wake_toy_table.dat",
+                                                  "0 2.0\n1 3.0\n2 2.5\n4 1.0\n8 0.0\n");
+  const std::string lattice_file = table.substr(0, table.rfind('/')) + "/toy_table_lattice.json";
+  json sources = json::array();
+  sources.push_back({{"type", "WakeTable"}, {"file", "wake_toy_table.dat"}, {"columns", {"time", "dipole_x"}}});
+  json wake = wake_element(2e11, 2, 0.3, sources);
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", reference_json(2e9)},
+              {"elements", {{"wake", wake}, {"m", {{"type", "Marker"}}}}},
+              {"sequence", {"wake", "m"}}};
+  const Lattice lattice = lattice_from_json(doc, lattice_file, test::builtin_registry());
+  const double beta0 = lattice.reference().beta0();
+  const double xh = 2e-3, xt = -1e-3;
+  Particles p(4, beta0);
+  for (size_t i = 0; i < 4; ++i) p.set(i, i < 1 ? xh : xt, 0.0, 0.0, 0.0, i < 1 ? 0.1 : -0.1, 0.0);
+  TrackOptions opt;
+  opt.turns = 1;
+  make_cpu_backend(lattice)->track(p, opt);
+  const wakes::WakeTable w = wakes::read_pyheadtail_table(table, {"time", "dipole_x"});
+  const double dt = 0.3 / (beta0 * kC), charge = kE * 2e11 / 4.0, k = 1.0 / (beta0 * 2e9);
+  const double w0 = w.wake(wakes::Component::dipolar_x, 0.0), w1 = w.wake(wakes::Component::dipolar_x, dt);
+  const double dpx_h = k * charge * xh * w0;
+  const double dpx_t = k * (charge * xh * w1 + 3 * charge * xt * w0);
+  MESSAGE("W(0) ", w0, " V/C/m (half of the first row's 2e15), W(dt = ", dt, " s) ", w1, " V/C/m");
+  CHECK(w0 == doctest::Approx(1e15).scale(0.0));
+  REQUIRE(std::fabs(dpx_t) > 1e-9);
+  CHECK(p.px[0] == doctest::Approx(dpx_h).epsilon(1e-12).scale(0.0));
+  for (size_t i = 1; i < 4; ++i) CHECK(p.px[i] == doctest::Approx(dpx_t).epsilon(1e-12).scale(0.0));
+}
+
+TEST_CASE("transverse wake and damper: bad input is named (file, element, field)") {
+  auto load = [](const json& element, const std::string& file = "bad_wake.json") {
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", reference_json()},
+                {"elements", {{"w", element}, {"m", {{"type", "Marker"}}}}},
+                {"sequence", {"w", "m"}}};
+    return lattice_from_json(doc, file, test::builtin_registry());
+  };
+  auto message_of = [&](const json& element) -> std::string {
+    try {
+      const Lattice l = load(element);
+      MomentsCollectiveSolver solver(l, 0, 100);  // tables are read here
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  json resonator = {{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}};
+  SUBCASE("pipe radius 0") {
+    json rw = {{"type", "ResistiveWall"}, {"radius", 0.0}, {"length", 100.0}, {"conductivity", 1e6}};
+    const std::string m = message_of(wake_element(1e11, 10, 0.5, json::array({resonator, rw})));
+    MESSAGE(m);
+    CHECK(m.find("bad_wake.json") != std::string::npos);
+    CHECK(m.find("'w'") != std::string::npos);
+    CHECK(m.find("sources[1].radius") != std::string::npos);
+  }
+  SUBCASE("zero slices") {
+    const std::string m = message_of(wake_element(1e11, 0, 0.5, json::array({resonator})));
+    MESSAGE(m);
+    CHECK(m.find("bad_wake.json") != std::string::npos);
+    CHECK(m.find("n_slices") != std::string::npos);
+  }
+  SUBCASE("a wake table whose time decreases") {
+    const std::string table = test::write_temp_file("wake_decreasing.dat", "0 1.0\n2 0.5\n1 0.2\n");
+    json src = {{"type", "WakeTable"}, {"file", table}, {"columns", {"time", "dipole_x"}}};
+    const std::string m = message_of(wake_element(1e11, 10, 0.5, json::array({src})));
+    MESSAGE(m);
+    CHECK(m.find("bad_wake.json") != std::string::npos);
+    CHECK(m.find("'w'") != std::string::npos);
+    CHECK(m.find("sources") != std::string::npos);
+    CHECK(m.find("wake_decreasing.dat") != std::string::npos);
+    CHECK(m.find("increas") != std::string::npos);
+  }
+  SUBCASE("a wake table that does not exist") {
+    json src = {{"type", "WakeTable"}, {"file", "no_such_table.dat"}, {"format", "xsuite"}};
+    const std::string m = message_of(wake_element(1e11, 10, 0.5, json::array({src})));
+    MESSAGE(m);
+    CHECK(m.find("no_such_table.dat") != std::string::npos);
+    CHECK(m.find("'w'") != std::string::npos);
+  }
+  SUBCASE("no sources, an unknown source") {
+    CHECK(message_of(wake_element(1e11, 10, 0.5, json::array())).find("sources") != std::string::npos);
+    json bad = {{"type", "Broadband"}};
+    CHECK(message_of(wake_element(1e11, 10, 0.5, json::array({bad}))).find("sources[0].type") != std::string::npos);
+  }
+  SUBCASE("damper gain of one turn or less") {
+    for (const double n_d : {1.0, 0.5, -3.0}) {
+      const std::string m =
+          message_of({{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -1.0}, {"zeta_max", 1.0}});
+      MESSAGE(m);
+      CHECK(m.find("bad_wake.json") != std::string::npos);
+      CHECK(m.find("gain_turns") != std::string::npos);
+    }
+  }
+  SUBCASE("damper with zero slices or crossed cuts") {
+    const std::string m = message_of(
+        {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -1.0}, {"zeta_max", 1.0}, {"n_slices", 0}});
+    CHECK(m.find("n_slices") != std::string::npos);
+    const std::string c =
+        message_of({{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", 1.0}, {"zeta_max", -1.0}});
+    CHECK(c.find("zeta_max") != std::string::npos);
+  }
+}
