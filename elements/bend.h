@@ -218,6 +218,7 @@ FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) { bend_track(e, 
 inline void Bend_track_lanes(const Bend& e, ft::ParticleLanes& l) { bend_track(e, l); }
 #endif
 
+FT_ELEMENT_COORDINATES(Bend, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Bend, FT_BEND_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick sector bend with gradient and multipoles, edges with fringe fields; models: expanded "
                     "(AT BndMPoleSymplectic4Pass), xtrack rot-kick-rot and mat-kick-mat")

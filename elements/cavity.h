@@ -69,5 +69,6 @@ FT_FUNCTION void Cavity_track(const Cavity& e, ft::ParticleView& p) {
   p.add_to_energy(e.energy_kick * ft_sin(e.phi0 - e.k_rf * p.zeta));
 }
 
+FT_ELEMENT_COORDINATES(Cavity, FT_COORD_ZETA | FT_COORD_PTAU, FT_COORD_ENERGY)
 FT_REGISTER_ELEMENT(Cavity, FT_CAVITY_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Thin RF cavity, dE = |q0| V sin(lag - 2 pi f zeta / (beta0 c)) (xtrack Cavity)")

@@ -29,5 +29,6 @@ FT_FUNCTION void Corrector_track(const Corrector& e, ft::ParticleView& p) {
   p.py = py + e.vkick;
 }
 
+FT_ELEMENT_COORDINATES(Corrector, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Corrector, FT_CORRECTOR_FIELDS, FT_THICK, FT_NO_PREPARE,
                     "Thick corrector: uniform dipole fields giving hkick, vkick over the length (AT CorrectorPass)")

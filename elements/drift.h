@@ -22,5 +22,6 @@ FT_FUNCTION void Drift_track(const Drift& e, ft::ParticleView& p) {
   p.zeta += e.length * dzeta;
 }
 
+FT_ELEMENT_COORDINATES(Drift, FT_COORD_X | FT_COORD_PX | FT_COORD_Y | FT_COORD_PY | FT_COORD_ZETA | FT_COORD_RPP | FT_COORD_RVV, FT_COORD_X | FT_COORD_Y | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Drift, FT_DRIFT_FIELDS, FT_THICK, FT_NO_PREPARE,
                     "Expanded drift (xtrack Drift), paraxial approximation")

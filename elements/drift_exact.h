@@ -22,5 +22,6 @@ FT_FUNCTION void DriftExact_track(const DriftExact& e, ft::ParticleView& p) {
   p.zeta += dzeta * e.length;
 }
 
+FT_ELEMENT_COORDINATES(DriftExact, FT_COORD_X | FT_COORD_PX | FT_COORD_Y | FT_COORD_PY | FT_COORD_ZETA | FT_COORD_DELTA | FT_COORD_RVV, FT_COORD_X | FT_COORD_Y | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(DriftExact, FT_DRIFT_EXACT_FIELDS, FT_THICK, FT_NO_PREPARE,
                     "Exact drift (xtrack DriftExact), full square-root Hamiltonian")

@@ -22,5 +22,6 @@ FT_FUNCTION void LimitCircle_track(const LimitCircle& e, ft::ParticleView& p) {
   if (!(p.x * p.x + p.y * p.y <= e.radius_squ)) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitCircle, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitCircle, FT_LIMIT_CIRCLE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Circular aperture x^2 + y^2 <= radius^2, boundary inside")

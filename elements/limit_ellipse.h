@@ -30,5 +30,6 @@ FT_FUNCTION void LimitEllipse_track(const LimitEllipse& e, ft::ParticleView& p) 
   if (!(temp <= e.a_b_squ)) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitEllipse, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitEllipse, FT_LIMIT_ELLIPSE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Elliptical aperture x^2/a^2 + y^2/b^2 <= 1, boundary inside (xtrack LimitEllipse)")

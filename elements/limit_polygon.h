@@ -61,5 +61,6 @@ FT_FUNCTION void LimitPolygon_track(const LimitPolygon& e, ft::ParticleView& p) 
   if (!inside) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitPolygon, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitPolygon, FT_LIMIT_POLYGON_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Polygonal aperture, crossing-number test (xtrack LimitPolygon)")

@@ -57,5 +57,6 @@ FT_FUNCTION void LimitRacetrack_track(const LimitRacetrack& e, ft::ParticleView&
   if (!alive) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitRacetrack, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitRacetrack, FT_LIMIT_RACETRACK_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Racetrack aperture: rectangle with elliptic corners a, b (xtrack LimitRacetrack)")

@@ -26,5 +26,6 @@ FT_FUNCTION void LimitRect_track(const LimitRect& e, ft::ParticleView& p) {
   if (!inside) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitRect, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitRect, FT_LIMIT_RECT_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Rectangular aperture, boundary inside (xtrack LimitRect)")

@@ -39,5 +39,6 @@ FT_FUNCTION void LimitRectEllipse_track(const LimitRectEllipse& e, ft::ParticleV
   if (!inside) p.mark_lost();
 }
 
+FT_ELEMENT_COORDINATES(LimitRectEllipse, FT_COORD_X | FT_COORD_Y, 0)
 FT_REGISTER_ELEMENT(LimitRectEllipse, FT_LIMIT_RECT_ELLIPSE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Aperture: centred rectangle intersected with an ellipse, boundary inside (xtrack LimitRectEllipse)")

@@ -75,6 +75,7 @@ FT_FUNCTION void LongitudinalImpedance_kick(const LongitudinalImpedance& e, doub
   p.add_to_energy(e.charge_over_energy0 * field);
 }
 
+FT_ELEMENT_COORDINATES(LongitudinalImpedance, FT_COORD_ZETA | FT_COORD_PTAU, FT_COORD_ENERGY)
 FT_REGISTER_COLLECTIVE_ELEMENT(LongitudinalImpedance, FT_LONGITUDINAL_IMPEDANCE_FIELDS,
                                FT_LONGITUDINAL_IMPEDANCE_JSON_FIELDS, FT_WITH_PREPARE,
                                "Longitudinal impedance: induced voltage of the bunch from resonators, "

@@ -12,4 +12,5 @@ FT_ELEMENT_STRUCT(Marker, FT_MARKER_FIELDS)
 
 FT_FUNCTION void Marker_track(const Marker& /*e*/, ft::ParticleView& /*p*/) {}
 
+FT_ELEMENT_COORDINATES(Marker, 0, 0)
 FT_REGISTER_ELEMENT(Marker, FT_MARKER_FIELDS, FT_THIN, FT_NO_PREPARE, "Marker, no effect (xtrack Marker)")

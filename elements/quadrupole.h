@@ -91,6 +91,7 @@ FT_FUNCTION void Quadrupole_track(const Quadrupole& e, ft::ParticleView& p) {
   }
 }
 
+FT_ELEMENT_COORDINATES(Quadrupole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Quadrupole, FT_QUADRUPOLE_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick quadrupole: exact chromatic linear map for k1, thin kicks for k1s "
                     "(xtrack Quadrupole, model mat-kick-mat)")

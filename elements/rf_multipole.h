@@ -106,5 +106,6 @@ FT_FUNCTION void RFMultipole_track(const RFMultipole& e, ft::ParticleView& p) {
   p.add_to_energy(e.charge_over_e0 * energy);
 }
 
+FT_ELEMENT_COORDINATES(RFMultipole, FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_PTAU, FT_COORD_PX | FT_COORD_PY | FT_COORD_ENERGY)
 FT_REGISTER_ELEMENT(RFMultipole, FT_RF_MULTIPOLE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Thin RF multipole and crab cavity kick (xtrack RFMultipole)")

@@ -33,5 +33,6 @@ FT_FUNCTION void SRotation_track(const SRotation& e, ft::ParticleView& p) {
   p.py = -s * px + c * py;
 }
 
+FT_ELEMENT_COORDINATES(SRotation, FT_COORD_TRANSVERSE, FT_COORD_TRANSVERSE)
 FT_REGISTER_ELEMENT(SRotation, FT_S_ROTATION_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Rotation of the frame about s by `angle` degrees (xtrack SRotation)")

@@ -63,5 +63,6 @@ FT_FUNCTION void Sextupole_track(const Sextupole& e, ft::ParticleView& p) {
   }
 }
 
+FT_ELEMENT_COORDINATES(Sextupole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Sextupole, FT_SEXTUPOLE_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick sextupole, drift-kick-drift with num_slices slices (xtrack Sextupole default)")

@@ -216,6 +216,7 @@ FT_FUNCTION void SpaceChargeBiGaussian_track(const SpaceChargeBiGaussian& e, ft:
   p.py += strength * ky;
 }
 
+FT_ELEMENT_COORDINATES(SpaceChargeBiGaussian, FT_COORD_TRANSVERSE | FT_COORD_ZETA, FT_COORD_PX | FT_COORD_PY)
 FT_REGISTER_ELEMENT(SpaceChargeBiGaussian, FT_SPACE_CHARGE_BIGAUSSIAN_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Frozen space charge: kick of a Gaussian bunch scaled by its line density (Bassetti-Erskine; "
                     "Xsuite SpaceChargeBiGaussian)")

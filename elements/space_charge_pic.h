@@ -88,6 +88,7 @@ FT_FUNCTION void SpaceChargePIC_kick(const SpaceChargePIC& e, const double field
   if (field[2] != 0.0) p.add_to_energy(e.kick_energy * field[2]);
 }
 
+FT_ELEMENT_COORDINATES(SpaceChargePIC, FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_PTAU, FT_COORD_PX | FT_COORD_PY | FT_COORD_ENERGY)
 FT_REGISTER_GRID_COLLECTIVE_ELEMENT(SpaceChargePIC, FT_SPACE_CHARGE_PIC_FIELDS, FT_SPACE_CHARGE_PIC_JSON_FIELDS,
                                     FT_WITH_PREPARE,
                                     "Particle-in-cell space charge, 2.5D or 3D: the bunch's field from its charge on "

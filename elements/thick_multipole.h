@@ -61,6 +61,7 @@ FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::P
 inline void ThickMultipole_track_lanes(const ThickMultipole& e, ft::ParticleLanes& l) { thick_multipole_track(e, l); }
 #endif
 
+FT_ELEMENT_COORDINATES(ThickMultipole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(ThickMultipole, FT_THICK_MULTIPOLE_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick straight multipole (k_n, j_n to n = 5), Forest-Ruth (AT StrMPoleSymplectic4Pass) or "
                     "xtrack's integrators")

@@ -16,5 +16,6 @@ FT_FUNCTION void XYShift_track(const XYShift& e, ft::ParticleView& p) {
   p.y += -e.dy;
 }
 
+FT_ELEMENT_COORDINATES(XYShift, FT_COORD_X | FT_COORD_Y, FT_COORD_X | FT_COORD_Y)
 FT_REGISTER_ELEMENT(XYShift, FT_XY_SHIFT_FIELDS, FT_THIN, FT_NO_PREPARE,
                     "Transverse frame shift x -= dx, y -= dy (xtrack XYShift)")

@@ -7,12 +7,14 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <tuple>
 #include <utility>
 
 #include "cli_common.h"
+#include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/lattice_optimize.h"
@@ -294,6 +296,16 @@ Particles collective_bench_bunch(const Lattice& lattice, size_t n, double sigma_
 
 double device_copy_bandwidth(CudaBackend& gpu) { return gpu.copy_bandwidth(); }
 
+/// Every coordinate and state of two particle sets bit for bit.
+bool same_particles(const Particles& a, const Particles& b) {
+  auto same = [](const auto& u, const auto& v) {
+    return u.size() == v.size() && std::memcmp(u.data(), v.data(), u.size() * sizeof(u[0])) == 0;
+  };
+  return same(a.x, b.x) && same(a.px, b.px) && same(a.y, b.y) && same(a.py, b.py) && same(a.zeta, b.zeta) &&
+         same(a.delta, b.delta) && same(a.ptau, b.ptau) && same(a.rpp, b.rpp) && same(a.rvv, b.rvv) &&
+         same(a.state, b.state) && same(a.lost_turn, b.lost_turn) && same(a.lost_element, b.lost_element);
+}
+
 void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::string& path) {
   // The CPU backend on the lattice as given: all threads, fma off (portable FFT or direct sum).
   {
@@ -318,13 +330,18 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
   }
   std::vector<int> slice_counts = a.slices;
   if (slice_counts.empty()) slice_counts.push_back(0);  // as in the lattice
-  // Bytes per particle-turn: each pass over the particles reads and writes 9 doubles and the
-  // state; with the wrap kernel a turn makes one pass per collective element.
-  const double passes = static_cast<double>(TurnProgram::build(lattice).collective.size());
-  const double kBytes = 2.0 * (9 * 8 + 4) * passes;
-  fmt::print("# bytes moved per particle-turn: {:.0f} ({} pass(es) of 2 x 76 bytes)\n", kBytes, passes);
-  fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10} {:>13} {:>9} {:>9} {:>9} {:>9} {:>8}\n", "lattice", "slices",
-             "particles", "fma", "s/turn", "part-turns/s", "segment%", "solve%", "GB/s", "of bw", "off/on");
+  // Bytes per particle-turn (codegen.h collective_turn_traffic): what the kernels load and store
+  // after the first turn, what they moved before the coordinate masks (every coordinate read and
+  // written in each pass), and what the physics needs (the six coordinates the turn reads and writes).
+  const CollectiveTurnTraffic traffic = collective_turn_traffic(lattice);
+  const double kBytes = traffic.bytes_per_turn(), kBytesAll = traffic.bytes_per_turn_all(),
+               kBytesNeeded = traffic.bytes_per_turn_needed();
+  fmt::print("# bytes per particle-turn: {:.0f} moved (coordinates loaded {:#05x}, stored {:#05x}), {:.0f} with every "
+             "coordinate (FUSETRACK_FULL_LOADS=1), {:.0f} needed by the physics\n",
+             kBytes, traffic.wrap.loaded, traffic.wrap.stored, kBytesAll, kBytesNeeded);
+  fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10} {:>13} {:>9} {:>9} {:>9} {:>9} {:>9} {:>8} {:>9}\n", "lattice", "slices",
+             "particles", "fma", "s/turn", "part-turns/s", "segment%", "solve%", "GB/s", "of bw", "need/bw", "off/on",
+             "vs full");
   bool bandwidth_printed = false;
   for (int ns : slice_counts) {
     if (ns > 0)
@@ -376,14 +393,21 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
         o.turns = a.gpu_turns;
         timed.track(q, o);
         const double seg = timed.last_stats().segment_seconds, sol = timed.last_stats().solve_seconds;
+        // The same run with every coordinate loaded and stored on every turn: the baseline of the masks.
+        setenv("FUSETRACK_FULL_LOADS", "1", 1);
+        Particles f = collective_bench_bunch(lattice, n, sigma);
+        gpu.track(f, o);
+        unsetenv("FUSETRACK_FULL_LOADS");
+        const double full_total = gpu.last_stats().kernel_seconds;
+        if (!same_particles(p, f)) throw Error("bench: the run with every coordinate loaded differs from the masked run");
         const double per_turn = total / static_cast<double>(a.gpu_turns);
         const double rate = static_cast<double>(n) / per_turn;
-        (void)seg;
         if (fma == FmaMode::On) on_seconds = total;
-        fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10.4g} {:>13.4g} {:>8.1f}% {:>8.1f}% {:>9.4g} {:>8.1f}% {:>8}\n", path,
-                   ns > 0 ? std::to_string(ns) : "lattice", n, fma == FmaMode::On ? "on" : "off", per_turn, rate,
+        fmt::print("{:<34} {:>7} {:>10} {:>6} {:>10.4g} {:>13.4g} {:>8.1f}% {:>8.1f}% {:>9.4g} {:>8.1f}% {:>8.1f}% {:>8} {:>8.2f}x\n",
+                   path, ns > 0 ? std::to_string(ns) : "lattice", n, fma == FmaMode::On ? "on" : "off", per_turn, rate,
                    100.0 * seg / (seg + sol), 100.0 * sol / (seg + sol), rate * kBytes * 1e-9,
-                   100.0 * rate * kBytes / bw, fma == FmaMode::Off ? fmt::format("{:.3f}", total / on_seconds) : "");
+                   100.0 * rate * kBytes / bw, 100.0 * rate * kBytesNeeded / bw,
+                   fma == FmaMode::Off ? fmt::format("{:.3f}", total / on_seconds) : "", full_total / total);
       }
       // Single-particle segments alone (collective steps skipped): the cost of deposit and kick.
       CudaBackendOptions co;

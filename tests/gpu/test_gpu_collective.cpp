@@ -7,9 +7,13 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <limits>
 
+#include "fusetrack/codegen.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/cuda_backend.h"
+#include "fusetrack/lattice.h"
+#include "fusetrack/registry.h"
 #include "support/collective_lattice.h"
 
 using namespace ft;
@@ -101,4 +105,48 @@ TEST_CASE("collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FUL
   CHECK(r.counts_equal);
   CHECK(r.field_max_rel == 0.0);
   CHECK(r.lost > 0);
+}
+
+TEST_CASE("collective fma=off: a longitudinal-only ring's kernels load and store only zeta and the energy: CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
+  ElementRegistry registry;
+  registry.load_default_plugins();
+  const Lattice lattice = load_lattice(std::string(FT_SOURCE_DIR) + "/lattices/longitudinal_only_bench_ring.json", registry);
+  const CollectiveTurnTraffic traffic = collective_turn_traffic(lattice);
+  REQUIRE(traffic.wrap.loaded == (FT_COORD_ZETA | FT_COORD_ENERGY));
+  Particles initial = ft::test::collective_bunch(lattice, 20000);
+  // Coordinates no kernel loads after the first turn: beyond the global x limit (lost at the first
+  // element), not finite (lost at the end of the first turn), large but inside the limit (kept).
+  initial.x[0] = 2.0;
+  initial.px[1] = std::nan("");
+  initial.y[2] = 0.5;
+  initial.py[3] = std::numeric_limits<double>::infinity();
+  TrackOptions o;
+  o.turns = 40;
+  o.fma = FmaMode::Off;
+  Particles cpu = initial, gpu = initial, gpu_full = initial;
+  make_cpu_backend(lattice)->track(cpu, o);
+  CudaBackend backend(lattice, CudaBackendOptions{});
+  backend.track(gpu, o);
+  setenv("FUSETRACK_FULL_LOADS", "1", 1);
+  backend.track(gpu_full, o);
+  unsetenv("FUSETRACK_FULL_LOADS");
+  const ParticleComparison c = compare_particles(cpu, gpu);
+  MESSAGE(fmt::format("bitwise equal {}/{}, state mismatches {}", c.bitwise_equal, c.coordinates, c.state_mismatches));
+  CHECK(c.identical());
+  auto same = [](const auto& a, const auto& b) { return a == b; };
+  for (const Particles* p : {&gpu, &gpu_full}) {
+    CHECK(same(cpu.ptau, p->ptau));
+    CHECK(same(cpu.rpp, p->rpp));
+    CHECK(same(cpu.rvv, p->rvv));
+    CHECK(same(cpu.lost_turn, p->lost_turn));
+    CHECK(same(cpu.lost_element, p->lost_element));
+    CHECK(same(cpu.state, p->state));
+  }
+  CHECK(compare_particles(gpu, gpu_full).identical());
+  CHECK(cpu.state[0] <= 0);
+  CHECK(cpu.lost_turn[0] == 0);
+  CHECK(cpu.state[1] <= 0);
+  CHECK(cpu.state[3] <= 0);
+  CHECK(cpu.state[2] > 0);
+  CHECK(gpu.y[2] == 0.5);
 }

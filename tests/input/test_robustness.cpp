@@ -189,7 +189,7 @@ struct Descriptor {
   ft_field_desc fields[2] = {{"length", "m", "", 0, FT_FIELD_DOUBLE, 1, FT_FIELD_INPUT, 0.0, 0},
                              {"k", "", "", 8, FT_FIELD_DOUBLE, 1, FT_FIELD_INPUT, 0.0, 1}};
   ft_source_file header{"q.h", "struct Q {};"};
-  ft_element_type_desc type{"Q", "doc", "Q_track", "q.h", 16, 8, fields, 2, FT_THICK, 0, nullptr, no_track, nullptr};
+  ft_element_type_desc type{"Q", "doc", "Q_track", "q.h", 16, 8, fields, 2, FT_THICK, 0, nullptr, no_track, nullptr, 0u, 0u};
   ft_plugin_desc desc{FT_PLUGIN_ABI_VERSION, "test", "1", &type, 1, &header, 1};
 };
 

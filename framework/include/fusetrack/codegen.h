@@ -90,6 +90,36 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch dispatch,
                                          const std::vector<SliceGrid>& grids);
 std::string segment_kernel_name(size_t segment);
+
+/// The particle coordinates (masks of enum ft_coordinate) one collective kernel moves: it loads those
+/// its elements, its kick and its deposit read or write (every coordinate for a type that does not
+/// declare them, FT_ELEMENT_COORDINATES; for an element under a transformation; the end-of-turn
+/// checks add what the turn writes) and stores those written. On the first turn of a run the
+/// kernels also load the rest (full_load = 1): after that turn's checks, a coordinate that no kernel
+/// writes cannot fail a later check, so the later turns need not load it.
+struct KernelTraffic {
+  uint32_t loaded = 0;
+  uint32_t stored = 0;
+  /// Bytes per particle: 8 per coordinate loaded or stored, 4 for the state (written on a loss only).
+  double bytes() const;
+};
+
+/// What the kernels of one turn of a collective lattice move per particle, after the first turn.
+struct CollectiveTurnTraffic {
+  std::vector<KernelTraffic> segments;  // segment_kernel_name(k)
+  KernelTraffic wrap;                   // kWrapKernelName: segment K, end of turn, segment 0
+  uint32_t read = 0, written = 0;       // by the turn's elements, kicks and deposits (physics only)
+  /// Bytes per particle-turn when the turn runs the wrap kernel and segments 1..K-1.
+  double bytes_per_turn() const;
+  /// The same with every coordinate loaded and stored (the kernels before the coordinate masks, and
+  /// the first turn's loads).
+  double bytes_per_turn_all() const;
+  /// What the physics needs: the six coordinates the turn reads (loaded once) and writes (stored
+  /// once), ptau, rpp and rvv being functions of delta, and the state read.
+  double bytes_per_turn_needed() const;
+};
+CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice);
+
 /// The kernel that runs the last segment of a turn and the first of the next in one pass (the
 /// end-of-turn checks in between; losses in the second part count for the next turn).
 constexpr const char* kWrapKernelName = "fusetrack_segment_wrap";

@@ -13,7 +13,8 @@
 
 #define FT_PLUGIN_ABI_VERSION 5u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
                                      4: grid (space-charge) collective elements;
-                                     5: slice-moment (transverse wake, damper) collective elements */
+                                     5: slice-moment (transverse wake, damper) collective elements;
+                                        the coordinates each element type reads and writes */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
@@ -32,6 +33,28 @@ enum ft_field_type {
 enum ft_element_flags {
   FT_THIN = 0, /* the element does not advance s */
   FT_THICK = 1 /* the element advances s by its `length` field */
+};
+
+/* The particle coordinates an element type reads and writes (ft_element_type_desc). The kernels of
+ * a collective turn load only the coordinates their elements read or write and store only those
+ * written. Writing delta through ParticleView::update_delta or add_to_energy writes the whole
+ * energy group (delta, ptau, rpp, rvv); reading p.rv0v reads rvv. */
+enum ft_coordinate {
+  FT_COORD_X = 1u << 0,
+  FT_COORD_PX = 1u << 1,
+  FT_COORD_Y = 1u << 2,
+  FT_COORD_PY = 1u << 3,
+  FT_COORD_ZETA = 1u << 4,
+  FT_COORD_DELTA = 1u << 5,
+  FT_COORD_PTAU = 1u << 6,
+  FT_COORD_RPP = 1u << 7,
+  FT_COORD_RVV = 1u << 8,
+  FT_COORD_ENERGY = FT_COORD_DELTA | FT_COORD_PTAU | FT_COORD_RPP | FT_COORD_RVV,
+  FT_COORD_TRANSVERSE = FT_COORD_X | FT_COORD_PX | FT_COORD_Y | FT_COORD_PY,
+  FT_COORD_ALL = 0x1ffu,
+  /* Set in coordinates_read by a type that declares its coordinates; without it the framework
+   * assumes the type reads and writes every coordinate (plugins that do not declare). */
+  FT_COORD_DECLARED = 1u << 30
 };
 
 enum ft_field_flags {
@@ -305,6 +328,10 @@ typedef struct ft_element_type_desc {
   ft_prepare_fn prepare;     /* may be NULL */
   ft_track_block_fn track_block;          /* NULL for a collective element */
   const ft_collective_desc* collective;   /* NULL for a single-particle element */
+  /* enum ft_coordinate masks: what the track (or kick) function reads and writes, with
+   * FT_COORD_DECLARED in coordinates_read; both 0: not declared (every coordinate). */
+  uint32_t coordinates_read;
+  uint32_t coordinates_written;
 } ft_element_type_desc;
 
 /* A header embedded in a plugin for NVRTC: include name and full text. */

@@ -70,6 +70,11 @@ struct ElementType {
   ft_prepare_fn prepare = nullptr;
   ft_track_block_fn track_block = nullptr;           // single-particle elements
   const ft_collective_desc* collective = nullptr;    // collective elements (need the whole bunch)
+  // The coordinates (enum ft_coordinate) the element reads and writes; FT_COORD_ALL for a type
+  // that does not declare them (FT_ELEMENT_COORDINATES).
+  uint32_t coordinates_read = FT_COORD_ALL;
+  uint32_t coordinates_written = FT_COORD_ALL;
+  bool coordinates_declared = false;
   std::shared_ptr<const Plugin> plugin;
 
   bool is_collective() const { return collective != nullptr; }

@@ -585,6 +585,126 @@ std::string grid_literal(const SliceGrid& g) {
 
 std::string segment_kernel_name(size_t segment) { return fmt::format("fusetrack_segment_{}", segment); }
 
+namespace {
+
+struct CoordinateUse {
+  uint32_t read = 0, written = 0;
+};
+
+/// What element `e` of the sequence reads and writes in a kernel: its type's declaration; every
+/// coordinate under a transformation (shifts and rotations move x, px, y, py and zeta).
+CoordinateUse element_coordinate_use(const Lattice& lattice, size_t e) {
+  const ElementType& type = *lattice.element(e).type;
+  if (lattice.transform_block(lattice.sequence()[e].definition)) return {FT_COORD_ALL, FT_COORD_ALL};
+  return {type.coordinates_read, type.coordinates_written};
+}
+
+/// What the framework itself reads for a collective element's deposit and kick: the slice of zeta,
+/// the grid cell of (x, y, zeta), the slice and the transverse centroids.
+uint32_t collective_framework_reads(const ElementType& type) {
+  if (type.is_profile_collective()) return FT_COORD_ZETA;
+  if (type.is_grid_collective()) return FT_COORD_X | FT_COORD_Y | FT_COORD_ZETA;
+  if (type.is_moments_collective()) return FT_COORD_TRANSVERSE | FT_COORD_ZETA;
+  return FT_COORD_ALL;
+}
+
+/// One kernel of a collective turn: the kick of collective element `kick` (-1: none), the elements
+/// of `segments`, the end-of-turn checks (`turn_end`: they read what the turn writes) and the
+/// deposit for `deposit` (-1: none).
+KernelTraffic kernel_traffic(const Lattice& lattice, const TurnProgram& program, int kick,
+                             const std::vector<size_t>& segments, bool turn_end, int deposit) {
+  CoordinateUse use;
+  auto add = [&](const CoordinateUse& u) {
+    use.read |= u.read;
+    use.written |= u.written;
+  };
+  if (kick >= 0) {
+    const size_t e = program.collective[static_cast<size_t>(kick)];
+    add(element_coordinate_use(lattice, e));
+    use.read |= collective_framework_reads(*lattice.element(e).type);
+  }
+  for (size_t k : segments)
+    for (size_t e = program.segments[k].begin; e < program.segments[k].end; ++e) add(element_coordinate_use(lattice, e));
+  if (deposit >= 0) use.read |= collective_framework_reads(*lattice.element(program.collective[static_cast<size_t>(deposit)]).type);
+  if (turn_end) {
+    // A coordinate written anywhere in the turn is checked (finite, turn limits) at its end.
+    for (const TurnProgram::Segment& seg : program.segments)
+      for (size_t e = seg.begin; e < seg.end; ++e) use.read |= element_coordinate_use(lattice, e).written;
+    for (size_t e : program.collective) use.read |= element_coordinate_use(lattice, e).written;
+  }
+  // A possibly written coordinate is loaded too: a lost particle, or a conditional write, keeps it.
+  return KernelTraffic{use.read | use.written, use.written};
+}
+
+int coordinate_count(uint32_t mask) { return __builtin_popcount(mask & FT_COORD_ALL); }
+
+constexpr const char* kCoordinateNames[9] = {"x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv"};
+
+/// The ParticleView of particle i with the coordinates of `loaded`; the others only when
+/// full_load is set (the first turn), else neutral values (0; 1 for rpp and rvv) that pass every check.
+std::string particle_load(uint32_t loaded) {
+  std::string args;
+  for (int c = 0; c < 9; ++c) {
+    const std::string array = fmt::format("P.{}[i]", kCoordinateNames[c]);
+    args += (loaded >> c) & 1u ? array : fmt::format("(ft_full ? {} : {})", array, c >= 7 ? "1.0" : "0.0");
+    args += ", ";
+  }
+  return "    ft::ParticleView p{" + args + "beta0, P.state[i]};\n";
+}
+
+std::string particle_store(uint32_t stored) {
+  std::string s;
+  for (int c = 0; c < 9; ++c)
+    if ((stored >> c) & 1u) s += fmt::format(" P.{0}[i] = p.{0};", kCoordinateNames[c]);
+  return s.empty() ? "" : "   " + s + "\n";
+}
+
+}  // namespace
+
+double KernelTraffic::bytes() const { return 8.0 * (coordinate_count(loaded) + coordinate_count(stored)) + 4.0; }
+
+double CollectiveTurnTraffic::bytes_per_turn() const {
+  double b = wrap.bytes();
+  for (size_t k = 1; k + 1 < segments.size(); ++k) b += segments[k].bytes();
+  return b;
+}
+
+double CollectiveTurnTraffic::bytes_per_turn_all() const {
+  return (segments.size() > 0 ? static_cast<double>(segments.size() - 1) : 1.0) * (8.0 * 18 + 8.0);
+}
+
+double CollectiveTurnTraffic::bytes_per_turn_needed() const {
+  constexpr uint32_t six = FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_DELTA;
+  // ptau, rpp and rvv follow from delta: reading one of them reads delta.
+  const uint32_t r = (read & six) | ((read & FT_COORD_ENERGY) ? static_cast<uint32_t>(FT_COORD_DELTA) : 0u);
+  const uint32_t w = (written & six) | ((written & FT_COORD_ENERGY) ? static_cast<uint32_t>(FT_COORD_DELTA) : 0u);
+  return 8.0 * (coordinate_count(r | w) + coordinate_count(w)) + 4.0;
+}
+
+CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice) {
+  const TurnProgram program = TurnProgram::build(lattice);
+  CollectiveTurnTraffic t;
+  const size_t K = program.collective.size();
+  for (size_t k = 0; k < program.segments.size(); ++k)
+    t.segments.push_back(kernel_traffic(lattice, program, k > 0 ? static_cast<int>(k) - 1 : -1, {k}, k == K,
+                                        k < K ? static_cast<int>(k) : -1));
+  if (K > 0) t.wrap = kernel_traffic(lattice, program, static_cast<int>(K) - 1, {K, 0}, true, 0);
+  for (size_t k = 0; k < program.segments.size(); ++k) {
+    // The physics: elements and kicks as declared, plus the deposits' reads.
+    for (size_t e = program.segments[k].begin; e < program.segments[k].end; ++e) {
+      const CoordinateUse u = element_coordinate_use(lattice, e);
+      t.read |= u.read;
+      t.written |= u.written;
+    }
+  }
+  for (size_t e : program.collective) {
+    const CoordinateUse u = element_coordinate_use(lattice, e);
+    t.read |= u.read | collective_framework_reads(*lattice.element(e).type);
+    t.written |= u.written;
+  }
+  return t;
+}
+
 KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch requested,
                                          const std::vector<SliceGrid>& grids) {
   KernelSource src;
@@ -625,12 +745,21 @@ struct FtParticleArrays {
   };
   auto emit_kernel = [&](const std::string& name, const std::string& comment, int kick, const std::vector<Part>& parts,
                          int deposit) {
+    std::vector<size_t> kernel_segments;
+    bool turn_end = false;
+    for (const Part& part : parts) {
+      if (part.kind == Part::Elements) kernel_segments.push_back(part.segment);
+      turn_end |= part.kind == Part::TurnEnd;
+    }
+    const KernelTraffic traffic = kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit);
     s += fmt::format(R"(
 // {1}
 extern "C" __global__ void __launch_bounds__(256) {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int turn, int n_elements, ft::GlobalLimits limits,
-    const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared{2}) {{
+    const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared,
+    int full_load{2}) {{
+  const bool ft_full = full_load != 0;  // the first turn: every coordinate (collective_turn_traffic)
   extern __shared__ unsigned long long ft_block_profile[];
 )",
                      name, comment, has_grid ? kGridSegmentParameters : "");
@@ -648,10 +777,9 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
            "    __syncthreads();\n  }\n";
     }
     s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n"
-         "    if (P.state[i] <= 0) continue;\n"
-         "    ft::ParticleView p{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],\n"
-         "                       P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};\n"
-         "    long long lost_at = -1;\n"
+         "    if (P.state[i] <= 0) continue;\n";
+    s += particle_load(traffic.loaded);
+    s += "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";
     if (kick >= 0 && is_grid(kick)) {
       // The field of the bunch at the particle from the grid nodes (the deposit's weights), then the
@@ -708,10 +836,8 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
     }
     if (s.find("goto segment_done", s.rfind(name)) == std::string::npos)
       s += "    goto segment_done;  // (a segment without elements)\n";
-    s += "  segment_done:\n"
-         "    P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;\n"
-         "    P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;\n"
-         "    if (p.state <= 0) { P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; continue; }\n";
+    s += "  segment_done:\n" + particle_store(traffic.stored) +
+         "    if (p.state <= 0) { P.state[i] = p.state; P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; continue; }\n";
     if (grid_deposit)
       s += "    {\n      const double ft_pos[3] = {p.x, p.y, p.zeta};\n"
            "      if (grid_mode == 1) {  // cloud-in-cell integer charge; the last slot counts the particles outside\n"

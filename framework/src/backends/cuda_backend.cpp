@@ -1132,6 +1132,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   // followed by another without a callback in between, its last segment runs fused with the
   // next turn's first (the wrap kernel), which also deposits the next turn's first profile.
   bool head_done = false;  // segment 0 of this turn already ran inside the previous wrap kernel
+  // The first turn's kernels load every coordinate (the checks of the coordinates no kernel writes
+  // hold for the later turns: collective_turn_traffic in codegen.h); FUSETRACK_FULL_LOADS=1 keeps
+  // every turn so (the benchmark's baseline).
+  const bool always_full = std::getenv("FUSETRACK_FULL_LOADS") != nullptr;
+  int full_load = 1;
   auto run_segment = [&](CUfunction f, size_t kick_c, size_t deposit_c, bool kick, bool deposit, int turn) {
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
@@ -1169,9 +1174,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     }
     if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
     void* profile_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                            const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared};
+                            const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load};
     void* grid_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                         const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared,
+                         const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load,
                          &kick_ex, &kick_ey, &kick_ez, &kick_grid, &grid_acc, &outside_slot,
                          &deposit_spec, &extent, &extent_acc, &grid_mode};
     void** args = any_grid ? grid_args : profile_args;
@@ -1200,6 +1205,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   };
   for (int64_t done = 0; done < options.turns && n > 0;) {
     const int turn = static_cast<int>(options.first_turn + done);
+    full_load = done == 0 || always_full ? 1 : 0;
     const bool callback_after = options.callback && ((done + 1) % every == 0 || done + 1 == options.turns);
     const bool fuse_tail = done + 1 < options.turns && !callback_after;
     for (size_t k = 0; k <= K; ++k) {

@@ -113,6 +113,15 @@ std::string check_type(const ft_element_type_desc& t, const std::set<std::string
   }
   if (t.flags & ~static_cast<uint32_t>(FT_THICK))
     return fmt::format("element type '{}' has unknown flags {:#x}", t.name, t.flags);
+  if ((t.coordinates_read & ~static_cast<uint32_t>(FT_COORD_ALL | FT_COORD_DECLARED)) != 0 ||
+      (t.coordinates_written & ~static_cast<uint32_t>(FT_COORD_ALL)) != 0)
+    return fmt::format("element type '{}' declares unknown coordinates (read {:#x}, written {:#x})", t.name,
+                       t.coordinates_read, t.coordinates_written);
+  if (!(t.coordinates_read & FT_COORD_DECLARED) && t.coordinates_written != 0)
+    return fmt::format("element type '{}' declares written coordinates without FT_COORD_DECLARED", t.name);
+  // Writing delta goes through update_delta or add_to_energy, which write the whole energy group.
+  if ((t.coordinates_written & FT_COORD_DELTA) && (t.coordinates_written & FT_COORD_ENERGY) != FT_COORD_ENERGY)
+    return fmt::format("element type '{}' writes delta but not all of delta, ptau, rpp, rvv", t.name);
   if (t.param_size == 0) return fmt::format("element type '{}' has parameter size 0", t.name);
   if (t.param_align == 0 || (t.param_align & (t.param_align - 1)) != 0 || t.param_align > 8)
     return fmt::format("element type '{}' has parameter alignment {} (must be 1, 2, 4 or 8)", t.name, t.param_align);
@@ -232,6 +241,11 @@ ElementType element_type_from_descriptor(const ft_element_type_desc& t) {
   type.prepare = t.prepare;
   type.track_block = t.track_block;
   type.collective = t.collective;
+  type.coordinates_declared = (t.coordinates_read & FT_COORD_DECLARED) != 0;
+  if (type.coordinates_declared) {
+    type.coordinates_read = t.coordinates_read & FT_COORD_ALL;
+    type.coordinates_written = t.coordinates_written & FT_COORD_ALL;
+  }
   for (uint32_t k = 0; k < t.field_count; ++k) {
     const ft_field_desc& f = t.fields[k];
     FieldInfo info;

@@ -22,6 +22,12 @@
 //   that fills the DERIVED fields once, before tracking, so both backends read identical numbers.
 //   Write it inside `#ifndef FT_DEVICE_COMPILE`.
 //
+// FT_ELEMENT_COORDINATES(NAME, READ, WRITTEN), optional, before FT_REGISTER_*: the coordinates the
+// function reads and writes (enum ft_coordinate in plugin_abi.h), e.g. for the drift
+//   FT_ELEMENT_COORDINATES(Drift, FT_COORD_PX | FT_COORD_PY | FT_COORD_RPP | FT_COORD_RVV | FT_COORD_X | FT_COORD_Y
+//                                 | FT_COORD_ZETA, FT_COORD_X | FT_COORD_Y | FT_COORD_ZETA)
+// so that a collective turn's kernels move only those. Without it the element gets every coordinate.
+//
 // Collective elements (they need the whole bunch; see plugin_abi.h) register with
 //   FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 // where JSON_FIELDS(JSON) lists host-only fields, JSON(name, required, unit, doc) with required
@@ -73,6 +79,7 @@
 #define FT_REGISTER_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 #define FT_REGISTER_GRID_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
 #define FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)
+#define FT_ELEMENT_COORDINATES(NAME, READ, WRITTEN)
 
 #else  // host
 
@@ -522,6 +529,13 @@ int prepare(void* params, const ft_reference* reference, ft_error* error) {
   return 1;
 }
 
+/// The coordinates (enum ft_coordinate) element type E reads and writes; FT_ELEMENT_COORDINATES
+/// declares them. Undeclared: 0, 0 (the framework then loads and stores every coordinate).
+template <class E>
+struct coordinate_use {
+  static constexpr uint32_t read = 0u, written = 0u;
+};
+
 /// Defined once per plugin by the SDK (plugin_entry.cpp); collects this plugin's types.
 bool add_type(const ft_element_type_desc& desc);
 
@@ -556,7 +570,8 @@ bool add_type(const ft_element_type_desc& desc);
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(THICKNESS),  \
         ::ft::element_sdk::find_length_field(fields, sizeof(fields) / sizeof(fields[0])), PREPARE,    \
-        &::ft::element_sdk::track_block<NAME, &NAME##_track, ft_element_lanes_##NAME>, nullptr};                               \
+        &::ft::element_sdk::track_block<NAME, &NAME##_track, ft_element_lanes_##NAME>, nullptr,                                \
+        ::ft::element_sdk::coordinate_use<NAME>::read, ::ft::element_sdk::coordinate_use<NAME>::written};                     \
     return desc;                                                                                      \
   }
 
@@ -574,7 +589,8 @@ bool add_type(const ft_element_type_desc& desc);
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective};                                                           \
+        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
+        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
     return desc;                                                                                      \
   }
 
@@ -592,7 +608,8 @@ bool add_type(const ft_element_type_desc& desc);
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective};                                                           \
+        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
+        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
     return desc;                                                                                      \
   }
 
@@ -610,7 +627,8 @@ bool add_type(const ft_element_type_desc& desc);
         #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
         static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
         static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective};                                                           \
+        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
+        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
     return desc;                                                                                      \
   }
 
@@ -621,6 +639,16 @@ bool add_type(const ft_element_type_desc& desc);
 #else
 #define FT_ELEMENT_REGISTRAR_(NAME)
 #endif
+
+// FT_ELEMENT_COORDINATES(NAME, READ, WRITTEN), before FT_REGISTER_*: the coordinates NAME_track (or
+// NAME_kick) reads and writes, as ft_coordinate masks. A wrong declaration gives wrong results on the
+// GPU: tests/test_coordinate_use.cpp checks every built-in type's against tracking.
+#define FT_ELEMENT_COORDINATES(NAME, READ, WRITTEN)                                  \
+  template <>                                                                       \
+  struct ft::element_sdk::coordinate_use<NAME> {                                    \
+    static constexpr uint32_t read = static_cast<uint32_t>(READ) | FT_COORD_DECLARED; \
+    static constexpr uint32_t written = static_cast<uint32_t>(WRITTEN);             \
+  };
 
 #define FT_PREPARE_FN_FT_NO_PREPARE(NAME) nullptr
 #define FT_PREPARE_FN_FT_WITH_PREPARE(NAME) (&::ft::element_sdk::prepare<NAME, &NAME##_prepare>)
