@@ -12,9 +12,11 @@
 #include <random>
 #include <thread>
 
+#include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/instability_theory.h"
+#include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/transverse_wakes.h"
@@ -386,4 +388,39 @@ TEST_CASE("transverse wake and damper: bad input is named (file, element, field)
         message_of({{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", 1.0}, {"zeta_max", -1.0}});
     CHECK(c.find("zeta_max") != std::string::npos);
   }
+}
+
+TEST_CASE("transverse wake and damper: the GPU segment kernels compile with NVRTC (no GPU needed)") {
+  // A wake first in the sequence (the wrap kernel deposits for it), a damper and a longitudinal
+  // impedance after it: slice-moment kicks and deposits next to profile ones.
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}}});
+  json wake = wake_element(1e11, 50, 0.5, sources);
+  wake["memory_turns"] = 2;
+  wake["longitudinal"] = 1;
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 30.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5}};
+  json impedance = {{"type", "LongitudinalImpedance"}, {"n_slices", 64}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
+                    {"intensity", 1e11},
+                    {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", 1e3}, {"frequency", 1e8}, {"q", 1.0}}})}};
+  json doc = fodo_ring({{"wake", wake}, {"damper", damper}, {"impedance", impedance}}, {"wake"}, 0.01, -0.02);
+  doc["sequence"].insert(doc["sequence"].begin() + 4, "damper");
+  doc["sequence"].push_back("impedance");
+  const Lattice lattice = lattice_from_json(doc, "wake_kernels.json", test::builtin_registry());
+  const TurnProgram program = TurnProgram::build(lattice);
+  REQUIRE(program.collective.size() == 3);
+  std::vector<SliceGrid> grids;
+  for (size_t c : program.collective)
+    grids.push_back(lattice.element(c).type->is_moments_collective()
+                        ? MomentsCollectiveSolver(lattice, c, 10).slice_grid()
+                        : CollectiveSolver(lattice, c, FmaMode::Off, 10).slice_grid());
+  KernelCompiler compiler("off");
+  for (FmaMode fma : {FmaMode::Off, FmaMode::On})
+    for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
+      const KernelSource src = generate_collective_kernels(lattice, fma, dispatch, grids);
+      CHECK(src.text.find("ft::slice_centroid_contributions(deposit_grid, deposit_scales") != std::string::npos);
+      CHECK(src.text.find("TransverseWake_kick(el, ft::slice_kick_at(kick_field, ft_slice), p)") != std::string::npos);
+      CHECK(src.text.find("TransverseDamper_kick(el, ft::slice_kick_at(kick_field, ft_slice), p)") != std::string::npos);
+      CompiledKernel k;
+      CHECK_NOTHROW(k = compiler.compile(src, 90));
+      CHECK(k.cubin.size() > 1000);
+    }
 }

@@ -11,6 +11,7 @@
 #include <tuple>
 
 #include "fusetrack/collective.h"
+#include "fusetrack/device/reduction.h"
 #include "fusetrack/error.h"
 #include "fusetrack/transform.h"
 
@@ -533,6 +534,11 @@ const char* kGridSegmentParameters = R"(,
     ft::ChargeGridSpec deposit_spec, ft::ExtentScales extent, unsigned long long* __restrict__ extent_acc,
     int grid_mode)";
 
+/// The extra argument of the segment kernels of a lattice with slice-moment elements: the fixed-point
+/// scales of the deposit (SliceCentroidReducer's, so that the GPU sums the CPU's integers).
+const char* kMomentSegmentParameters = R"(,
+    ft::SliceMomentScales deposit_scales)";
+
 const char* kGridKernels = R"(
 // Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
 // counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
@@ -736,6 +742,17 @@ struct FtParticleArrays {
     s += "#include \"fusetrack/device/space_charge.h\"\n";
     s += kGridKernels;
   }
+  // Slice-moment collective elements (transverse wakes, feedback): the segment before one deposits,
+  // per slice, the integer weight and the fixed-point sums of x, px, y, py (slice_centroid_contributions,
+  // kSliceCentroidAccumulators per slice, then the particles outside the declared ranges) into `profile`,
+  // block-local in shared memory when it fits; the segment after it kicks each particle with its slice's
+  // ft::SliceKick from `kick_field` (FT_SLICE_KICK_VALUES doubles per slice, solved on the host).
+  auto is_moments = [&](int c) {
+    return c >= 0 && lattice.element(program.collective[static_cast<size_t>(c)]).type->is_moments_collective();
+  };
+  bool has_moments = false;
+  for (size_t c = 0; c < K; ++c) has_moments |= is_moments(static_cast<int>(c));
+  if (has_moments) s += "#include \"fusetrack/device/reduction.h\"\n";
   // One kernel from its parts: the kick of collective element `kick` (-1: none), the elements
   // of the segments listed (a "next turn" marker before the head segment of the following turn,
   // whose losses count for turn + 1), the end-of-turn checks, and the deposit for `deposit`.
@@ -762,7 +779,8 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
   const bool ft_full = full_load != 0;  // the first turn: every coordinate (collective_turn_traffic)
   extern __shared__ unsigned long long ft_block_profile[];
 )",
-                     name, comment, has_grid ? kGridSegmentParameters : "");
+                     name, comment,
+                     std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""));
     const bool grid_deposit = is_grid(deposit);
     if (grid_deposit)
       s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
@@ -770,7 +788,16 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
            "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) ft_block_extent[a] = 0ull;\n"
            "    __syncthreads();\n  }\n"
            "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};\n";
-    if (deposit >= 0 && !grid_deposit) {
+    const bool moments_deposit = is_moments(deposit);
+    if (moments_deposit) {
+      const SliceGrid& g = grids[static_cast<size_t>(deposit)];
+      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(g));
+      s += fmt::format("  const int ft_deposit_words = {};  // {} slices x ft::kSliceCentroidAccumulators, out of range\n",
+                       g.n_slices * kSliceCentroidAccumulators + 1, g.n_slices);
+      s += "  if (profile_in_shared) {\n"
+           "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+           "    __syncthreads();\n  }\n";
+    } else if (deposit >= 0 && !grid_deposit) {
       s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[static_cast<size_t>(deposit)]));
       s += "  if (profile_in_shared) {\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
@@ -793,6 +820,18 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
           def.type->collective->kick_function, e, e, def.name);
+    } else if (kick >= 0 && is_moments(kick)) {
+      // The kick of the particle's slice (nearest, as the deposit); none outside the cuts.
+      const size_t e = program.collective[static_cast<size_t>(kick)];
+      const ElementDefinition& def = lattice.element(e);
+      s += fmt::format(
+          "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
+          "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
+          "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
+          "      ft::apply_element_limits(p, limits);\n"
+          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (slice moments)\n",
+          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
+          grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
     } else if (kick >= 0) {
       const size_t e = program.collective[static_cast<size_t>(kick)];
       const ElementDefinition& def = lattice.element(e);
@@ -851,7 +890,16 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
            "          for (int a = 0; a < ft::kExtentAccumulators; ++a) ft_extent_sum[a] += static_cast<unsigned long long>(ft_out[a]);\n"
            "        } else {\n          ft_extent_sum[ft::kExtentAccumulators] += 1ull;\n        }\n"
            "      }\n    }\n";
-    if (deposit >= 0 && !grid_deposit)
+    if (moments_deposit)
+      s += "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
+           "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
+           "      unsigned long long* ft_acc = profile_in_shared ? ft_block_profile : profile;\n"
+           "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
+           "      if (m < 0) atomicAdd(&ft_acc[ft_deposit_words - 1], 1ull);\n"
+           "      for (int a = 0; a < ft::kSliceCentroidAccumulators && m > 0; ++a)\n"
+           "        atomicAdd(&ft_acc[ft_bin * ft::kSliceCentroidAccumulators + a], static_cast<unsigned long long>(ft_out[a]));\n"
+           "    }\n";
+    else if (deposit >= 0 && !grid_deposit)
       s += "    int bins[2];\n    unsigned long long weights[2];\n"
            "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
            "    for (int q = 0; q < m; ++q) atomicAdd(profile_in_shared ? &ft_block_profile[bins[q]] : &profile[bins[q]], weights[q]);\n";
@@ -862,7 +910,11 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
            "    __syncthreads();\n"
            "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x)\n"
            "      if (ft_block_extent[a]) atomicAdd(&extent_acc[a], ft_block_extent[a]);\n  }\n";
-    if (deposit >= 0 && !grid_deposit)
+    if (moments_deposit)
+      s += "  if (profile_in_shared) {  // integer sums: block (shared), then global\n    __syncthreads();\n"
+           "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x)\n"
+           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
+    else if (deposit >= 0 && !grid_deposit)
       s += "  if (profile_in_shared) {\n    __syncthreads();\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
            "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";

@@ -14,6 +14,7 @@
 
 #include "cuda_driver.h"
 #include "fusetrack/collective.h"
+#include "fusetrack/slice_wakes.h"
 #include "fusetrack/space_charge.h"
 #include "fusetrack/device/random.h"
 #include "fusetrack/error.h"
@@ -48,6 +49,11 @@ struct DeviceCollective {
   // Grid kind (space charge): the host solver (grid, Poisson solve) and the device buffers: integer
   // charge per node plus the outside count, the adapted extent's moments, the fields at the nodes.
   std::unique_ptr<GridCollectiveSolver> grid;
+  // Slice-moment kind (wakes, feedback): the host solver; `counts` holds its integer slice moments
+  // (deposit_words: kSliceCentroidAccumulators per slice, then the particles out of range) and
+  // `field` its kick table (FT_SLICE_KICK_VALUES doubles per slice).
+  std::unique_ptr<MomentsCollectiveSolver> moments;
+  size_t deposit_words = 0;  // integers of the deposit in `counts` (profile kind: n_slices)
   CUdeviceptr grid_acc = 0, extent_acc = 0, ex = 0, ey = 0, ez = 0;
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
   CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
@@ -858,6 +864,17 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     std::vector<SliceGrid> grids;
     for (size_t c = 0; c < K; ++c) {
       DeviceCollective dc;
+      if (m_lattice.element(program.collective[c]).type->is_moments_collective()) {
+        dc.moments = std::make_unique<MomentsCollectiveSolver>(m_lattice, program.collective[c], macroparticles);
+        const size_t ns = static_cast<size_t>(dc.moments->n_slices());
+        dc.deposit_words = ns * kSliceCentroidAccumulators + 1;
+        dc.counts = device_zeros(d, dc.deposit_words * sizeof(uint64_t), "cuMemAlloc(slice moments)");
+        dc.field = device_zeros(d, ns * FT_SLICE_KICK_VALUES * sizeof(double), "cuMemAlloc(slice kicks)");
+        dc.profile_in_shared = dc.deposit_words * sizeof(uint64_t) <= 96 * 1024;
+        grids.push_back(dc.moments->slice_grid());
+        impl.collective.push_back(std::move(dc));
+        continue;
+      }
       if (m_lattice.element(program.collective[c]).type->is_grid_collective()) {
         dc.grid = std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c], options.fma, macroparticles);
         const size_t nodes = dc.grid->node_count();
@@ -907,6 +924,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       }
       // A block-local profile in shared memory while it leaves room for two blocks per SM.
       dc.profile_in_shared = ns * sizeof(uint64_t) <= 96 * 1024;
+      dc.deposit_words = ns;
       impl.collective.push_back(std::move(dc));
     }
     CollectiveKernels& kk = impl.collective_kernels;
@@ -925,14 +943,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       check(d.module_get_function(&f, kk.module, segment_kernel_name(k).c_str()), "cuModuleGetFunction");
       kk.segments.push_back(f);
       if (k < K && impl.collective[k].profile_in_shared) {
-        const int bytes = impl.collective[k].solver->n_slices() * static_cast<int>(sizeof(uint64_t));
+        const int bytes = static_cast<int>(impl.collective[k].deposit_words * sizeof(uint64_t));
         check(d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
               "cuFuncSetAttribute(shared profile)");
       }
     }
     check(d.module_get_function(&kk.wrap, kk.module, kWrapKernelName), "cuModuleGetFunction");
     if (impl.collective[0].profile_in_shared) {
-      const int bytes = impl.collective[0].solver->n_slices() * static_cast<int>(sizeof(uint64_t));
+      const int bytes = static_cast<int>(impl.collective[0].deposit_words * sizeof(uint64_t));
       check(d.func_set_attribute(kk.wrap, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
             "cuFuncSetAttribute(shared profile)");
     }
@@ -1060,9 +1078,25 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     m_stats.grid_transfer_seconds += seconds_since(t_transfer) - solve_wall;
     m_stats.grid_bytes_transferred += (nodes + 1) * sizeof(uint64_t) + (dc.ez ? 3 : 2) * nodes * sizeof(double);
   };
+  std::vector<uint64_t> host_moments;
+  bool any_moments = false;
+  for (const DeviceCollective& c : impl.collective) any_moments |= c.moments != nullptr;
+  // Slice moments: the integers down (a few per slice), summed over ranks, the host solve (the CPU's
+  // code: the same kicks), the kick table up.
+  auto moments_solve = [&](DeviceCollective& dc) {
+    host_moments.resize(dc.deposit_words);
+    download(d, host_moments, dc.counts, 0, dc.deposit_words);
+    if (options.reduce_profile) options.reduce_profile(host_moments.data(), host_moments.size());
+    dc.moments->solve(host_moments.data(), host_moments.back());
+    upload(d, dc.field, dc.moments->kicks(), 0, dc.moments->kicks().size());
+  };
   auto solve = [&](DeviceCollective& dc) {
     if (dc.grid) {
       grid_solve(dc);
+      return;
+    }
+    if (dc.moments) {
+      moments_solve(dc);
       return;
     }
     CollectiveSolver& sv = *dc.solver;
@@ -1141,10 +1175,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
     int in_shared = deposit && impl.collective[deposit_c].profile_in_shared ? 1 : 0;
-    const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[deposit_c].solver->n_slices()) * 8u : 0u;
-    if (deposit && impl.collective[deposit_c].solver)
-      check(d.memset_d8(profile, 0, static_cast<size_t>(impl.collective[deposit_c].solver->n_slices()) * sizeof(uint64_t)),
-            "cuMemset(profile)");
+    const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[deposit_c].deposit_words) * 8u : 0u;
+    if (deposit && (impl.collective[deposit_c].solver || impl.collective[deposit_c].moments))
+      check(d.memset_d8(profile, 0, impl.collective[deposit_c].deposit_words * sizeof(uint64_t)), "cuMemset(profile)");
+    SliceMomentScales deposit_scales{};
+    if (deposit && impl.collective[deposit_c].moments) deposit_scales = impl.collective[deposit_c].moments->reducer().scales();
     // Grid elements (kernel_tables' extra arguments, codegen.h): the kick's field and grid, and the
     // deposit (fixed grid) or the first moment pass (adapted grid).
     CUdeviceptr kick_ex = 0, kick_ey = 0, kick_ez = 0, grid_acc = 0, extent_acc = 0;
@@ -1179,7 +1214,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                          const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load,
                          &kick_ex, &kick_ey, &kick_ez, &kick_grid, &grid_acc, &outside_slot,
                          &deposit_spec, &extent, &extent_acc, &grid_mode};
-    void** args = any_grid ? grid_args : profile_args;
+    std::vector<void*> args_all(any_grid ? std::begin(grid_args) : std::begin(profile_args),
+                                any_grid ? std::end(grid_args) : std::end(profile_args));
+    if (any_moments) args_all.push_back(&deposit_scales);  // kMomentSegmentParameters (codegen)
+    void** args = args_all.data();
     const unsigned per_sm = in_shared ? 2u : 8u;
     const unsigned blocks =
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
@@ -1240,8 +1278,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   }
   if (source) source->result.alive = source->download_final ? particles.alive_count() : count_alive_on_device(impl, dp, n);
   for (DeviceCollective& c : impl.collective) {
-    if (!c.grid) continue;
-    const std::string warning = c.grid->take_warning();
+    if (!c.grid && !c.moments) continue;
+    const std::string warning = c.grid ? c.grid->take_warning() : c.moments->take_warning();
     if (options.warnings && !warning.empty()) std::cerr << warning;
   }
 }
