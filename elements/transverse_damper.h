@@ -55,6 +55,7 @@ FT_FUNCTION void TransverseDamper_kick(const TransverseDamper& e, const ft::Slic
   p.py -= e.gain_y * k.mean_py;
 }
 
+FT_ELEMENT_COORDINATES(TransverseDamper, FT_COORD_PX | FT_COORD_PY | FT_COORD_ZETA, FT_COORD_PX | FT_COORD_PY)
 FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(TransverseDamper, FT_TRANSVERSE_DAMPER_FIELDS, FT_TRANSVERSE_DAMPER_JSON_FIELDS,
                                        FT_WITH_PREPARE,
                                        "Ideal transverse damper, bunch-by-bunch or per slice: Delta px = -(2/n_d) "

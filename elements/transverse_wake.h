@@ -61,6 +61,7 @@ FT_FUNCTION void TransverseWake_kick(const TransverseWake& e, const ft::SliceKic
   if (k.denergy != 0.0) p.add_to_energy(k.denergy);
 }
 
+FT_ELEMENT_COORDINATES(TransverseWake, FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_PTAU, FT_COORD_PX | FT_COORD_PY | FT_COORD_ENERGY)
 FT_REGISTER_MOMENTS_COLLECTIVE_ELEMENT(TransverseWake, FT_TRANSVERSE_WAKE_FIELDS, FT_TRANSVERSE_WAKE_JSON_FIELDS,
                                        FT_NO_PREPARE,
                                        "Transverse (dipolar, quadrupolar) and longitudinal wakes of the sliced bunch "
