@@ -2,13 +2,15 @@
 // bitwise reproducibility (threads, particle order, two emulated MPI ranks), the damping time of the
 // ideal damper against its exact rate (instability_theory.h) and n_d, the wake kicks of a two-slice toy
 // bunch against the wake library's own values (resonator in a flat chamber: dipolar, quadrupolar and
-// longitudinal; a PyHEADTAIL table read relative to the lattice file), and bad input named.
+// longitudinal; a PyHEADTAIL table read relative to the lattice file), the multi-turn resistive-wall
+// rate of a rigid bunch against its eigenvalue, bad input named, and the GPU kernels compiled by NVRTC.
 #include <doctest/doctest.h>
 
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cmath>
+#include <complex>
 #include <random>
 #include <thread>
 
@@ -423,4 +425,68 @@ TEST_CASE("transverse wake and damper: the GPU segment kernels compile with NVRT
       CHECK_NOTHROW(k = compiler.compile(src, 90));
       CHECK(k.cubin.size() > 1000);
     }
+}
+
+TEST_CASE("transverse wake: a rigid bunch's resistive-wall rate over the stored turns equals its eigenvalue") {
+  // One short bunch (one slice, delta = 0: no chromatic or synchrotron motion) in the linear ring of the
+  // damper test (tune 0.05, alpha = 0 at the wake), the classic thick-wall wake of 100 past turns. A rigid
+  // centroid x_n = Re(A lambda^n) feels Delta px_n = K sum_{k=0..100} W_k x_{n-k} = K S(lambda) x_n with
+  // K = q0^2 e N / (beta0 p0c), W_k the wake kernel at the delay k T0 (k = 0: the bunch on itself) and
+  // S(lambda) = sum_k W_k lambda^{-k}. In normalized coordinates the turn is the rotation by mu then the kick
+  // Delta p = beta K S x, so lambda + 1/lambda = 2 cos mu + beta K S(lambda) sin mu (to first order the
+  // tune shift dQ = -beta K S / (4 pi) of coupled_bunch_tune_shift, instability_theory.h). Solved here by
+  // fixed-point iteration; the amplitude changes by ln|lambda| per turn, compared with the fitted rate.
+  // (Below half-integer tune the wall damps the rigid bunch: the dominant sideband -(1 - Q) f0.)
+  const double k1l_qf_half = 0.00195, k1l_qd = -0.0039, p0c = 26e9, intensity = 2e11;
+  const int memory = 100, turns = 1200;
+  json sources = json::array({{{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = wake_element(intensity, 1, 0.5, sources);
+  wake["memory_turns"] = memory;
+  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
+                                            "rw_ring.json", test::builtin_registry());
+  const double beta0 = lattice.reference().beta0();
+  Particles bunch(100, beta0);
+  for (size_t i = 0; i < bunch.size(); ++i)
+    bunch.set(i, 1e-4, 0.0, 1e-4, 0.0, -0.1 + 0.002 * static_cast<double>(i), 0.0);
+  std::vector<double> t, cx, cy;
+  TrackOptions opt;
+  opt.turns = turns;
+  opt.callback_every = 1;
+  opt.callback = [&](int64_t done, const Particles& p) {
+    double sx = 0, sy = 0;
+    for (size_t i = 0; i < p.size(); ++i) sx += p.x[i], sy += p.y[i];
+    t.push_back(static_cast<double>(done));
+    cx.push_back(sx / static_cast<double>(p.size()));
+    cy.push_back(sy / static_cast<double>(p.size()));
+    return true;
+  };
+  make_cpu_backend(lattice)->track(bunch, opt);
+
+  using Complex = std::complex<double>;
+  const wakes::ResistiveWall rw(0.02, 160.0, 1e6);
+  const double t0 = 160.0 / (beta0 * kC), dt = 1.0 / (beta0 * kC);  // revolution time, slice width [s]
+  const double k_kick = kE * intensity / (beta0 * p0c);               // q0 = 1
+  for (const int sign : {+1, -1}) {
+    double beta, tune;
+    ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+    const double mu = 2.0 * kPi * tune;
+    Complex lambda = std::exp(Complex(0.0, mu));
+    for (int iteration = 0; iteration < 200; ++iteration) {
+      Complex s = 0.0;
+      for (int k = 0; k <= memory; ++k)
+        s += rw.kernel(sign > 0 ? wakes::Component::dipolar_x : wakes::Component::dipolar_y, k * t0, dt) *
+             std::pow(lambda, -k);
+      const Complex a = 2.0 * std::cos(mu) + beta * k_kick * s * std::sin(mu);
+      const Complex root = std::sqrt(a * a - 4.0);
+      const Complex l1 = 0.5 * (a + root), l2 = 0.5 * (a - root);
+      lambda = std::abs(l1 - lambda) < std::abs(l2 - lambda) ? l1 : l2;  // the branch of e^{+i mu}
+    }
+    const double rate = std::log(std::abs(lambda));
+    const instability::GrowthFit fit =
+        instability::fit_exponential_growth(t, sign > 0 ? cx : cy, 2.0 * memory, static_cast<double>(turns));
+    MESSAGE((sign > 0 ? "x" : "y"), ": beta ", beta, " m, tune ", tune, " -> ", std::arg(lambda) / (2.0 * kPi),
+            "; rate fitted ", fit.rate, " +- ", fit.rate_error, " per turn (", fit.points, " peaks), eigenvalue ", rate);
+    REQUIRE(std::fabs(rate) > 5e-4);  // a rate the fit resolves
+    CHECK(std::fabs(fit.rate / rate - 1.0) < 0.01);
+  }
 }
