@@ -463,9 +463,14 @@ SampledWake sample_wake(const WakeSource& source, double dt, int n) {
 
 namespace {
 // kicks[i] += sign * sum_j kernel[i - j + n - 1] * w_j (j increasing); kernel of 2n-1 entries.
+// The witness slices are shared among OpenMP threads (large grids only): each sum keeps its order, so the
+// result is the same bit for bit for any thread count (the multi-turn memory of hundreds of slices and
+// turns costs n^2 operations per stored turn on the host).
 void convolve_into(const std::vector<double>& kernel, int n, const std::vector<double>& w, double sign,
                    std::vector<double>& out) {
-  for (int i = 0; i < static_cast<int>(out.size()); ++i) {
+  const int n_out = static_cast<int>(out.size());
+#pragma omp parallel for schedule(static) if (static_cast<long long>(n_out) * n >= (1LL << 16))
+  for (int i = 0; i < n_out; ++i) {
     double sum = 0.0;
     for (int j = 0; j < n; ++j) sum += kernel[i - j + n - 1] * w[j];
     out[i] += sign * sum;
