@@ -7,8 +7,11 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <chrono>
+#include <cstdlib>
 #include <nlohmann/json.hpp>
 #include <random>
+#include <thread>
 
 #include "fusetrack/compare.h"
 #include "fusetrack/cuda_backend.h"
@@ -96,4 +99,62 @@ TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU") {
                       c.coordinates, c.state_mismatches, c.max_relative));
   CHECK(c.state_mismatches == 0);
   CHECK(c.max_relative < 1e-6);
+}
+
+// A benchmark of issue 24, not part of the suite (reported as skipped; its times depend on the machine):
+//   build-gpu/bin/test_gpu -tc="transverse wake on the GPU: benchmark*" --no-skip
+// One bunch of 10^6 macroparticles (FUSETRACK_WAKE_PARTICLES), 500 slices, a resonator and the resistive
+// wall with 100 turns of memory, in the FODO ring above: turns per second on the GPU and on the CPU backend
+// with every hardware thread, and the GPU's time split (segment kernels with deposit and kick; the host
+// solve with the moments' download and the kicks' upload).
+TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slices, 100 turns of memory" *
+          doctest::skip()) {
+  const size_t n =
+      std::getenv("FUSETRACK_WAKE_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_WAKE_PARTICLES")) : 1000000;
+  json sources = json::array();
+  sources.push_back({{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}});
+  sources.push_back({{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 500},    {"zeta_min", -0.6}, {"zeta_max", 0.6},
+               {"intensity", 1e11},        {"memory_turns", 100}, {"sources", sources}};
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 26e9}}},
+              {"elements",
+               {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
+                {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
+                {"d", {{"type", "Drift"}, {"length", 40.0}}},
+                {"wake", wake}}},
+              {"sequence", {"wake", "qf_half", "d", "qd", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"}}};
+  const Lattice lattice = lattice_from_json(doc, "bench_wake.json", ft::test::builtin_registry());
+  const Particles initial = kicked_bunch(lattice.reference().beta0(), n, 11);
+  const int turns = 120;  // the memory fills after 100
+  for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+    TrackOptions o;
+    o.fma = fma;
+    o.turns = 1;
+    CudaBackendOptions co;
+    co.time_phases = true;
+    CudaBackend gpu(lattice, co);
+    Particles g = initial;
+    gpu.track(g, o);  // compile, set up, warm up
+    o.turns = turns;
+    auto t0 = std::chrono::steady_clock::now();
+    gpu.track(g, o);
+    const double gpu_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const CudaRunStats& s = gpu.last_stats();
+    Particles c = initial;
+    auto cpu = make_cpu_backend(lattice);
+    o.turns = 1;
+    cpu->track(c, o);
+    o.turns = turns;
+    t0 = std::chrono::steady_clock::now();
+    cpu->track(c, o);
+    const double cpu_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    MESSAGE(fmt::format("fma {}: {} macroparticles, 500 slices, 100 turns of memory, {} turns: GPU {:.1f} turns/s "
+                        "(segment kernels {:.3f} ms/turn, solve with transfers {:.3f} ms/turn), CPU ({} threads) "
+                        "{:.1f} turns/s: GPU / CPU {:.2f}",
+                        fma == FmaMode::On ? "on" : "off", n, turns, turns / gpu_wall, 1e3 * s.segment_seconds / turns,
+                        1e3 * s.solve_seconds / turns, std::thread::hardware_concurrency(), turns / cpu_wall,
+                        cpu_wall / gpu_wall));
+    if (fma == FmaMode::Off) CHECK(compare_particles(c, g).identical());
+  }
 }
