@@ -490,3 +490,45 @@ TEST_CASE("transverse wake: a rigid bunch's resistive-wall rate over the stored 
     CHECK(std::fabs(fit.rate / rate - 1.0) < 0.01);
   }
 }
+
+TEST_CASE("transverse damper: particles outside the declared moment ranges are left out of the centroids and reported") {
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
+                 {"n_slices", 2}, {"moment_range_xy", 0.01}};
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", reference_json()},
+              {"elements", {{"damper", damper}, {"m", {{"type", "Marker"}}}}},
+              {"sequence", {"damper", "m"}}};
+  const Lattice lattice = lattice_from_json(doc, "range.json", test::builtin_registry());
+  // Slice 1 (zeta > 0): px = 1e-4 and 3e-4 at x = 0, and one particle at x = 0.02 > 0.01 with px = 1e-2;
+  // slice 0: px = -2e-4; one particle beyond the cuts (zeta = 1.5) is neither counted nor kicked.
+  Particles p(5, lattice.reference().beta0());
+  p.set(0, 0.0, 1e-4, 0.0, 0.0, 0.5, 0.0);
+  p.set(1, 0.0, 3e-4, 0.0, 0.0, 0.5, 0.0);
+  p.set(2, 0.02, 1e-2, 0.0, 0.0, 0.5, 0.0);
+  p.set(3, 0.0, -2e-4, 0.0, 0.0, -0.5, 0.0);
+  p.set(4, 0.0, 5e-4, 0.0, 0.0, 1.5, 0.0);
+  MomentsCollectiveSolver solver(lattice, 0, p.size());
+  solver.reducer().clear();
+  solver.reducer().deposit(p, 1);
+  CHECK(solver.reducer().out_of_range() == 1);
+  solver.solve();
+  const std::vector<double>& k = solver.kicks();  // FT_SLICE_KICK_VALUES per slice: mean_px at 6, count at 9
+  CHECK(k[FT_SLICE_KICK_VALUES + 9] == 2.0);
+  CHECK(k[FT_SLICE_KICK_VALUES + 6] == doctest::Approx(2e-4).epsilon(1e-12).scale(0.0));
+  CHECK(k[9] == 1.0);
+  CHECK(k[6] == doctest::Approx(-2e-4).epsilon(1e-12).scale(0.0));
+  const std::string warning = solver.take_warning();
+  MESSAGE(warning);
+  CHECK(warning.find("'damper'") != std::string::npos);
+  CHECK(warning.find("1 particle passages") != std::string::npos);
+  // Tracked: every particle between the cuts gets its slice's kick -(2/10) <px>, the one beyond none.
+  Particles q = p;
+  TrackOptions opt;
+  opt.turns = 1;
+  opt.warnings = false;
+  make_cpu_backend(lattice)->track(q, opt);
+  CHECK(q.px[0] == doctest::Approx(1e-4 - 0.2 * 2e-4).epsilon(1e-12).scale(0.0));
+  CHECK(q.px[2] == doctest::Approx(1e-2 - 0.2 * 2e-4).epsilon(1e-12).scale(0.0));
+  CHECK(q.px[3] == doctest::Approx(-2e-4 + 0.2 * 2e-4).epsilon(1e-12).scale(0.0));
+  CHECK(q.px[4] == 5e-4);
+}
