@@ -4,7 +4,11 @@
 // so that a coherent oscillation decays as exp(-turns / n_d) (the kick removes g/2 of the amplitude
 // per turn on average over the betatron phase; PyHEADTAIL TransverseDamper, dampingrate_x = n_d:
 // gain 2 / n_d). The centroids are the framework's exact fixed-point slice moments (all ranks).
-// Particles outside the cuts get no kick.
+// Particles outside the cuts get no kick. With a `bandwidth` f_c > 0 the pickup-to-kicker chain is a
+// Gaussian low-pass (H(f) = exp(-2 pi^2 f^2 sigma_t^2), 1/sqrt(2) at f_c, the LongitudinalImpedance
+// profile filter's convention): slice i is kicked with the charge-weighted average of the slices' <px>
+// with weights exp(-(t_i - t_j)^2 / (2 sigma_t^2)), sigma_t = sqrt(ln 2) / (2 pi f_c): a rigid bunch is
+// damped at the full gain, intra-bunch motion shorter than about 1 / f_c less.
 #pragma once
 #include "fusetrack/device/element.h"
 
@@ -15,6 +19,7 @@
   PARAM(int, n_slices, 1, "1", "1: bunch-by-bunch feedback; > 1: each slice damped by its own centroid")          \
   PARAM(int, plane_x, 1, "1", "1: damp x (0: off)")                                                               \
   PARAM(int, plane_y, 1, "1", "1: damp y (0: off)")                                                               \
+  PARAM(double, bandwidth, 0.0, "Hz", "0: ideal (each slice its own centroid); > 0: Gaussian low-pass over the slices") \
   PARAM(double, moment_range_xy, 1.0, "m", "declared bound of |x|, |y| for the fixed-point slice centroids")     \
   PARAM(double, moment_range_pxy, 1.0, "1", "declared bound of |px|, |py| for the fixed-point slice centroids")  \
   DERIVED(double, gain_x, "1", "2 / n_d, or 0 when x is off")                                                     \

@@ -382,6 +382,11 @@ TEST_CASE("transverse wake and damper: bad input is named (file, element, field)
       CHECK(m.find("gain_turns") != std::string::npos);
     }
   }
+  SUBCASE("damper with a negative bandwidth") {
+    const std::string m = message_of({{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -1.0},
+                                      {"zeta_max", 1.0}, {"bandwidth", -1e6}});
+    CHECK(m.find("bandwidth") != std::string::npos);
+  }
   SUBCASE("damper with zero slices or crossed cuts") {
     const std::string m = message_of(
         {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -1.0}, {"zeta_max", 1.0}, {"n_slices", 0}});
@@ -531,4 +536,68 @@ TEST_CASE("transverse damper: particles outside the declared moment ranges are l
   CHECK(q.px[2] == doctest::Approx(1e-2 - 0.2 * 2e-4).epsilon(1e-12).scale(0.0));
   CHECK(q.px[3] == doctest::Approx(-2e-4 + 0.2 * 2e-4).epsilon(1e-12).scale(0.0));
   CHECK(q.px[4] == 5e-4);
+}
+
+TEST_CASE("transverse damper: a bandwidth low-passes the slice centroids (Gaussian, 1/sqrt(2) at the bandwidth)") {
+  // Four slices of 1 m (dt = 1 m / (beta0 c)) holding 1, 2, 3, 1 particles with different px. Expected kick
+  // of slice i: -g sum_j w_j h_ij <px>_j / sum_j w_j h_ij, h_ij = exp(-((i - j) dt)^2 / (2 sigma^2)),
+  // sigma = sqrt(ln 2) / (2 pi f_c) (H(f_c) = exp(-2 pi^2 f_c^2 sigma^2) = 1/sqrt(2)), w_j the particle counts.
+  const double n_d = 10.0, g = 2.0 / n_d;
+  const std::vector<double> zeta = {-1.5, -0.5, -0.5, 0.5, 0.5, 0.5, 1.5};
+  const std::vector<double> px = {4e-4, -1e-4, 3e-4, 2e-4, 2e-4, -5e-4, 1e-4};
+  auto track_with = [&](double bandwidth) {
+    json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -2.0}, {"zeta_max", 2.0},
+                   {"n_slices", 4}, {"bandwidth", bandwidth}};
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", reference_json()},
+                {"elements", {{"damper", damper}, {"m", {{"type", "Marker"}}}}},
+                {"sequence", {"damper", "m"}}};
+    const Lattice lattice = lattice_from_json(doc, "bandwidth.json", test::builtin_registry());
+    Particles p(zeta.size(), lattice.reference().beta0());
+    for (size_t i = 0; i < zeta.size(); ++i) p.set(i, 0.0, px[i], 0.0, 0.0, zeta[i], 0.0);
+    TrackOptions opt;
+    opt.turns = 1;
+    make_cpu_backend(lattice)->track(p, opt);
+    return p;
+  };
+  const double beta0 = lattice_from_json({{"fusetrack_lattice", 1}, {"reference", reference_json()},
+                                          {"elements", {{"m", {{"type", "Marker"}}}}}, {"sequence", {"m"}}},
+                                         "r.json", test::builtin_registry())
+                           .reference()
+                           .beta0();
+  const double dt = 1.0 / (beta0 * kC);
+  // Slice means and counts, by slice index (zeta increasing).
+  std::vector<double> sum(4, 0.0), count(4, 0.0);
+  for (size_t i = 0; i < zeta.size(); ++i) {
+    const int s = static_cast<int>(std::floor(zeta[i] + 2.0));
+    sum[s] += px[i];
+    count[s] += 1.0;
+  }
+  auto expected_mean = [&](int i, double f_c) {
+    const double sigma = std::sqrt(std::log(2.0)) / (2.0 * kPi * f_c);
+    double num = 0.0, den = 0.0;
+    for (int j = 0; j < 4; ++j) {
+      const double h = std::exp(-std::pow((i - j) * dt, 2) / (2.0 * sigma * sigma));
+      num += h * sum[j];
+      den += h * count[j];
+    }
+    return num / den;
+  };
+  for (const double f_c : {1e8, 3e8}) {
+    const Particles p = track_with(f_c);
+    for (size_t k = 0; k < zeta.size(); ++k) {
+      const int s = static_cast<int>(std::floor(zeta[k] + 2.0));
+      CAPTURE(f_c);
+      CAPTURE(k);
+      CHECK(p.px[k] == doctest::Approx(px[k] - g * expected_mean(s, f_c)).epsilon(1e-12).scale(0.0));
+    }
+  }
+  // A narrow bandwidth damps every slice by the bunch's mean, a wide one each by its own.
+  const Particles narrow = track_with(1e3), wide = track_with(1e13);
+  const double bunch_mean = (sum[0] + sum[1] + sum[2] + sum[3]) / static_cast<double>(zeta.size());
+  for (size_t k = 0; k < zeta.size(); ++k) {
+    const int s = static_cast<int>(std::floor(zeta[k] + 2.0));
+    CHECK(narrow.px[k] == doctest::Approx(px[k] - g * bunch_mean).epsilon(1e-7).scale(0.0));
+    CHECK(wide.px[k] == doctest::Approx(px[k] - g * sum[s] / count[s]).epsilon(1e-12).scale(0.0));
+  }
 }

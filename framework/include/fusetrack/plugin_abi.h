@@ -281,6 +281,8 @@ typedef struct ft_moments_model {
   double ranges[4];            /* declared bounds |x| [m], |px|, |y| [m], |py| of the fixed-point sums; a
                                   particle outside them is left out of the moments, counted and reported */
   double bunch_charge;         /* [C] q0 e N_bunch, spread over the macroparticles */
+  double feedback_bandwidth;   /* [Hz] > 0: the centroids the kick reads are low-pass filtered over the slices
+                                  (a feedback system's bandwidth; MomentsCollectiveSolver); 0: each slice's own */
   int32_t components[5];       /* 1: the framework computes this component's kicks (order of factors) */
   int32_t memory_turns;        /* >= 0: the wakes of the slice moments of the last memory_turns turns too */
   int32_t source_count;

@@ -59,13 +59,17 @@ class MomentsCollectiveSolver {
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
   ft_slice_kicks slice_kicks() const;
-  /// This turn's moments in the library's form (time order: slice 0 is the head, the largest zeta).
+  /// This turn's moments in the library's form (time order: slice 0 is the head, the largest zeta). The
+  /// wakes act with the unfiltered centroids; a feedback bandwidth filters only those of the kick table.
   const wakes::SliceMoments& moments() const { return m_moments; }
 
   /// A warning line when particles were outside the declared ranges since the last call, else "".
   std::string take_warning();
 
  private:
+  /// The feedback bandwidth's low-pass of the kick table's centroids (model().feedback_bandwidth > 0).
+  void filter_centroids();
+
   size_t m_sequence_index;
   std::string m_name;
   const void* m_params;

@@ -64,6 +64,8 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
       bad("ranges", fmt::format("the declared moment ranges must be positive and finite, got {}", m_model.ranges[k]));
   if (!std::isfinite(m_model.bunch_charge)) bad("intensity", "the bunch charge must be finite");
   if (m_model.memory_turns < 0) bad("memory_turns", fmt::format("must be >= 0, got {}", m_model.memory_turns));
+  if (!(m_model.feedback_bandwidth >= 0.0) || !std::isfinite(m_model.feedback_bandwidth))
+    bad("bandwidth", fmt::format("must be finite and >= 0, got {} Hz", m_model.feedback_bandwidth));
   if (m_model.source_count < 0 || (m_model.source_count > 0 && !m_model.sources))
     bad("sources", "the host model's source list is inconsistent");
   if (macroparticles == 0) throw Error(fmt::format("collective element '{}': no macroparticles", m_name));
@@ -166,6 +168,7 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
     m_moments.x[r] = out[5];
     m_moments.y[r] = out[7];
   }
+  if (m_model.feedback_bandwidth > 0.0) filter_centroids();
   if (m_memory) {
     const wakes::SliceKicks wk = m_memory->kicks({m_moments}, 0);
     for (int k = 0; k < n; ++k) {
@@ -182,6 +185,33 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
   }
   m_warn_out_of_range += out_of_range;
   ++m_warn_turns;
+}
+
+void MomentsCollectiveSolver::filter_centroids() {
+  // Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the bandwidth f_c:
+  // sigma = sqrt(ln 2) / (2 pi f_c). Charge-weighted, so that a rigid bunch keeps its centroid; the sums
+  // run over the source slices in increasing order (reproducible).
+  const int n = n_slices();
+  const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
+  const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
+  std::vector<double> filtered(static_cast<size_t>(n) * 4, 0.0);
+  for (int i = 0; i < n; ++i) {
+    double weight_sum = 0.0, sums[4] = {0.0, 0.0, 0.0, 0.0};
+    for (int j = 0; j < n; ++j) {
+      const double* src = m_kicks.data() + static_cast<size_t>(j) * FT_SLICE_KICK_VALUES;
+      if (src[9] == 0.0) continue;
+      const double delay = static_cast<double>(i - j) * m_dt;
+      const double w = src[9] * std::exp(-delay * delay * inv_two_sigma2);
+      weight_sum += w;
+      for (int q = 0; q < 4; ++q) sums[q] += w * src[5 + q];
+    }
+    for (int q = 0; q < 4; ++q)
+      filtered[static_cast<size_t>(i) * 4 + static_cast<size_t>(q)] = weight_sum > 0.0 ? sums[q] / weight_sum : 0.0;
+  }
+  for (int i = 0; i < n; ++i)
+    for (int q = 0; q < 4; ++q)
+      m_kicks[static_cast<size_t>(i) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)] =
+          filtered[static_cast<size_t>(i) * 4 + static_cast<size_t>(q)];
 }
 
 std::string MomentsCollectiveSolver::take_warning() {

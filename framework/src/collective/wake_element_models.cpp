@@ -183,7 +183,10 @@ void TransverseDamper_create_moments(const TransverseDamper& e, const char* /*js
                            number(e.gain_turns) + " turns");
   check_switch("plane_x", e.plane_x);
   check_switch("plane_y", e.plane_y);
+  if (!(e.bandwidth >= 0.0) || !std::isfinite(e.bandwidth))
+    fail("bandwidth", "must be finite and >= 0 (0: an ideal damper), got " + number(e.bandwidth) + " Hz");
   model = ft_moments_model{};
+  model.feedback_bandwidth = e.bandwidth;
   model.grid = ft_profile_grid{e.n_slices, 0, e.zeta_min, e.zeta_max};
   model.ranges[0] = model.ranges[2] = e.moment_range_xy;
   model.ranges[1] = model.ranges[3] = e.moment_range_pxy;
