@@ -169,8 +169,8 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     const double bytes_turn = n * (bytes_particle + bytes_grid);
     MESSAGE(fmt::format(
         "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
-        "deposit) {:.3f} ms [of it the deposit alone: {:.3f} ms] + solve {:.3f} ms (host Poisson solve {:.3f} ms, grid "
-        "down/fields up {:.3f} ms, {:.1f} MB)",
+        "deposit) {:.3f} ms [of it the deposit alone: {:.3f} ms] + solve {:.3f} ms (Poisson solve {:.3f} ms, on the GPU "
+        "for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid down/fields up {:.3f} ms, {:.1f} MB)",
         fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
         1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6));
     MESSAGE(fmt::format(

@@ -69,7 +69,7 @@ struct CudaRunStats {
   // Grid collective elements (space charge; always measured, wall time on the host): the integer
   // grid down, the sum over ranks, the Poisson solve on the host, the fields up.
   double grid_transfer_seconds = 0.0;  // grid download + field upload (and the adapted grid's moments)
-  double grid_solve_seconds = 0.0;     // GridCollectiveSolver::solve on the host (CPU threads)
+  double grid_solve_seconds = 0.0;     // the Poisson solve: on the GPU (one rank), else GridCollectiveSolver::solve on the host
   uint64_t grid_bytes_transferred = 0;
 };
 

@@ -71,6 +71,15 @@ class GridCollectiveSolver {
   void solve(const uint64_t* acc, uint64_t outside);
   /// The field at the nodes for the kick (grid of spec()).
   ft_grid_field field() const;
+
+  // A solve of the same integers elsewhere (the GPU backend's, on one rank): the host Poisson solver
+  // of the current grid (rebuilt when the spacing changes; report().solver_builds counts the builds),
+  // the factor from the integers to the node charge density, gamma0 (3D: E_perp = gamma0 E'_perp),
+  // and the report's update (as solve() does it).
+  const PoissonSolver& poisson() const { return *m_poisson; }
+  double charge_density_factor() const;
+  double gamma0() const { return m_gamma0; }
+  void record_solve(uint64_t outside, double max_field);
   const std::vector<double>& ex() const { return m_ex; }
   const std::vector<double>& ey() const { return m_ey; }
   const std::vector<double>& ez() const { return m_ez; }  // empty for 2.5D

@@ -540,6 +540,28 @@ const char* kMomentSegmentParameters = R"(,
     ft::SliceMomentScales deposit_scales)";
 
 const char* kGridKernels = R"(
+// The GPU solve of one rank's grid (GridCollectiveSolver::solve's steps, the same operations):
+// node charge density from the integers, then after the Poisson solve the 3D frame factor on E_perp
+// and the largest |E| (an order-independent maximum of non-negative doubles' bits).
+extern "C" __global__ void fusetrack_grid_density(const unsigned long long* __restrict__ acc, double* __restrict__ rho,
+                                                  long long n, double factor) {
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
+    rho[k] = static_cast<double>(acc[k]) * factor;
+}
+extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ ex, double* __restrict__ ey,
+                                                       const double* __restrict__ ez, long long n, double gamma0,
+                                                       int three_d, unsigned long long* __restrict__ max_bits) {
+  double m = 0.0;
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+    if (three_d) {
+      ex[k] *= gamma0;
+      ey[k] *= gamma0;
+      m = fmax(m, fabs(ez[k]));
+    }
+    m = fmax(m, fmax(fabs(ex[k]), fabs(ey[k])));
+  }
+  atomicMax(max_bits, static_cast<unsigned long long>(__double_as_longlong(m)));
+}
 // Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
 // counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
 extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_extent(FtParticleArrays P, int n_particles,

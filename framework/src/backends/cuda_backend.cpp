@@ -1,4 +1,5 @@
 #include "fusetrack/cuda_backend.h"
+#include "fusetrack/cuda_poisson.h"
 
 #include <fmt/format.h>
 
@@ -6,6 +7,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <iostream>
 #include <tuple>
@@ -49,6 +51,12 @@ struct DeviceCollective {
   // Grid kind (space charge): the host solver (grid, Poisson solve) and the device buffers: integer
   // charge per node plus the outside count, the adapted extent's moments, the fields at the nodes.
   std::unique_ptr<GridCollectiveSolver> grid;
+  // One rank: the Poisson solve on the GPU (the host solver's spectra, taken again when the adapted
+  // grid's spacing changes: grid_builds), no round trip of the grid through the host.
+  std::unique_ptr<GpuPoissonSolver> gpu_poisson;
+  int64_t grid_builds = 0;
+  bool gpu_poisson_failed = false;
+  CUdeviceptr rho = 0, max_field_bits = 0;
   // Slice-moment kind (wakes, feedback): the host solver; `counts` holds its integer slice moments
   // (deposit_words: kSliceCentroidAccumulators per slice, then the particles out of range) and
   // `field` its kick table (FT_SLICE_KICK_VALUES doubles per slice).
@@ -71,6 +79,7 @@ struct CollectiveKernels {
   CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
+  CUfunction grid_density = nullptr, grid_field_finish = nullptr;
   KernelSource source;
 };
 
@@ -965,6 +974,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     if (any_grid) {
       check(d.module_get_function(&kk.grid_extent, kk.module, "fusetrack_grid_extent"), "cuModuleGetFunction");
       check(d.module_get_function(&kk.grid_deposit, kk.module, "fusetrack_grid_deposit"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.grid_density, kk.module, "fusetrack_grid_density"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.grid_field_finish, kk.module, "fusetrack_grid_field_finish"), "cuModuleGetFunction");
     }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
@@ -1064,6 +1075,56 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       void* args[] = {&dp, &n_particles, &spec, &dc.grid_acc, &outside_slot};
       launch(kk.grid_deposit, std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
              kThreads, 0, args);
+    }
+    if (!options.reduce_profile && !dc.gpu_poisson_failed && !std::getenv("FUSETRACK_HOST_POISSON")) {
+      // One rank: charge density, Poisson solve and frame factor on the GPU; only the outside count comes down.
+      if (!dc.gpu_poisson) {
+        try {
+          const PoissonSolver& host = g.poisson();
+          dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), host.fft(), m_options.device);
+          dc.grid_builds = g.report().solver_builds;
+          dc.rho = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid charge density)");
+          dc.max_field_bits = device_zeros(d, sizeof(uint64_t), "cuMemAlloc(grid field maximum)");
+        } catch (const DeviceError& e) {
+          dc.gpu_poisson_failed = true;  // e.g. a grid beyond the GPU solver's transform lengths
+          fmt::print(stderr, "space-charge element '{}': Poisson solve on the host ({})\n", g.element_name(), e.what());
+        }
+        check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+      }
+      if (dc.gpu_poisson) {
+        if (g.report().solver_builds != dc.grid_builds) {
+          dc.gpu_poisson->use_spectra(g.poisson());
+          dc.grid_builds = g.report().solver_builds;
+        }
+        const auto t_solve = std::chrono::steady_clock::now();
+        long long count = static_cast<long long>(nodes);
+        double factor = g.charge_density_factor(), gamma0 = g.gamma0();
+        int three_d = dc.ez ? 1 : 0;
+        const unsigned blocks = std::max(1u, std::min(blocks_for(nodes, 256), static_cast<unsigned>(m_gpu.multiprocessors) * 8u));
+        {
+          void* args[] = {&dc.grid_acc, &dc.rho, &count, &factor};
+          launch(kk.grid_density, blocks, 256, 0, args);
+        }
+        check(d.ctx_synchronize(), "space-charge charge density");
+        dc.gpu_poisson->solve_device(dc.rho, dc.ex, dc.ey, dc.ez);
+        check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+        check(d.memset_d8(dc.max_field_bits, 0, sizeof(uint64_t)), "cuMemset(grid field maximum)");
+        {
+          void* args[] = {&dc.ex, &dc.ey, &dc.ez, &count, &gamma0, &three_d, &dc.max_field_bits};
+          launch(kk.grid_field_finish, blocks, 256, 0, args);
+        }
+        uint64_t tail[2] = {0, 0};
+        check(d.memcpy_dtoh(&tail[0], dc.grid_acc + nodes * sizeof(uint64_t), sizeof(uint64_t)), "cuMemcpyDtoH(outside)");
+        check(d.memcpy_dtoh(&tail[1], dc.max_field_bits, sizeof(uint64_t)), "cuMemcpyDtoH(field maximum)");
+        double max_field = 0.0;
+        std::memcpy(&max_field, &tail[1], sizeof(double));
+        g.record_solve(tail[0], max_field);
+        solve_wall = seconds_since(t_solve);
+        m_stats.grid_solve_seconds += solve_wall;
+        m_stats.grid_transfer_seconds += seconds_since(t_transfer) - solve_wall;
+        m_stats.grid_bytes_transferred += 2 * sizeof(uint64_t);
+        return;
+      }
     }
     host_grid.resize(nodes + 1);
     download(d, host_grid, dc.grid_acc, 0, nodes + 1);

@@ -234,6 +234,17 @@ GpuPoissonSolver::~GpuPoissonSolver() = default;
 
 const PoissonSolver& GpuPoissonSolver::host() const { return m_impl->host; }
 
+void GpuPoissonSolver::use_spectra(const PoissonSolver& other) {
+  Impl& im = *m_impl;
+  if (other.model() != im.host.model() || other.fft() != im.host.fft() ||
+      other.transform_lengths() != im.host.transform_lengths())
+    throw Error("GPU Poisson solver: use_spectra() needs a solver of the same nodes, model and FFT mode");
+  for (int c = 0; c < im.T; ++c) {
+    const std::vector<double>& g = other.green_spectrum(c);
+    im.gpu.copy_to_device(im.green[c], g.data(), g.size() * sizeof(double));
+  }
+}
+
 void GpuPoissonSolver::solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds) {
   Impl& im = *m_impl;
   if (!rho || !ex || !ey || (im.T == 3 && !ez))

@@ -235,15 +235,19 @@ void GridCollectiveSolver::build_grid(const std::array<double, 3>& min, const st
 
 void GridCollectiveSolver::solve() { solve(m_reducer->accumulators().data(), m_reducer->outside()); }
 
-void GridCollectiveSolver::solve(const uint64_t* acc, uint64_t outside) {
-  const ChargeGridSpec& g = spec();
+double GridCollectiveSolver::charge_density_factor() const {
   // Node charge = acc * q e N / (N_macro 2^(3 wb)), over the lab cell volume dx dy dz; 3D: the
   // rest-frame density rho / gamma0.
+  const ChargeGridSpec& g = spec();
   const bool three_d = m_model.solver == FT_GRID_3D;
   const double volume = m_spacing[0] * m_spacing[1] * m_spacing[2];
   const double unit = std::ldexp(1.0, g.dims * g.weight_bits);
-  const double factor = m_model.bunch_charge / (static_cast<double>(m_macroparticles) * unit * volume) /
-                        (three_d ? m_gamma0 : 1.0);
+  return m_model.bunch_charge / (static_cast<double>(m_macroparticles) * unit * volume) / (three_d ? m_gamma0 : 1.0);
+}
+
+void GridCollectiveSolver::solve(const uint64_t* acc, uint64_t outside) {
+  const bool three_d = m_model.solver == FT_GRID_3D;
+  const double factor = charge_density_factor();
   for (size_t k = 0; k < m_node_count; ++k) m_rho[k] = static_cast<double>(acc[k]) * factor;
   m_poisson->solve(m_rho.data(), m_ex.data(), m_ey.data(), three_d ? m_ez.data() : nullptr);
   double max_field = 0.0;
@@ -256,6 +260,10 @@ void GridCollectiveSolver::solve(const uint64_t* acc, uint64_t outside) {
     max_field = std::max({max_field, std::fabs(m_ex[k]), std::fabs(m_ey[k])});
     if (three_d) max_field = std::max(max_field, std::fabs(m_ez[k]));
   }
+  record_solve(outside, max_field);
+}
+
+void GridCollectiveSolver::record_solve(uint64_t outside, double max_field) {
   m_report.max_field = max_field;
   ++m_report.turns;
   m_report.outside_last = outside;
