@@ -203,6 +203,7 @@ TEST_CASE("transverse damper: a kicked bunch's centroid decays with the e-foldin
     std::vector<double> t, cx, cy;
     TrackOptions opt;
     opt.turns = turns;
+    opt.threads = 1;  // 500 particles: one thread, no thread team per turn
     opt.callback_every = 1;
     opt.callback = [&](int64_t done, const Particles& p) {
       double sx = 0, sy = 0;
@@ -456,6 +457,7 @@ TEST_CASE("transverse wake: a rigid bunch's resistive-wall rate over the stored 
   std::vector<double> t, cx, cy;
   TrackOptions opt;
   opt.turns = turns;
+  opt.threads = 1;  // 100 particles: one thread, no thread team per turn
   opt.callback_every = 1;
   opt.callback = [&](int64_t done, const Particles& p) {
     double sx = 0, sy = 0;
@@ -599,5 +601,105 @@ TEST_CASE("transverse damper: a bandwidth low-passes the slice centroids (Gaussi
     const int s = static_cast<int>(std::floor(zeta[k] + 2.0));
     CHECK(narrow.px[k] == doctest::Approx(px[k] - g * bunch_mean).epsilon(1e-7).scale(0.0));
     CHECK(wide.px[k] == doctest::Approx(px[k] - g * sum[s] / count[s]).epsilon(1e-12).scale(0.0));
+  }
+}
+
+// NOT YET PASSING, so skipped by default and marked may_fail (run it with
+//   build/bin/test_collective -tc="*head-tail growth*" --no-skip   (about 25 s on 2 cores)).
+// Measured: the tracked growth of mode 0 exceeds Sacherer's rate by 19-20 % at both chromatic phases
+// (chi = -1.0: 5.73e-4 vs 4.81e-4 per turn; chi = -0.47: 2.66e-4 vs 2.23e-4; the same ratio with Hermite
+// mode spectra and at half the intensity, so neither the mode spectra nor mode coupling explain it), above
+// the issue's 10 %. Open: the formula's bunch-length convention for a Gaussian bunch (tau_b = 4 sigma_t),
+// the one-kick-per-turn scaling, or the tracking.
+TEST_CASE("transverse wake: head-tail growth of mode 0 on a broadband resonator against Sacherer's formula" *
+          doctest::skip() * doctest::may_fail()) {
+  // Above transition (a LongitudinalDrift with momentum compaction), the natural (negative) chromaticity of
+  // two thin-lens FODO rings makes mode 0 unstable (F. Sacherer, CERN 77-13 (1977); instability_theory.h).
+  // The rings' tune, chromaticity (finite differences of the one-turn matrix at delta = +-1e-4), beta at the
+  // wake (alpha = 0) and slip factor are computed here; Sacherer's shift, written with the smooth beta = R/Q,
+  // is scaled by beta_wake Q / R for the one wake kick per turn. A Gaussian bunch, sigma_z = 0.1 m, tau_b =
+  // 4 sigma_t; the rate is fitted to the centroid over turns 1000..3000.
+  const double p0c = 26e9, alpha_c = 0.024, sigma_z = 0.1, f_r = 1e9, q_r = 1.0, r_perp = 2e7;
+  const double arc = 40.0, circumference = 4 * 40.0 + arc;
+  for (const auto& [k1l_qf_half, k1l_qd] : {std::pair{0.01, -0.02}, std::pair{0.005, -0.01}}) {
+    // Optics of the transverse ring alone (no wake, no RF).
+    const Lattice optics = lattice_from_json(fodo_ring(json::object(), json::array(), k1l_qf_half, k1l_qd, p0c),
+                                             "optics.json", test::builtin_registry());
+    auto tune_at = [&](double delta) {
+      Particles p(2, optics.reference().beta0());
+      p.set(0, 1e-9, 0.0, 0.0, 0.0, 0.0, delta);
+      p.set(1, 0.0, 1e-9, 0.0, 0.0, 0.0, delta);
+      TrackOptions o;
+      o.turns = 1;
+      make_cpu_backend(optics)->track(p, o);
+      const double trace = (p.x[0] + p.px[1]) / 1e-9;
+      return std::acos(0.5 * trace) / (2.0 * kPi);
+    };
+    const double tune = tune_at(0.0), chroma = (tune_at(1e-4) - tune_at(-1e-4)) / 2e-4;
+    double beta_x, tune_check;
+    ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_check);
+    const double gamma = std::sqrt(1.0 + std::pow(p0c / kProtonMass, 2)), beta0 = std::sqrt(1.0 - 1.0 / (gamma * gamma));
+    const double eta = alpha_c * arc / circumference - 1.0 / (gamma * gamma);
+    const double f0 = beta0 * kC / circumference;
+    // RF: harmonic 20, the voltage for Q_s = 0.005 (linear motion: Q_s^2 = h V eta / (2 pi beta0^2 E0)).
+    const double q_s = 0.005, harmonic = 20.0, energy0 = gamma * kProtonMass;
+    const double voltage = q_s * q_s * 2.0 * kPi * beta0 * beta0 * energy0 / (harmonic * eta);
+    const double sigma_delta = sigma_z * 2.0 * kPi * q_s / (eta * circumference);
+    // Sacherer for this ring, the intensity for a growth of about 2e-3 per turn.
+    instability::RingBeam beam;
+    beam.gamma = gamma;
+    beam.intensity = 1e10;
+    beam.revolution_frequency = f0;
+    beam.tune = tune;
+    beam.synchrotron_tune = q_s;
+    beam.eta = eta;
+    beam.chromaticity = chroma;
+    const wakes::Resonator resonator(r_perp, f_r, q_r);
+    const auto z = [&](double f) { return resonator.impedance(wakes::Component::dipolar_x, f); };
+    const double tau_b = 4.0 * sigma_z / (beta0 * kC);
+    const double scale = beta_x * tune / (circumference / (2.0 * kPi));
+    // Hermite spectra: h_0 = exp(-(omega tau_b / 4)^2) is the power spectrum of the Gaussian line density.
+    const instability::SachererResult sr =
+        instability::sacherer(beam, z, tau_b, 0, 0, instability::SachererModes::hermite);
+    const double rate_per_1e10 = sr.growth_rate_per_turn * scale;
+    REQUIRE(rate_per_1e10 > 0.0);  // mode 0 unstable: Q' < 0 above transition
+    // Low intensity, the formula's domain: the real tune shift a tenth of Q_s.
+    const double intensity = 1e10 * 0.1 * q_s / std::abs(sr.tune_shift.real() * scale);
+    const double expected = rate_per_1e10 * intensity / 1e10;
+    const int turns = std::min(12000, static_cast<int>(1000 + 4.0 / expected));
+
+    json sources = json::array({{{"type", "Resonator"}, {"r_shunt", r_perp}, {"q", q_r}, {"frequency", f_r}}});
+    json wake = wake_element(intensity, 64, 4.5 * sigma_z, sources);
+    json extra = {{"wake", wake},
+                  {"rf", {{"type", "Cavity"}, {"voltage", voltage}, {"harmonic", harmonic}, {"lag", 180.0}}},
+                  {"arc", {{"type", "LongitudinalDrift"}, {"length", arc}, {"momentum_compaction", alpha_c}}}};
+    const Lattice ring = lattice_from_json(fodo_ring(extra, {"wake", "rf", "arc"}, k1l_qf_half, k1l_qd, p0c),
+                                           "headtail.json", test::builtin_registry());
+    const size_t n = 20000;
+    std::mt19937_64 rng(17);
+    std::normal_distribution<double> g(0.0, 1.0);
+    Particles p(n, ring.reference().beta0());
+    const double eps = 1e-10;  // [m] a cold transverse beam, offset by 1e-5 m
+    for (size_t i = 0; i < n; ++i)
+      p.set(i, 1e-5 + std::sqrt(eps * beta_x) * g(rng), std::sqrt(eps / beta_x) * g(rng), 0.0, 0.0, sigma_z * g(rng),
+            sigma_delta * g(rng));
+    std::vector<double> t, cx;
+    TrackOptions opt;
+    opt.turns = turns;
+    opt.callback_every = 1;
+    opt.callback = [&](int64_t done, const Particles& q) {
+      double sx = 0;
+      for (size_t i = 0; i < q.size(); ++i) sx += q.x[i];
+      t.push_back(static_cast<double>(done));
+      cx.push_back(sx / static_cast<double>(q.size()));
+      return true;
+    };
+    make_cpu_backend(ring)->track(p, opt);
+    const instability::GrowthFit fit = instability::fit_exponential_growth(t, cx, 1000.0, static_cast<double>(turns));
+    MESSAGE("tune ", tune, " (thin lenses ", tune_check, "), Q' ", chroma, ", eta ", eta, ", chromatic phase ",
+            chroma / eta * 2.0 * kPi * f0 * tau_b, ", beta at the wake ", beta_x, " m, intensity ", intensity,
+            ", dQ at 1e10 ", sr.tune_shift * scale, ", ", turns, " turns: growth fitted ", fit.rate, " +- ", fit.rate_error, " per turn, Sacherer ", expected);
+    CHECK(fit.rate > 0.0);  // mode 0 grows, as the formula says
+    CHECK(std::fabs(fit.rate / expected - 1.0) < 0.1);  // the issue's 10 %: fails today (20 %)
   }
 }

@@ -469,12 +469,17 @@ namespace {
 void convolve_into(const std::vector<double>& kernel, int n, const std::vector<double>& w, double sign,
                    std::vector<double>& out) {
   const int n_out = static_cast<int>(out.size());
-#pragma omp parallel for schedule(static) if (static_cast<long long>(n_out) * n >= (1LL << 16))
-  for (int i = 0; i < n_out; ++i) {
+  auto witness = [&](int i) {
     double sum = 0.0;
     for (int j = 0; j < n; ++j) sum += kernel[i - j + n - 1] * w[j];
     out[i] += sign * sum;
+  };
+  if (static_cast<long long>(n_out) * n < (1LL << 16)) {  // small: no OpenMP region at all (its cost dominates)
+    for (int i = 0; i < n_out; ++i) witness(i);
+    return;
   }
+#pragma omp parallel for schedule(static)
+  for (int i = 0; i < n_out; ++i) witness(i);
 }
 
 void add_with_kernel(const std::array<std::vector<double>, kComponents>& kernel, int n, const SliceMoments& src,
