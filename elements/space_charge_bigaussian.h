@@ -217,6 +217,6 @@ FT_FUNCTION void SpaceChargeBiGaussian_track(const SpaceChargeBiGaussian& e, ft:
 }
 
 FT_ELEMENT_COORDINATES(SpaceChargeBiGaussian, FT_COORD_TRANSVERSE | FT_COORD_ZETA, FT_COORD_PX | FT_COORD_PY)
-FT_REGISTER_ELEMENT(SpaceChargeBiGaussian, FT_SPACE_CHARGE_BIGAUSSIAN_FIELDS, FT_THIN, FT_WITH_PREPARE,
+FT_REGISTER_ELEMENT(SpaceChargeBiGaussian, FT_SPACE_CHARGE_BIGAUSSIAN_FIELDS, FT_THIN | FT_LARGE_CODE, FT_WITH_PREPARE,
                     "Frozen space charge: kick of a Gaussian bunch scaled by its line density (Bassetti-Erskine; "
                     "Xsuite SpaceChargeBiGaussian)")

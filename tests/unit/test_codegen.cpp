@@ -164,3 +164,28 @@ TEST_CASE("dispatch names round-trip") {
   CHECK_FALSE(parse_dispatch("fast", unchanged));
   CHECK(unchanged == Dispatch::Switch);
 }
+
+TEST_CASE("automatic kernel form: many elements of a large-code type go to the switch kernel") {
+  // SpaceChargeBiGaussian (FT_LARGE_CODE: the complex error function) inlined 160 times took 105 s of
+  // NVRTC; the automatic form bakes at most kBakedMaxLargeCodeElements of them.
+  auto ring = [](size_t n_space_charge) {
+    nlohmann::ordered_json j;
+    j["fusetrack_lattice"] = 1;
+    j["reference"] = {{"mass0", 938272088.16}, {"q0", 1}, {"p0c", 5.7e8}};
+    j["elements"]["d"] = {{"type", "Drift"}, {"length", 1.0}};
+    j["elements"]["sc"] = {{"type", "SpaceChargeBiGaussian"}, {"length", 1.0}, {"number_of_particles", 1e11},
+                           {"sigma_z", 1.0}, {"sigma_x", 1e-3}, {"sigma_y", 2e-3}};
+    nlohmann::ordered_json seq = nlohmann::ordered_json::array();
+    for (size_t k = 0; k < n_space_charge; ++k) {
+      seq.push_back("d");
+      seq.push_back("sc");
+    }
+    j["sequence"] = seq;
+    return lattice_from_json(j, "large_code.json", builtin_registry());
+  };
+  CHECK(builtin_registry().find("SpaceChargeBiGaussian")->large_code);
+  CHECK_FALSE(builtin_registry().find("Drift")->large_code);
+  CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements), Dispatch::Auto) == Dispatch::Baked);
+  CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Auto) == Dispatch::Switch);
+  CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Baked) == Dispatch::Baked);  // asked for
+}

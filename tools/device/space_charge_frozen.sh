@@ -31,7 +31,7 @@ $BIN spacecharge install .carry/xsuite/psb_injection.json --elements 160 --inten
 for lat in ring160 ring480 psb160; do
   for fma in off on; do
     echo "== $lat, fma $fma" | tee -a "$OUT/bench_frozen.log"
-    timeout 150 $BIN bench $W/$lat.json -N 32000 -n 2 --thread-counts 16 --gpu-particles 1e6 --gpu-turns 20 --fma $fma 2>&1 \
+    timeout 200 $BIN bench $W/$lat.json -N 32000 -n 2 --thread-counts 16 --gpu-particles 1e6 --gpu-turns 20 --no-per-element --fma $fma 2>&1 \
       | grep -vE "^\s*$" | tail -n 12 | tee -a "$OUT/bench_frozen.log"
     [ $fma = off ] || continue
   done

@@ -64,6 +64,9 @@ constexpr size_t kBakedMaxElements = 2000;
 /// the generated code's size (thick magnets with integrators and edges carry many fields; such a
 /// ring of 1481 elements took minutes in NVRTC baked, 9 s as a switch).
 constexpr size_t kBakedMaxParameterWords = 20000;
+/// ... and at most this many elements of FT_LARGE_CODE types (160 frozen space-charge elements in the
+/// PS Booster: 105 s of NVRTC baked, 0.4 s as a switch kernel, on a 2-core host).
+constexpr size_t kBakedMaxLargeCodeElements = 16;
 /// The parameter words a baked kernel of this lattice would carry (sum over the sequence).
 size_t baked_parameter_words(const Lattice& lattice);
 /// Whether the baked form is chosen automatically: short sequences of moderate code size.

@@ -32,7 +32,11 @@ enum ft_field_type {
 
 enum ft_element_flags {
   FT_THIN = 0, /* the element does not advance s */
-  FT_THICK = 1 /* the element advances s by its `length` field */
+  FT_THICK = 1, /* the element advances s by its `length` field */
+  /* Its function is long (e.g. a complex error function): the automatic kernel form does not
+   * inline it into a baked kernel more than a few times (codegen.h kBakedMaxLargeCodeElements),
+   * which would take minutes to compile. */
+  FT_LARGE_CODE = 2
 };
 
 /* The particle coordinates an element type reads and writes (ft_element_type_desc). The kernels of

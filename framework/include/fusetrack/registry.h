@@ -65,6 +65,7 @@ struct ElementType {
   uint32_t param_size = 0;
   uint32_t param_align = 8;
   bool thick = false;
+  bool large_code = false;  // FT_LARGE_CODE: kept out of baked kernels beyond a few elements
   int length_field = -1;
   std::vector<FieldInfo> fields;
   ft_prepare_fn prepare = nullptr;

@@ -59,7 +59,10 @@ size_t baked_parameter_words(const Lattice& lattice) {
 }
 
 bool bakeable(const Lattice& lattice) {
-  return lattice.sequence().size() <= kBakedMaxElements && baked_parameter_words(lattice) <= kBakedMaxParameterWords;
+  size_t large = 0;
+  for (const auto& entry : lattice.sequence()) large += lattice.definitions()[entry.definition].type->large_code;
+  return lattice.sequence().size() <= kBakedMaxElements && baked_parameter_words(lattice) <= kBakedMaxParameterWords &&
+         large <= kBakedMaxLargeCodeElements;
 }
 
 namespace {

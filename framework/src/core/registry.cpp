@@ -111,7 +111,7 @@ std::string check_type(const ft_element_type_desc& t, const std::set<std::string
   } else if (!t.track_block) {
     return fmt::format("element type '{}' has no CPU track function", t.name);
   }
-  if (t.flags & ~static_cast<uint32_t>(FT_THICK))
+  if (t.flags & ~static_cast<uint32_t>(FT_THICK | FT_LARGE_CODE))
     return fmt::format("element type '{}' has unknown flags {:#x}", t.name, t.flags);
   if ((t.coordinates_read & ~static_cast<uint32_t>(FT_COORD_ALL | FT_COORD_DECLARED)) != 0 ||
       (t.coordinates_written & ~static_cast<uint32_t>(FT_COORD_ALL)) != 0)
@@ -237,6 +237,7 @@ ElementType element_type_from_descriptor(const ft_element_type_desc& t) {
   type.param_size = t.param_size;
   type.param_align = t.param_align;
   type.thick = (t.flags & FT_THICK) != 0;
+  type.large_code = (t.flags & FT_LARGE_CODE) != 0;
   type.length_field = t.length_field;
   type.prepare = t.prepare;
   type.track_block = t.track_block;
