@@ -3,6 +3,7 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 
@@ -46,7 +47,42 @@ struct TrackArgs {
   bool progress = false;
   bool optimize = false;  // markers removed, drifts and thin kicks merged (fusetrack/lattice_optimize.h)
   std::vector<std::string> variants;  // --variants: the particles tracked through every variant in one run
+  // Frozen space charge whose sizes follow the beam (SpaceChargeFollowOptions).
+  CLI::Option* space_charge_update_option = nullptr;
+  int64_t space_charge_update = 0;
+  CLI::Option* space_charge_intensity_option = nullptr;
+  double space_charge_intensity = -1.0;  // not given: the elements' number_of_particles
+  std::string space_charge_sizes;        // CSV of the updates; "": next to --output / --monitor
+  bool verbose = false;
 };
+
+/// Where the space-charge updates are written: --space-charge-sizes, else next to the output
+/// particles (OUTPUT without its extension + ".space_charge.csv"), the monitor, or in the current
+/// directory.
+std::string space_charge_sizes_path(const TrackArgs& a) {
+  if (!a.space_charge_sizes.empty()) return a.space_charge_sizes;
+  const std::string& next_to = !a.output.empty() ? a.output : a.monitor;
+  if (next_to.empty()) return "space_charge_sizes.csv";
+  return std::filesystem::path(next_to).replace_extension(".space_charge.csv").string();
+}
+
+/// One row per update and element: the turn, the element, the sizes it got and the beam's moments.
+void write_space_charge_sizes(const std::string& path, const Lattice& lattice, const TrackRun& run) {
+  std::FILE* f = std::fopen(path.c_str(), "w");
+  if (!f) throw Error(fmt::format("{}: cannot write the space-charge sizes", path));
+  fmt::print(f, "turn,element,name,s,sigma_x,sigma_y,sigma_z,z0,number_of_particles,alive,emittance_x,emittance_y,"
+                "rms_delta\n");
+  for (const SpaceChargeUpdate& u : run.space_charge_updates)
+    for (size_t k = 0; k < u.sizes.size(); ++k) {
+      const size_t e = run.space_charge_elements[k].sequence_index;
+      const SpaceChargeSizes& z = u.sizes[k];
+      fmt::print(f, "{},{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{},{:.17g},{:.17g},{:.17g}\n", u.turn, e,
+                 lattice.element(e).name, lattice.sequence()[e].s, z.sigma_x, z.sigma_y, z.sigma_z, z.z0,
+                 z.number_of_particles, u.alive, u.emittance_x, u.emittance_y, u.rms_delta);
+    }
+  const bool failed = std::ferror(f) != 0;
+  if (std::fclose(f) != 0 || failed) throw Error(fmt::format("{}: writing the space-charge sizes failed", path));
+}
 
 /// A matched longitudinal bunch (fusetrack/matched_bunch.h): every rank solves the same
 /// distribution; its share is made where it is tracked (on the GPU: on the device).
@@ -176,6 +212,24 @@ void run_track(const TrackArgs& a) {
   const bool root = comm.is_root();
   if (!a.output.empty() && root) check_output_path(a.output, "--output");
   if (!a.monitor.empty() && root) check_output_path(a.monitor, "--monitor");
+  const bool follow = a.space_charge_update_option && a.space_charge_update_option->count() > 0;
+  if (follow) {
+    InputLocation sc_at;
+    sc_at.field = "--space-charge-update";
+    if (a.space_charge_update <= 0)
+      throw InputError(sc_at, fmt::format("must be a positive number of turns, got {}", a.space_charge_update));
+    if (!a.variants.empty()) throw InputError(sc_at, "does not mix with --variants");
+    sc_at.field = "--space-charge-intensity";
+    if (a.space_charge_intensity_option->count() > 0 &&
+        (!(a.space_charge_intensity >= 0.0) || !std::isfinite(a.space_charge_intensity)))
+      throw InputError(sc_at, fmt::format("must be finite and >= 0, got {}", a.space_charge_intensity));
+    if (root) check_output_path(space_charge_sizes_path(a), "--space-charge-sizes");
+  } else {
+    InputLocation sc_at;
+    sc_at.field = a.space_charge_intensity_option->count() > 0 ? "--space-charge-intensity" : "--space-charge-sizes";
+    if (a.space_charge_intensity_option->count() > 0 || !a.space_charge_sizes.empty())
+      throw InputError(sc_at, "needs --space-charge-update K");
+  }
   ElementRegistry registry;
   load_plugins(registry, a.common);
   OptimizeReport optimization;
@@ -190,7 +244,7 @@ void run_track(const TrackArgs& a) {
     variants = load_variants(load_lattice(a.lattice, registry), a.variants, registry);
     if (a.optimize) variants.lattices = optimize_variants_for_tracking(variants.pointers(), &optimization);
   }
-  const Lattice single = [&] {
+  Lattice single = [&] {
     if (!variants.lattices.empty()) return Lattice();
     Lattice loaded = load_lattice(a.lattice, registry);
     if (!a.optimize) return loaded;
@@ -198,7 +252,12 @@ void run_track(const TrackArgs& a) {
   }();
   const Lattice& lattice = variants.lattices.empty() ? single : variants.lattices[0];
   if (a.optimize && root) fmt::print("{}\n", optimization.summary());
-  auto backend = make_backend(lattice, a.common);
+  // Sizes that follow the beam change parameters every K turns: on the GPU the switch kernel takes them
+  // by uploading its table again, where a baked kernel (auto's form of short lattices) would be compiled
+  // again at every update.
+  CommonOptions backend_options = a.common;
+  if (follow && backend_options.dispatch == "auto") backend_options.dispatch = "switch";
+  auto backend = make_backend(lattice, backend_options);
   if (!variants.lattices.empty()) backend->set_variants(variants.pointers());
   InputLocation at;
   at.field = "--profile-every";
@@ -244,6 +303,19 @@ void run_track(const TrackArgs& a) {
   options.total_particles = bunch_size;
   options.matched = matched.share.get();
   options.keep_particles = !a.output.empty();  // nothing else reads the final particles
+  if (follow) {
+    options.space_charge.every = a.space_charge_update;
+    options.space_charge.lattice = &single;
+    options.space_charge.intensity = a.space_charge_intensity;
+    options.space_charge.label = "--space-charge-update";
+    if (a.verbose)
+      options.space_charge.on_update = [](const SpaceChargeUpdate& u) {
+        fmt::print("space charge turn {}: mean sigma_x {:.6g} m, sigma_y {:.6g} m (emittances {:.4e} {:.4e} m, {} "
+                   "alive)\n",
+                   u.turn, u.mean_sigma_x, u.mean_sigma_y, u.emittance_x, u.emittance_y, u.alive);
+        std::fflush(stdout);
+      };
+  }
   const TrackRun run = run_tracking(lattice, *backend, particles, options);
   times.generated = options.matched != nullptr;
   const auto t_output = std::chrono::steady_clock::now();
@@ -251,6 +323,7 @@ void run_track(const TrackArgs& a) {
   if (a.optimize) map_lost_elements_to_original(particles, optimization);
   if (!a.output.empty()) write_particle_shards(a.output, particles, comm);
   if (run.monitor) run.monitor->write(a.monitor);
+  if (follow && run.root) write_space_charge_sizes(space_charge_sizes_path(a), lattice, run);
   comm.barrier();
   times.output = seconds_since(t_output);
   times.total = seconds_since(t_start);
@@ -309,6 +382,15 @@ void run_track(const TrackArgs& a) {
                last.emittance_evs);
     fmt::print("monitor     {} ({} records, {} profile snapshots)\n", a.monitor, monitor.turns().size(),
                monitor.profile_turns().size());
+  }
+  if (follow && !run.space_charge_updates.empty()) {
+    const SpaceChargeUpdate& first = run.space_charge_updates.front();
+    const SpaceChargeUpdate& last = run.space_charge_updates.back();
+    fmt::print("space charge {} elements follow the beam every {} turns: {} updates, mean sigma_x {:.6g} -> {:.6g} m, "
+               "sigma_y {:.6g} -> {:.6g} m; sizes in {}\n",
+               run.space_charge_elements.size(), a.space_charge_update, run.space_charge_updates.size(),
+               first.mean_sigma_x, last.mean_sigma_x, first.mean_sigma_y, last.mean_sigma_y,
+               space_charge_sizes_path(a));
   }
   if (!a.output.empty())
     fmt::print("output      {}{}\n", a.output,
@@ -375,6 +457,18 @@ void add_track_command(CLI::App& app) {
   cmd->add_flag("--optimize", args->optimize,
                 "track a simplified lattice: markers removed, consecutive drifts and thin kicks merged (the same "
                 "map to rounding; lost_element still indexes the lattice file's sequence)");
+  args->space_charge_update_option = cmd->add_option(
+      "--space-charge-update", args->space_charge_update,
+      "frozen space charge that follows the beam: every K turns (from turn 0) set every SpaceChargeBiGaussian "
+      "element's sigma_x, sigma_y (sqrt(beta eps + (D sigma_delta)^2)), sigma_z, z0 and intensity (x alive "
+      "fraction) from the particles");
+  args->space_charge_intensity_option = cmd->add_option("--space-charge-intensity", args->space_charge_intensity,
+                  "--space-charge-update: real particles of the whole bunch (default: the elements' "
+                  "number_of_particles)");
+  cmd->add_option("--space-charge-sizes", args->space_charge_sizes,
+                  "--space-charge-update: CSV of the sizes per update and element (default: OUTPUT.space_charge.csv "
+                  "next to --output or --monitor, else space_charge_sizes.csv)");
+  cmd->add_flag("-v,--verbose", args->verbose, "a line per space-charge update");
   cmd->add_flag("--progress", args->progress, "progress bar with ETA on stderr (default: only on a terminal)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
   cmd->add_option("-o,--output", args->output,

@@ -28,6 +28,7 @@
 #include "fusetrack/monitor.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/particles.h"
+#include "fusetrack/space_charge_install.h"
 #include "fusetrack/tracker.h"
 #include "fusetrack/variants.h"
 
@@ -77,6 +78,32 @@ Particles make_repro_particles(const Lattice& lattice, size_t count, double ampl
 // ---------------------------------------------------------------------------------------------
 // Tracking a bunch
 
+/// One update of frozen space charge that follows the beam (TrackRunOptions::space_charge).
+struct SpaceChargeUpdate {
+  int64_t turn = 0;             // turns done when the beam was measured (the sizes used from then on)
+  size_t total = 0, alive = 0;  // macroparticles over all ranks
+  double emittance_x = 0.0, emittance_y = 0.0;  // betatron rms emittances [m] (bunch_moments)
+  double rms_delta = 0.0, rms_zeta = 0.0, mean_zeta = 0.0;
+  double mean_sigma_x = 0.0, mean_sigma_y = 0.0;  // over the elements [m]
+  std::vector<SpaceChargeSizes> sizes;            // per element, SpaceChargeBeamSizes::entries() order
+};
+
+/// Frozen space charge whose sizes follow the beam during run_tracking (SpaceChargeBeamSizes): at
+/// turns 0, K, 2K, ... (up to and including the last turn) the moments of the whole bunch (gathered
+/// from every MPI rank in rank order, so any rank count gives the same values) set every
+/// SpaceChargeBiGaussian element of `lattice`; the backend then takes the new values (CPU: read at
+/// every element call; GPU: Backend::parameters_changed, the switch kernel's table uploaded again,
+/// a baked kernel recompiled). Tracking runs in pieces of K turns between the updates.
+struct SpaceChargeFollowOptions {
+  int64_t every = 0;          // K; 0: off
+  Lattice* lattice = nullptr; // the lattice run_tracking tracks (the same object), changed in place
+  double intensity = -1.0;    // real particles of the whole bunch; < 0: the elements' number_of_particles
+  OpticsOptions optics;       // for the elements' beta and D (Twiss table)
+  std::string label = "space_charge_update";  // names the option in error messages
+  /// Called on the root process after each update (e.g. a line per update).
+  std::function<void(const SpaceChargeUpdate&)> on_update;
+};
+
 struct TrackRunOptions {
   int64_t turns = 1;
   int threads = 0;  // CPU threads; 0: OpenMP's default
@@ -100,6 +127,10 @@ struct TrackRunOptions {
   /// false lets the GPU leave them on the device (`particles` stays empty; counts and sums come
   /// from device reductions).
   bool keep_particles = true;
+  /// Frozen space-charge sizes from the beam every K turns (off unless space_charge.every > 0). With
+  /// `matched` the share is sampled on the host. Not with lattice variants, nor with collective
+  /// elements on the GPU (its update would restart their multi-turn memory).
+  SpaceChargeFollowOptions space_charge;
 };
 
 /// What a tracking run did.
@@ -124,6 +155,10 @@ struct TrackRun {
   double generate_seconds = 0.0;
   bool generated_on_device = false;  // the GPU made them in device memory (inside `seconds`)
   LongitudinalSums initial_sums;
+  /// With options.space_charge: the elements that follow the beam (sequence indices, their optics) and
+  /// every update (root only).
+  std::vector<SpaceChargeBeamSizes::Element> space_charge_elements;
+  std::vector<SpaceChargeUpdate> space_charge_updates;
 };
 
 /// Tracks `particles` in place for `options.turns` turns with `backend`. Several MPI ranks (ft::world())

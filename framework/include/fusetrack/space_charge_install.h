@@ -85,6 +85,15 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
 nlohmann::ordered_json remove_space_charge(const Lattice& lattice, const std::string& file = "lattice",
                                            size_t* removed = nullptr);
 
+/// The values one SpaceChargeBiGaussian element gets from an update (SpaceChargeBeamSizes::sizes).
+struct SpaceChargeSizes {
+  double sigma_x = 0.0, sigma_y = 0.0;  ///< [m]
+  double sigma_z = 0.0, z0 = 0.0;       ///< [m]
+  double number_of_particles = 0.0;
+};
+
+struct BunchMoments;
+
 /// Frozen space charge whose beam sizes follow the beam ("updated from the beam every K turns"). Made
 /// once from a lattice holding SpaceChargeBiGaussian elements: the optics at each (beta, D) from the
 /// Twiss table of that lattice with their intensity set to zero. update() then sets every element from
@@ -94,21 +103,36 @@ nlohmann::ordered_json remove_space_charge(const Lattice& lattice, const std::st
 ///   z0 = mean zeta,  number_of_particles = intensity x alive / particles,
 /// and prepares the lattice again; a backend tracking it picks the change up with
 /// Backend::parameters_changed() (the GPU's switch kernel re-uploads its table; Python trackers do it
-/// at their next track()). Track K turns, update, repeat. Each element needs its own definition (as
-/// install_space_charge writes them); a definition shared by several positions is refused.
+/// at their next track()). Track K turns, update, repeat (ft::run_tracking does it with
+/// TrackRunOptions::space_charge, `fusetrack track --space-charge-update K`). Each element needs its
+/// own definition (as install_space_charge writes them); a definition shared by several positions is
+/// refused.
 class SpaceChargeBeamSizes {
  public:
+  /// One element that follows the beam: its definition, sequence entry and the optics there.
+  struct Element {
+    uint32_t definition;
+    size_t sequence_index;
+    double beta_x, beta_y, dx, dy;
+  };
+
   explicit SpaceChargeBeamSizes(const Lattice& lattice, const OpticsOptions& optics = {});
   /// `intensity`: real particles of the whole bunch when every particle is alive.
   void update(Lattice& lattice, const Particles& particles, double intensity) const;
+  /// The values update() sets, from the moments `m` of a bunch of `particles` macroparticles (alive
+  /// and lost; m.alive of them alive), one per element in sequence order. Throws InputError for a bad
+  /// intensity, Error when the beam has no size (fewer than 2 alive, zero emittance or length).
+  std::vector<SpaceChargeSizes> sizes(const BunchMoments& m, size_t particles, double intensity) const;
+  /// Sets the elements' fields to `sizes` (as sizes() returns them) and prepares the lattice.
+  void apply(Lattice& lattice, const std::vector<SpaceChargeSizes>& sizes) const;
+  /// The bunch intensity the elements carry: their common number_of_particles. Throws InputError
+  /// naming the first element whose value differs from the first one's (give the intensity instead).
+  double installed_intensity(const Lattice& lattice) const;
   size_t elements() const { return m_entries.size(); }
+  const std::vector<Element>& entries() const { return m_entries; }
 
  private:
-  struct Entry {
-    uint32_t definition;
-    double beta_x, beta_y, dx, dy;
-  };
-  std::vector<Entry> m_entries;
+  std::vector<Element> m_entries;
 };
 
 }  // namespace ft

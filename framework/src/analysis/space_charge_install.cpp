@@ -387,33 +387,65 @@ SpaceChargeBeamSizes::SpaceChargeBeamSizes(const Lattice& lattice, const OpticsO
                                    "position (as `fusetrack spacecharge install` writes them)",
                                    uses[d]));
     // The element is thin: the optics at its exit (row e + 1) are those at its position.
-    m_entries.push_back({d, table.beta_x[e + 1], table.beta_y[e + 1], table.dx[e + 1], table.dy[e + 1]});
+    m_entries.push_back({d, e, table.beta_x[e + 1], table.beta_y[e + 1], table.dx[e + 1], table.dy[e + 1]});
   }
   if (m_entries.empty())
     throw InputError(InputLocation(lattice.source_file()), fmt::format("has no {} element to update", kType));
 }
 
-void SpaceChargeBeamSizes::update(Lattice& lattice, const Particles& particles, double intensity) const {
+std::vector<SpaceChargeSizes> SpaceChargeBeamSizes::sizes(const BunchMoments& m, size_t particles,
+                                                           double intensity) const {
   if (!(intensity >= 0.0) || !std::isfinite(intensity)) {
     InputLocation at;
     at.field = "intensity";
     throw InputError(at, fmt::format("must be finite and >= 0, got {}", intensity));
   }
-  const BunchMoments m = bunch_moments(particles, lattice.reference().p0c);
   if (m.alive < 2 || !(m.rms_zeta > 0.0) || !(m.emittance_x > 0.0) || !(m.emittance_y > 0.0))
     throw Error(fmt::format("space-charge beam sizes: the beam ({} particles alive) has no size to take "
                             "(rms zeta {}, emittances {} {})",
                             m.alive, m.rms_zeta, m.emittance_x, m.emittance_y));
-  const double n = intensity * static_cast<double>(m.alive) / static_cast<double>(particles.size());
-  for (const Entry& e : m_entries) {
+  const double n = intensity * static_cast<double>(m.alive) / static_cast<double>(particles);
+  std::vector<SpaceChargeSizes> out;
+  out.reserve(m_entries.size());
+  for (const Element& e : m_entries) {
     const double dxs = e.dx * m.rms_delta, dys = e.dy * m.rms_delta;
-    lattice.set_field(e.definition, "sigma_x", std::sqrt(e.beta_x * m.emittance_x + dxs * dxs));
-    lattice.set_field(e.definition, "sigma_y", std::sqrt(e.beta_y * m.emittance_y + dys * dys));
-    lattice.set_field(e.definition, "sigma_z", m.rms_zeta);
-    lattice.set_field(e.definition, "z0", m.mean_zeta);
-    lattice.set_field(e.definition, "number_of_particles", n);
+    out.push_back({std::sqrt(e.beta_x * m.emittance_x + dxs * dxs), std::sqrt(e.beta_y * m.emittance_y + dys * dys),
+                   m.rms_zeta, m.mean_zeta, n});
+  }
+  return out;
+}
+
+void SpaceChargeBeamSizes::apply(Lattice& lattice, const std::vector<SpaceChargeSizes>& sizes) const {
+  if (sizes.size() != m_entries.size())
+    throw Error(fmt::format("space-charge beam sizes: {} values for {} elements", sizes.size(), m_entries.size()));
+  for (size_t k = 0; k < m_entries.size(); ++k) {
+    const uint32_t d = m_entries[k].definition;
+    lattice.set_field(d, "sigma_x", sizes[k].sigma_x);
+    lattice.set_field(d, "sigma_y", sizes[k].sigma_y);
+    lattice.set_field(d, "sigma_z", sizes[k].sigma_z);
+    lattice.set_field(d, "z0", sizes[k].z0);
+    lattice.set_field(d, "number_of_particles", sizes[k].number_of_particles);
   }
   lattice.prepare();
+}
+
+void SpaceChargeBeamSizes::update(Lattice& lattice, const Particles& particles, double intensity) const {
+  apply(lattice, sizes(bunch_moments(particles, lattice.reference().p0c), particles.size(), intensity));
+}
+
+double SpaceChargeBeamSizes::installed_intensity(const Lattice& lattice) const {
+  const double first = lattice.field(m_entries.front().definition, "number_of_particles");
+  for (const Element& e : m_entries) {
+    const double n = lattice.field(e.definition, "number_of_particles");
+    if (n != first) {
+      const ElementDefinition& def = lattice.definitions()[e.definition];
+      throw InputError(element_at(lattice.source_file(), e.sequence_index, def.name, kType, "number_of_particles"),
+                       fmt::format("is {:.17g} where '{}' has {:.17g}: the elements do not carry one bunch "
+                                   "intensity; give the bunch intensity explicitly",
+                                   n, lattice.definitions()[m_entries.front().definition].name, first));
+    }
+  }
+  return first;
 }
 
 }  // namespace ft

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cmath>
 #include <filesystem>
+#include <numeric>
 
 #include "fusetrack/collective.h"
 #include "fusetrack/slice_wakes.h"
@@ -127,6 +128,109 @@ void add_device_times(const Backend& backend, TrackRun& run) {
   run.generate_seconds = s.generate_seconds;
 }
 
+/// Frozen space charge that follows the beam: one update at `turn` (session.h, SpaceChargeFollowOptions).
+/// Rank 0 takes the moments of the whole bunch (gathered in rank order) and computes the sizes; they
+/// reach every rank through a sum in which the other ranks add zeros (exact), so all apply the same.
+void update_space_charge(const Lattice& lattice, Backend& backend, const Particles& tracked,
+                         const TrackRunOptions& o, const SpaceChargeBeamSizes& follow, double intensity, int64_t turn,
+                         TrackRun& run) {
+  Communicator& comm = world();
+  const bool parallel = comm.size() > 1;
+  const size_t n = follow.elements();
+  SpaceChargeUpdate u;
+  u.turn = turn;
+  std::string failure;
+  bool ok = true;
+  {
+    Particles gathered;
+    if (parallel) gathered = comm.gather(tracked);
+    const Particles& all = parallel ? gathered : tracked;
+    if (comm.is_root()) {
+      const BunchMoments m = bunch_moments(all, lattice.reference().p0c);
+      u.total = all.size();
+      u.alive = static_cast<size_t>(m.alive);
+      u.emittance_x = m.emittance_x;
+      u.emittance_y = m.emittance_y;
+      u.rms_delta = m.rms_delta;
+      u.rms_zeta = m.rms_zeta;
+      u.mean_zeta = m.mean_zeta;
+      try {
+        u.sizes = follow.sizes(m, all.size(), intensity);
+      } catch (const Error& e) {
+        ok = false;
+        failure = fmt::format("{}: at turn {}: {}", o.space_charge.label, turn, e.what());
+      }
+    }
+  }
+  if (parallel) {
+    std::vector<double> packet(1 + 5 * n, 0.0);
+    if (comm.is_root()) {
+      packet[0] = ok ? 1.0 : 0.0;
+      for (size_t k = 0; ok && k < n; ++k) {
+        const SpaceChargeSizes& z = u.sizes[k];
+        double* v = packet.data() + 1 + 5 * k;
+        v[0] = z.sigma_x, v[1] = z.sigma_y, v[2] = z.sigma_z, v[3] = z.z0, v[4] = z.number_of_particles;
+      }
+    }
+    comm.allreduce_sum(packet.data(), packet.size());
+    ok = packet[0] == 1.0;
+    if (!ok && !comm.is_root()) failure = fmt::format("{}: the update at turn {} failed on rank 0", o.space_charge.label, turn);
+    if (ok && !comm.is_root()) {
+      u.sizes.resize(n);
+      for (size_t k = 0; k < n; ++k) {
+        const double* v = packet.data() + 1 + 5 * k;
+        u.sizes[k] = SpaceChargeSizes{v[0], v[1], v[2], v[3], v[4]};
+      }
+    }
+  }
+  if (!ok) throw Error(failure);
+  follow.apply(*o.space_charge.lattice, u.sizes);
+  // The CPU backend reads the elements' parameters at every call (and a collective lattice's solvers
+  // keep their multi-turn memory that way); the GPU uploads its switch table again or rebuilds a
+  // baked kernel (a GPU with collective elements is refused before tracking).
+  if (!lattice.has_collective() || dynamic_cast<CudaBackend*>(&backend)) backend.parameters_changed();
+  if (!comm.is_root()) return;
+  for (const SpaceChargeSizes& z : u.sizes) u.mean_sigma_x += z.sigma_x, u.mean_sigma_y += z.sigma_y;
+  u.mean_sigma_x /= static_cast<double>(n);
+  u.mean_sigma_y /= static_cast<double>(n);
+  if (o.space_charge.on_update) o.space_charge.on_update(u);
+  run.space_charge_updates.push_back(std::move(u));
+}
+
+/// Tracking with frozen space charge that follows the beam: pieces of K turns, an update before the
+/// first and after every piece that ends at a multiple of K. `options` (with the monitor's and the
+/// ranks' callback) is the run's whole; each piece calls its callback at the same turns a single
+/// track() call would (every callback_every turns and after the last).
+void track_following(const Lattice& lattice, Backend& backend, Particles& tracked, const TrackOptions& options,
+                     const TrackRunOptions& o, const SpaceChargeBeamSizes& follow, double intensity, TrackRun& run) {
+  const int64_t k = o.space_charge.every;
+  const int64_t turns = options.turns;
+  const int64_t every = options.callback_every > 0 ? options.callback_every : turns;
+  int64_t done = 0;
+  bool stopped = false;
+  update_space_charge(lattice, backend, tracked, o, follow, intensity, 0, run);
+  while (done < turns && !stopped) {
+    TrackOptions piece = options;
+    piece.turns = std::min(k, turns - done);
+    piece.first_turn = options.first_turn + done;
+    if (options.callback) {
+      // Pieces start at multiples of K: calls every gcd(K, every) turns reach every multiple of `every`.
+      piece.callback_every = std::gcd(k, every);
+      const int64_t start = done;
+      piece.callback = [&, start](int64_t d, const Particles& p) {
+        const int64_t global = start + d;
+        if (global % every != 0 && global != turns) return true;
+        if (options.callback(global, p)) return true;
+        stopped = true;
+        return false;
+      };
+    }
+    backend.track(tracked, piece);
+    done += piece.turns;
+    if (!stopped && done % k == 0) update_space_charge(lattice, backend, tracked, o, follow, intensity, done, run);
+  }
+}
+
 }  // namespace
 
 TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o) {
@@ -142,9 +246,32 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   const bool is_share = o.particles_are_share || o.matched;
   const bool split_here = parallel && !is_share;
   const size_t macroparticles = is_share ? o.total_particles : particles.size();
+  // Frozen space charge that follows the beam: its elements and intensity, checked before anything runs.
+  const SpaceChargeFollowOptions& sc = o.space_charge;
+  std::unique_ptr<SpaceChargeBeamSizes> follow;
+  double sc_intensity = 0.0;
+  if (sc.every != 0) {
+    if (sc.every < 0)
+      throw option_error(sc.label, fmt::format("must be a positive number of turns, got {}", sc.every));
+    if (sc.lattice != &lattice)
+      throw Error("run_tracking: space_charge.lattice must be the lattice that is tracked (it is changed in place)");
+    if (lattice.has_collective() && dynamic_cast<CudaBackend*>(&backend))
+      throw option_error(sc.label, "on the GPU a lattice with collective elements would restart their multi-turn "
+                                   "memory at every update (the backend is set up again): track it on the CPU "
+                                   "(--device cpu)");
+    try {
+      follow = std::make_unique<SpaceChargeBeamSizes>(lattice, sc.optics);
+      sc_intensity = sc.intensity >= 0.0 ? sc.intensity : follow->installed_intensity(lattice);
+    } catch (const InputError& e) {  // the lattice's problem, reported with the option that needs it
+      throw InputError(e.where(), fmt::format("{} (needed by {})", e.problem(), sc.label));
+    }
+    if (!std::isfinite(sc_intensity))
+      throw option_error(sc.label, fmt::format("the bunch intensity must be finite, got {}", sc_intensity));
+    run.space_charge_elements = follow->entries();
+  }
   // A matched share: the GPU makes it on the device inside track_matched_share; any other
-  // backend gets it sampled here.
-  CudaBackend* const device_maker = o.matched ? dynamic_cast<CudaBackend*>(&backend) : nullptr;
+  // backend gets it sampled here (also the GPU's when space charge follows the beam: tracked in pieces).
+  CudaBackend* const device_maker = o.matched && !follow ? dynamic_cast<CudaBackend*>(&backend) : nullptr;
   if (o.matched && !device_maker) {
     const auto t = std::chrono::steady_clock::now();
     particles = o.matched->sample(o.threads);
@@ -212,8 +339,12 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
     run.generated_on_device = runs_collective(lattice, options);
     counts[0] = o.matched->count();
     counts[1] = made.alive;
-  } else {
+  } else if (!follow) {
     backend.track(tracked, options);
+    counts[0] = tracked.size();
+    counts[1] = tracked.alive_count();
+  } else {
+    track_following(lattice, backend, tracked, options, o, *follow, sc_intensity, run);
     counts[0] = tracked.size();
     counts[1] = tracked.alive_count();
   }
