@@ -2,7 +2,7 @@
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
 # CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign |
-#       study_mpi_parts | track_space_charge_mpi
+#       study_mpi_parts | track_space_charge_mpi | track_space_charge_follow_mpi
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -174,6 +174,27 @@ JSON
     run "$BIN" track sc_ring.json $SC_OPTS -o single.npz
     for np in 1 2 3; do
       run mpirun -np $np "$BIN" track sc_ring.json $SC_OPTS -o np$np.npz
+      if [ $np -gt 1 ]; then
+        [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
+        run "$MERGE" np$np.npz np${np}_merged.npz
+        same single.npz np${np}_merged.npz
+      else
+        same single.npz np$np.npz
+      fi
+    done
+    ;;
+  track_space_charge_follow_mpi)
+    # Frozen space charge whose sizes follow the beam (--space-charge-update): rank 0 takes the moments
+    # of the gathered bunch and sends the sizes to every rank, so 1, 2 and 3 ranks give the single
+    # run's particles and sizes byte for byte.
+    need_mpirun
+    run "$BIN" spacecharge install "$SRC/lattices/space_charge_ring.json" --elements 16 --intensity 1.5e11 \
+      --emittances 2e-6 1.5e-6 --sigma-zeta 8 --delta-rms 1e-3 -o ring_sc.json
+    FOLLOW_OPTS="-n 6 --space-charge-update 3 --gaussian 1000 --emittance-nx 4e-6 --emittance-ny 3e-6 --sigma-zeta 8 --sigma-delta 1e-3 --device cpu --threads 1"
+    run "$BIN" track ring_sc.json $FOLLOW_OPTS -o single.npz
+    for np in 1 2 3; do
+      run mpirun -np $np "$BIN" track ring_sc.json $FOLLOW_OPTS -o np$np.npz
+      same single.space_charge.csv np$np.space_charge.csv
       if [ $np -gt 1 ]; then
         [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
         run "$MERGE" np$np.npz np${np}_merged.npz
