@@ -295,7 +295,8 @@ class Tracker {
   const ft::Lattice& tracked() const { return m_variants.lattices.empty() ? m_lattice->lattice : m_variants.lattices[0]; }
   std::vector<std::string> variant_names() const { return m_variants.names; }
 
-  py::dict track(ft::Particles& particles, int64_t turns, Monitor* monitor, const std::string& progress) {
+  py::dict track(ft::Particles& particles, int64_t turns, Monitor* monitor, const std::string& progress,
+                 int64_t space_charge_update, const py::object& space_charge_intensity) {
     if (turns < 1) {
       argument_error("turns", fmt::format("must be positive, got {}", turns));
     }
@@ -318,10 +319,29 @@ class Tracker {
       o.monitor_every = monitor->every;
       o.profile_every = monitor->profile_every;
     }
+    // Frozen space charge that follows the beam (the lattice's SpaceChargeBiGaussian fields change).
+    const bool follow = space_charge_update != 0;
+    if (follow) {
+      if (!m_variants.lattices.empty())
+        argument_error("space_charge_update", "does not mix with a Tracker made with variants");
+      o.space_charge.every = space_charge_update;
+      o.space_charge.lattice = &m_lattice->lattice;
+      o.space_charge.intensity = space_charge_intensity.is_none() ? -1.0 : space_charge_intensity.cast<double>();
+      if (!space_charge_intensity.is_none() && !(o.space_charge.intensity >= 0.0))
+        argument_error("space_charge_intensity", fmt::format("must be >= 0, got {}", o.space_charge.intensity));
+      o.space_charge.label = "space_charge_update";
+    }
     ft::TrackRun run;
-    {
+    try {
       py::gil_scoped_release release;
       run = ft::run_tracking(tracked(), *m_backend, particles, o);
+    } catch (...) {
+      if (follow) ++m_lattice->revision;  // other trackers of this lattice take what changed
+      throw;
+    }
+    if (follow) {
+      ++m_lattice->revision;  // this tracker's backend has the new values already
+      m_revision = m_lattice->revision;
     }
     if (monitor) monitor->result = std::move(run.monitor);
     py::dict out;
@@ -330,6 +350,31 @@ class Tracker {
     py::list collective;
     for (const auto& s : run.collective) collective.append(snapshot_dict(s));
     out["collective"] = collective;
+    if (follow) {
+      py::list updates;
+      for (const ft::SpaceChargeUpdate& u : run.space_charge_updates) {
+        py::dict d;
+        d["turn"] = u.turn;
+        d["alive"] = u.alive;
+        d["emittance_x"] = u.emittance_x;
+        d["emittance_y"] = u.emittance_y;
+        d["rms_delta"] = u.rms_delta;
+        d["rms_zeta"] = u.rms_zeta;
+        d["mean_zeta"] = u.mean_zeta;
+        d["mean_sigma_x"] = u.mean_sigma_x;
+        d["mean_sigma_y"] = u.mean_sigma_y;
+        std::vector<double> sx, sy;
+        for (const ft::SpaceChargeSizes& z : u.sizes) sx.push_back(z.sigma_x), sy.push_back(z.sigma_y);
+        d["sigma_x"] = py::array_t<double>(sx.size(), sx.data());
+        d["sigma_y"] = py::array_t<double>(sy.size(), sy.data());
+        d["number_of_particles"] = u.sizes.empty() ? 0.0 : u.sizes.front().number_of_particles;
+        updates.append(d);
+      }
+      py::list names;
+      for (const auto& e : run.space_charge_elements) names.append(tracked().element(e.sequence_index).name);
+      out["space_charge_elements"] = names;
+      out["space_charge"] = updates;
+    }
     return out;
   }
 
@@ -1059,7 +1104,8 @@ PYBIND11_MODULE(_fusetrack, m) {
            py::arg("dispatch") = "auto", py::arg("kernel_cache") = "", py::arg("variants") = std::vector<std::string>{})
       .def_property_readonly("variant_names", &Tracker::variant_names)
       .def("track", &Tracker::track, py::arg("particles"), py::arg("turns"), py::arg("monitor") = nullptr,
-           py::arg("progress") = "off")
+           py::arg("progress") = "off", py::arg("space_charge_update") = 0,
+           py::arg("space_charge_intensity") = py::none())
       .def_property_readonly("backend", &Tracker::backend_name)
       .def_property_readonly("notices", &Tracker::notices)
       .def_property_readonly("lattice", &Tracker::lattice);

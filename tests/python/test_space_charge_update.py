@@ -135,3 +135,27 @@ def test_bad_input_names_the_option_file_and_element(installed, tmp_path):
     np.testing.assert_allclose(u["number_of_particles"][u["turn"] == 0], 1.5e11, rtol=1e-12)
     _, err = run_cli("track", ring, *beam, "--space-charge-update", 1, "--space-charge-intensity", -1, expect_rc=2)
     assert "--space-charge-intensity" in err
+
+
+def test_tracker_option_equals_the_cli(installed):
+    """Tracker.track(..., space_charge_update=K): the same session call as the command line."""
+    d, ring, _ = installed
+    run_cli("track", ring, *BEAM, "-n", 8, "--space-charge-update", 4, "--device", "cpu", "--threads", 1, "-o",
+            d / "cli8.npz")
+    u = read_updates(d / "cli8.space_charge.csv")
+    lattice = ft.Lattice.from_file(str(ring))
+    p = ft.Particles.matched_gaussian(lattice, 3000, emittance_nx=4e-6, emittance_ny=3e-6, sigma_zeta=8.0,
+                                      sigma_delta=1e-3, seed=5)
+    tracker = ft.Tracker(lattice, device="cpu", threads=1)
+    out = tracker.track(p, turns=8, space_charge_update=4)
+    assert [x["turn"] for x in out["space_charge"]] == [0, 4, 8]
+    assert out["space_charge_elements"] == list(u["name"][u["turn"] == 0])
+    for x in out["space_charge"]:
+        np.testing.assert_array_equal(x["sigma_x"], u["sigma_x"][u["turn"] == x["turn"]])
+        np.testing.assert_array_equal(x["sigma_y"], u["sigma_y"][u["turn"] == x["turn"]])
+    # The lattice holds the last update's sizes.
+    assert lattice["sc_5"]["sigma_x"] == out["space_charge"][-1]["sigma_x"][5]
+    with np.load(d / "cli8.npz") as c:
+        np.testing.assert_array_equal(np.asarray(p.x), c["x"])
+    with pytest.raises(ft.InputError, match="space_charge_update"):
+        tracker.track(p, turns=2, space_charge_update=-1)

@@ -339,15 +339,25 @@ class Tracker:
         return self._tracker.lattice
 
     def track(self, particles: Particles, turns: int, monitor: Optional[Monitor] = None,
-              progress: str = "off") -> dict:
+              progress: str = "off", space_charge_update: int = 0,
+              space_charge_intensity: Optional[float] = None) -> dict:
         """Tracks ``particles`` in place for ``turns`` turns (the same call as ``fusetrack track``).
 
         ``monitor``: a :class:`Monitor` to fill; ``progress``: a progress bar on stderr
         (``"on"``, ``"off"``, ``"auto"``: when stderr is a terminal). Returns a dict with
         ``seconds`` (tracking time), ``backend`` and ``collective`` (per collective element its
         last-turn ``counts`` and ``field`` [V] on the slice grid). The Python interpreter lock is
-        released while tracking."""
-        return self._tracker.track(particles, int(turns), monitor, progress)
+        released while tracking.
+
+        ``space_charge_update=K`` (``fusetrack track --space-charge-update K``): frozen space charge
+        whose sizes follow the beam; at turns 0, K, 2K, ... every SpaceChargeBiGaussian element of
+        the lattice gets sigma_x, sigma_y, sigma_z, z0 and the intensity (``space_charge_intensity``,
+        default the elements' ``number_of_particles``, times the alive fraction) from the particles;
+        the lattice is changed in place and the dict gets ``space_charge`` (per update: ``turn``,
+        ``alive``, the emittances, ``sigma_x``, ``sigma_y`` per element) and
+        ``space_charge_elements`` (their names)."""
+        return self._tracker.track(particles, int(turns), monitor, progress, int(space_charge_update),
+                                   None if space_charge_intensity is None else float(space_charge_intensity))
 
     def __repr__(self):
         return f"<fusetrack.Tracker on {self.backend}>"
