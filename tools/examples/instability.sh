@@ -5,13 +5,14 @@
 # the bunch centroid fitted by tools/fit_growth.py and compared with Sacherer's formula, and the most
 # unstable case again with a bunch-by-bunch TransverseDamper of N_D turns. Plots and a summary table in
 # OUT_DIR (growth_vs_chromaticity.png, centroids.png, summary.txt, summary.json).
-#   bash tools/examples/instability.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults instability_example 1500 10000)
+#   bash tools/examples/instability.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults instability_example 1500 20000)
 # FUSETRACK: the fusetrack binary (default build/bin/fusetrack); PYTHON (default python3);
-# CHROMATICITIES (default "-4 -2 0 2"); N_D (default 50); THREADS (default 2). CPU backend.
+# CHROMATICITIES (default "-4 -2 0 2", the most unstable first); DAMPER_CHROMATICITIES (default: the first
+# and 0); N_D (default 50); THREADS (default 2). CPU backend.
 set -eu
 OUT=${1:-instability_example}
 TURNS=${2:-1500}
-N=${3:-10000}
+N=${3:-20000}
 FT=${FUSETRACK:-build/bin/fusetrack}
 PY=${PYTHON:-python3}
 CHROMATICITIES=${CHROMATICITIES:-"-4 -2 0 2"}
@@ -40,13 +41,18 @@ for QP in $CHROMATICITIES; do
   sep=", "
   [ -n "${first_qp:-}" ] || first_qp=$QP
 done
-# The most unstable case with the damper (its lattice file was written with the scan's).
-name="qp${first_qp}"
+# With the damper: the most unstable case and Q' = 0 (DAMPER_CHROMATICITIES, each one of the scan's, whose
+# lattice files with the damper were written with the scan's); 500 turns at most, fitted over turns 10-150
+# (the centroid reaches the noise floor of N macroparticles after ~ 4 n_d turns).
 DAMPER_TURNS_RUN=$(( TURNS < 500 ? TURNS : 500 ))
-echo "== Q' = $first_qp with a TransverseDamper of $N_D turns: $DAMPER_TURNS_RUN turns"
-$FT track "$OUT/ring_${name}_damper.json" -p "$OUT/bunch.npz" -n "$DAMPER_TURNS_RUN" --monitor "$OUT/${name}_damper.npz" \
-  --device cpu --threads "$THREADS" | grep -E "^(particles|time)"
-runs="$runs$sep{\"name\": \"${name}_damper\", \"chromaticity\": $first_qp, \"damper_turns\": $N_D, \"monitor\": \"$OUT/${name}_damper.npz\", \"intended\": \"$OUT/ring_$name.intended.json\", \"first\": 10, \"last\": 150}]"
+for QP in ${DAMPER_CHROMATICITIES:-$first_qp 0}; do
+  name="qp${QP}"
+  echo "== Q' = $QP with a TransverseDamper of $N_D turns: $DAMPER_TURNS_RUN turns"
+  $FT track "$OUT/ring_${name}_damper.json" -p "$OUT/bunch.npz" -n "$DAMPER_TURNS_RUN" --monitor "$OUT/${name}_damper.npz" \
+    --device cpu --threads "$THREADS" | grep -E "^(particles|time)"
+  runs="$runs$sep{\"name\": \"${name}_damper\", \"chromaticity\": $QP, \"damper_turns\": $N_D, \"monitor\": \"$OUT/${name}_damper.npz\", \"intended\": \"$OUT/ring_$name.intended.json\", \"first\": 10, \"last\": 150}"
+done
+runs="$runs]"
 echo "$runs" > "$OUT/runs.json"
 $PY "$HERE/instability_analysis.py" report "$OUT"
 echo "plots: $OUT/growth_vs_chromaticity.png $OUT/centroids.png; table: $OUT/summary.txt"

@@ -131,11 +131,12 @@ def report(out_dir):
         note = ""
         ref = r.get("expected_rate", r["sacherer_rate"])
         if r.get("damper_turns"):
-            note = (f"damper n_d = {r['damper_turns']:g}: expected Sacherer + ln(1 - 2/n_d)/2 = {ref:.3e}; "
-                    f"e-folding {-1 / r['fitted_rate']:.1f} turns" if r["fitted_rate"] < 0 else "")
-        ratio = r["fitted_rate"] / ref if ref != 0 else float("nan")
+            note = (f"damper n_d = {r['damper_turns']:g} (alone ln(1 - 2/n_d)/2 = {r['damper_rate']:.3e}); "
+                    f"expected Sacherer + damper; e-folding {-1 / r['fitted_rate']:.1f} turns" if r["fitted_rate"] < 0
+                    else f"damper n_d = {r['damper_turns']:g}: not damped")
+        ratio = f"{r['fitted_rate'] / ref:6.3f}" if abs(ref) > 1e-9 else "   n/a"
         lines.append(f"{r['name']:<18} {r['chromaticity']:+5.1f}   {r['fitted_rate']:+.3e} +- {r['fit_error']:.1e}"
-                     f"   {ref:+.3e}   {ratio:6.3f}   {r['first']:g}-{r['last']:g}   {note}")
+                     f"   {ref:+.3e}   {ratio}   {r['first']:g}-{r['last']:g}   {note}")
     lines.append(f"(fits of mean_x by tools/fit_growth.py, Hilbert envelope; real tune shift of mode 0 "
                  f"{rows[0]['sacherer_tune_shift_real']:.2e}, Q_s {rows[0]['synchrotron_tune']:.4f})")
     text = "\n".join(lines)
@@ -156,7 +157,7 @@ def report(out_dir):
                 yerr=[r["fit_error"] for r in scan], fmt="o", label="fusetrack (fit of <x>)")
     for r in rows:
         if r.get("damper_turns"):
-            ax.plot([r["chromaticity"]], [r["fitted_rate"]], "s", label=f"with damper n_d = {r['damper_turns']:g}")
+            ax.plot([r["chromaticity"]], [r["fitted_rate"]], "s", label=f"Q'x = {r['chromaticity']:+g} with damper n_d = {r['damper_turns']:g}")
     ax.axhline(0, color="gray", lw=0.5)
     ax.set_xlabel("chromaticity Q'x")
     ax.set_ylabel("growth rate [1/turn]")

@@ -7,23 +7,28 @@ SPS-like parameters (CERN SPS at injection, 26 GeV/c, Q20 optics; H. Bartosik, "
 optics studies for the LHC injectors upgrade", CERN-THESIS-2013-257, and H. Bartosik et al., "Low
 gamma transition optics for the SPS", IPAC'11, THPAT026): circumference 6911.5 m, harmonic 4620
 (200 MHz RF), gamma_t = 17.95, fractional tunes 0.13 / 0.18. RF voltage 3 MV (of the order of the
-Q20 flat-bottom voltage; it sets Q_s ~ 0.012). Transverse impedance: one broadband resonator
-R_perp = 10 MOhm/m, f_r = 1 GHz, Q = 1, the kind of SPS broadband model used in HEADTAIL TMCI studies
-(E. Metral et al., "Transverse mode coupling instability in the CERN SPS", HB2004; B. Salvant, EPFL
-thesis 4585, 2010). Representative values, not a validated SPS impedance model.
+Q20 flat-bottom voltage; it sets Q_s = 0.0124). Transverse impedance: one broadband resonator
+R_perp = 10 MOhm/m, f_r = 1 GHz, Q = 1, the kind of SPS broadband model of the HEADTAIL studies of the
+SPS's fast vertical instability / TMCI at 26 GeV/c (G. Rumolo, E. Metral et al., CERN; B. Salvant, EPFL
+thesis 4585, 2010) -- the values are those suggested for this example and are of that order; they were
+not checked here against the papers. Representative values, not a validated SPS impedance model. The
+bunch: 2e10 protons (a fifth of the nominal LHC bunch, so that the real tune shift of mode 0, 0.0047,
+stays below Q_s, the domain of Sacherer's formula), rms length 0.12 m (4 sigma_t = 1.6 ns).
 
-The model is simplified on purpose (a fast example, ~10 s per 1000 turns of 2e4 particles):
+The model is simplified on purpose (a fast example, ~10 s per 1000 turns of 2e4 particles on 2 cores):
 the betatron optics is 16 thin-lens FODO cells (40 m each, thin bends of length 0 for the dispersion
 at the sextupoles), tunes 4.13 / 4.18 (the SPS's fractional parts, a smaller integer part); the rest
 of the circumference is a LongitudinalDrift (zeta slippage only) whose momentum compaction makes the
 ring's gamma_t the SPS's. The head-tail growth rate depends on the optics only through beta at the
-wake (one kick per turn), the tunes, Q', eta and f0, which are the SPS-like values (beta_x ~ 68 m at
-the wake, close to the SPS's ~ 42 m average beta... R / Q_x = 54 m).
+wake (one kick per turn), the fractional tune, Q', eta and f0: the last three are the SPS's, beta_x at
+the wake is 69.3 m (the SPS's average beta R / Q_x is 54 m in Q20; the SPS's integer tunes 20 / 20 are
+not reproduced).
 
 The chromaticity knob: two thin sextupole families (SF at the centre of QF, SD at the centre of QD)
 set from the thin-lens optics computed here (numpy, independently of fusetrack):
-  Q'_x = -(1/4 pi) sum beta_x k1L + (1/4 pi) sum beta_x D k2L,
-  Q'_y = +(1/4 pi) sum beta_y k1L... with the sign of each plane (Q' = dQ / d delta, k2L = knl[2]).
+  Q'_x = -(1/4 pi) sum beta_x k1L_x + (1/4 pi) sum beta_x D k2L,
+  Q'_y = -(1/4 pi) sum beta_y k1L_y - (1/4 pi) sum beta_y D k2L,   k1L_y = -k1L_x,
+(Q' = dQ / d delta, k2L = knl[2]; thin lenses with the drift's px / (1 + delta), bends of length 0).
 `fusetrack optics` gives the same tunes and chromaticities (tests/python/test_instability_example.py).
 
   python3 tools/lattices/make_instability_ring.py [--chromaticity QPX QPY] [--output-dir DIR]
