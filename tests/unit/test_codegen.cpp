@@ -10,6 +10,7 @@
 #include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/nvrtc_compiler.h"
+#include "fusetrack/slice_wakes.h"
 #include "support/lattice_builders.h"
 
 using namespace ft;
@@ -72,7 +73,10 @@ TEST_CASE("every bundled lattice compiles with NVRTC") {
     if (lattice.has_collective()) {  // and its collective kernels (segments, wrap, solvers)
       const TurnProgram program = TurnProgram::build(lattice);
       std::vector<SliceGrid> grids;
-      for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, FmaMode::Off, 1).slice_grid());
+      for (size_t c : program.collective)  // slice-moment elements (TransverseWake, TransverseDamper) have their own solver
+        grids.push_back(lattice.element(c).type->is_moments_collective()
+                            ? MomentsCollectiveSolver(lattice, c, 1).slice_grid()
+                            : CollectiveSolver(lattice, c, FmaMode::Off, 1).slice_grid());
       const KernelCompiler compiler("off");
       for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
         CompiledKernel k;
