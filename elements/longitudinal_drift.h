@@ -9,9 +9,9 @@
 #pragma once
 #include "fusetrack/device/element.h"
 
-#define FT_LONGITUDINAL_DRIFT_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                          \
-  REQUIRED(double, length, "m", "length of the section")                                      \
-  PARAM(double, momentum_compaction, 0.0, "1", "first-order momentum compaction alpha_c")     \
+#define FT_LONGITUDINAL_DRIFT_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                     \
+  REQUIRED(double, length, "m", "length of the section")                                  \
+  PARAM(double, momentum_compaction, 0.0, "1", "first-order momentum compaction alpha_c") \
   PARAM(double, momentum_compaction_2, 0.0, "1", "second-order momentum compaction alpha_2")
 
 FT_ELEMENT_STRUCT(LongitudinalDrift, FT_LONGITUDINAL_DRIFT_FIELDS)

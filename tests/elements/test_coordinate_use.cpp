@@ -54,7 +54,8 @@ bool same_bits(const std::vector<double>& a, const std::vector<double>& b) {
 }
 
 /// Checks one element (type and parameters) against its declaration; returns false on a mismatch.
-void check_declaration(const ft::ElementType& type, const unsigned char* params, double beta0, const std::string& where) {
+void check_declaration(const ft::ElementType& type, const unsigned char* params, double beta0,
+                       const std::string& where) {
   const ft::Particles in = sample_particles(beta0, 64, 7);
   const ft::Particles out = track_once(type, params, in);
   for (int c = 0; c < 9; ++c) {
@@ -83,9 +84,9 @@ void check_declaration(const ft::ElementType& type, const unsigned char* params,
 TEST_CASE("declared coordinates: every built-in element type's declaration matches its track function") {
   ft::ElementRegistry& registry = ft::test::builtin_registry();
   std::vector<std::string> files;
-  for (const char* name : {"reference_sequence.json", "mba_light_source.json", "sextupole_rf_ring.json",
-                           "fodo_ring.json", "space_charge_ring.json", "thin_collider_12k.json",
-                           "longitudinal_only_bench_ring.json"})
+  for (const char* name :
+       {"reference_sequence.json", "mba_light_source.json", "sextupole_rf_ring.json", "fodo_ring.json",
+        "space_charge_ring.json", "thin_collider_12k.json", "longitudinal_only_bench_ring.json"})
     files.push_back(std::string(FT_SOURCE_DIR) + "/lattices/" + name);
   for (const char* name : {"clic_damping_ring.json", "psb_injection.json"}) {
     const std::string path = std::string(FT_SHARED_DIR) + "/lattices/xsuite/" + name;

@@ -99,7 +99,7 @@ FieldError field_error(double sx, double sy) {
 
 TEST_CASE("SpaceChargeBiGaussian: descriptor (thin, Xsuite field names, units, derived constants)") {
   const ft_element_type_desc& d = ft_element_descriptor_SpaceChargeBiGaussian();
-  CHECK(d.flags == FT_THIN);
+  CHECK(d.flags == (FT_THIN | FT_LARGE_CODE));  // thin; kept out of large baked kernels
   for (const char* f : {"length", "number_of_particles", "sigma_z", "sigma_x", "sigma_y"}) {
     CAPTURE(f);
     REQUIRE(find_field(d, f) != nullptr);
