@@ -99,6 +99,7 @@ TEST_CASE("declared coordinates: every built-in element type's declaration match
     "elements": {
       "corrector": {"type": "Corrector", "length": 0.3, "hkick": 1e-4, "vkick": -2e-4},
       "drift_exact": {"type": "DriftExact", "length": 1.5},
+      "edge": {"type": "DipoleEdge", "k": 0.05, "e1": 0.1, "hgap": 0.03, "fint": 0.5},
       "polygon": {"type": "LimitPolygon", "n_vertices": 4, "x_vertices": [-1.5e-3, 1.5e-3, 1.5e-3, -1.5e-3],
                   "y_vertices": [-1.5e-3, -1.5e-3, 1.5e-3, 1.5e-3]},
       "racetrack": {"type": "LimitRacetrack", "min_x": -1.8e-3, "max_x": 1.8e-3, "min_y": -1.8e-3, "max_y": 1.8e-3,
@@ -113,7 +114,7 @@ TEST_CASE("declared coordinates: every built-in element type's declaration match
                        "sigma_z": 0.3, "sigma_x": 1e-3, "sigma_y": 8e-4},
       "shift": {"type": "XYShift", "dx": 1e-4, "dy": -2e-4}
     },
-    "sequence": ["corrector", "drift_exact", "polygon", "racetrack", "rect", "rect_ellipse", "rf_multipole",
+    "sequence": ["corrector", "drift_exact", "edge", "polygon", "racetrack", "rect", "rect_ellipse", "rf_multipole",
                  "s_rotation", "sextupole", "space_charge", "shift"]
   })"));
   std::set<std::string> checked;
