@@ -48,6 +48,16 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
   const std::string base = lattice.base_directory();
   if (m_desc->create_moments(m_params, def.json.c_str(), base.c_str(), &abi_ref, &m_model, &err) != 0)
     throw InputError(where, err.message);
+  // When the constructor throws below (a bad model, a table refused), the destructor does not run:
+  // the guard releases the plugin's model then.
+  struct ModelGuard {
+    ft_moments_model& model;
+    bool armed = true;
+    ~ModelGuard() {
+      if (armed && model.destroy) model.destroy(model.state);
+      if (armed) model.destroy = nullptr;
+    }
+  } guard{m_model};
   auto bad = [&](const char* field, const std::string& problem) {
     InputLocation at = where;
     at.field = field;
@@ -121,6 +131,7 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
                                                                            m_model.ranges[2], m_model.ranges[3]},
                                                      macroparticles);
   m_kicks.assign(static_cast<size_t>(n) * FT_SLICE_KICK_VALUES, 0.0);
+  guard.armed = false;  // built: the destructor releases the model
 }
 
 MomentsCollectiveSolver::~MomentsCollectiveSolver() {

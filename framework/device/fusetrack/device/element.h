@@ -485,6 +485,10 @@ int create_moments(const void* params, const char* json_definition, const char* 
   } catch (...) {
     write_error(error, "unknown C++ exception");
   }
+  // A model half built before the error (its state allocated, a table then refused) is released here.
+  if (model->state && model->destroy) model->destroy(model->state);
+  model->state = nullptr;
+  model->destroy = nullptr;
   return 1;
 }
 
