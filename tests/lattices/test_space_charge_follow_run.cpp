@@ -17,18 +17,7 @@
 
 namespace {
 
-ft::Lattice ring_with_space_charge() {
-  const ft::Lattice bare = ft::test::bundled_lattice("space_charge_ring.json");
-  ft::SpaceChargeInstallOptions o;
-  o.elements = 8;
-  o.intensity = 1.5e11;
-  o.eps_nx = 2e-6;
-  o.eps_ny = 1.5e-6;
-  o.sigma_zeta = 8.0;
-  o.delta_rms = 1e-3;
-  const ft::InstalledSpaceCharge sc = ft::install_space_charge(bare, o, ft::test::builtin_registry(), "ring");
-  return ft::lattice_from_json(sc.lattice, "ring+sc", ft::test::builtin_registry());
-}
+ft::Lattice ring_with_space_charge() { return ft::test::space_charge_ring(8); }
 
 ft::Particles wide_beam(const ft::Lattice& ring) {
   ft::GaussianBunchSpec spec;
