@@ -45,7 +45,7 @@ if [ "$MODE" = full ]; then
   echo "== CLIC, 60 seeds x 100 x 100 x 10^4 turns, one GPU" | tee "$OUT/study_clic.log"
   /usr/bin/time -f "study wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns 10000 --angles 100 \
     --amplitudes 100 --amplitude-range 0.0001 0.01 --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/study_clic 2>&1 \
-    | grep -vE "^progress|^ +[0-9]+ " | tail -12 | tee -a "$OUT/study_clic.log"
+    | grep -vE "^progress|^ +[0-9]+ " | tail -16 | tee -a "$OUT/study_clic.log"
   [ "${ALONE:-1}" = 1 ] && echo "== CLIC, one scan alone (the same grid), one GPU" | tee -a "$OUT/study_clic.log" &&
   /usr/bin/time -f "alone wall %e s" $BIN da "$CLIC" --turns 10000 --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
     --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/alone_clic 2>&1 | grep -E "survivors|DA min|wall" | tee -a "$OUT/study_clic.log"
@@ -65,11 +65,13 @@ JSON
   $BIN errors lattices/mba_light_source.json --table build-gpu/mba_table.json --seeds 60 --split-lattice build-gpu/mba_split.json \
     -o build-gpu/mba_seeds.json >/dev/null 2>&1 || echo "errors failed"
   GRID="--angles 16 --amplitudes 31 --amplitude-range 0.0002 0.004"
-  for run in "gpu 1000 0" "gpu 100 0" "cpu 100 16" "cpu 10 16" "cpu 10 1"; do
+  # LS_RUNS: "device turns threads" triples (default: the issue's runs and the thread scaling)
+  IFS=';' read -ra LS_LIST <<< "${LS_RUNS:-gpu 1000 0;gpu 100 0;cpu 100 16;cpu 10 16;cpu 10 1}"
+  for run in "${LS_LIST[@]}"; do
     set -- $run
     echo "== light-source ring, 60 seeds x 496 x $2 turns, device $1, threads $3" | tee -a "$OUT/lightsource.log"
     $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json $GRID -n $2 --device $1 --threads $3 --no-plots \
-      -o build-gpu/ls_$1_$2_$3 2>&1 | grep -E "^survivors|DA .smallest" | tee -a "$OUT/lightsource.log"
+      -o build-gpu/ls_$1_$2_$3 2>&1 | grep -E "^survivors|DA .smallest|^set-up|^tracking" | tee -a "$OUT/lightsource.log"
   done
   if [ -d .peers/trackcpp ] && [ "${TRACKCPP:-1}" = 1 ]; then
     DRIVER=.peers/bench_trackcpp/build-g++12.2.0-gsl/tc_driver
