@@ -14,6 +14,8 @@
 
 namespace ft {
 
+class Communicator;  // fusetrack/parallel.h
+
 enum class DaGrid { Polar, Cartesian };
 enum class DaUnits { Metres, Sigma };
 
@@ -73,8 +75,12 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config);
 /// A DA study: the scan of `config` on every lattice (variants of one lattice: the same sequence,
 /// e.g. error seeds), each exactly as make_da_scan builds it alone (its own closed orbit and beam
 /// sizes), joined in order: variant v's particles follow variant v-1's, each carrying its index.
+/// With `ranks` (a collective call: every rank of it calls), each rank computes the closed orbit
+/// and optics of its contiguous share of the variants (share_of) and the ranks exchange them
+/// exactly, so that every rank returns the same study, bit for bit, as one process would. A
+/// variant that fails (no closed orbit) throws Error naming it on every rank (the first in order).
 DaScan make_da_study(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
-                     const DaConfig& config);
+                     const DaConfig& config, Communicator* ranks = nullptr);
 
 /// Variant v of a study as the scan of that variant alone (its particles, frame and grid).
 DaScan da_variant_scan(const DaScan& study, size_t v);

@@ -6,6 +6,7 @@
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <limits>
@@ -69,7 +70,37 @@ void validate_da_config(const DaConfig& c) {
   if (c.refine_resolution < 0) throw InputError(option("--refine"), "the resolution must be positive");
 }
 
-DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
+namespace {
+
+/// What a scan takes from its lattice: the reference's beta0, the beam sizes per unit amplitude and
+/// the closed orbit (the optics at the start). The rest of a scan follows from the configuration.
+struct DaFrame {
+  double beta0 = 1.0;
+  double sigma_x = 1.0, sigma_y = 1.0;
+  double closed_orbit[6] = {0, 0, 0, 0, 0, 0};
+};
+constexpr size_t kFrameWords = 9;  // the doubles of a DaFrame, exchanged between ranks as bit patterns
+
+void frame_to_words(const DaFrame& f, uint64_t* w) {
+  const double d[kFrameWords] = {f.beta0, f.sigma_x, f.sigma_y, f.closed_orbit[0], f.closed_orbit[1],
+                                 f.closed_orbit[2], f.closed_orbit[3], f.closed_orbit[4], f.closed_orbit[5]};
+  std::memcpy(w, d, sizeof d);
+}
+
+DaFrame frame_from_words(const uint64_t* w) {
+  double d[kFrameWords];
+  std::memcpy(d, w, sizeof d);
+  DaFrame f;
+  f.beta0 = d[0];
+  f.sigma_x = d[1];
+  f.sigma_y = d[2];
+  std::copy(d + 3, d + 9, f.closed_orbit);
+  return f;
+}
+
+/// The lattice-dependent part of make_da_scan (the CPU work of a study's set-up: closed orbit and
+/// optics). Throws for a collective element, a lattice without a closed orbit or finite beam sizes.
+DaFrame da_frame(const Lattice& lattice, const DaConfig& config) {
   validate_da_config(config);
   // A DA scan tracks independent initial conditions; a collective element would couple them
   // through one bunch profile, which has no meaning for a grid of test particles. Refused.
@@ -84,11 +115,9 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
                             "needs a whole bunch; remove it from the sequence for a DA scan, or track a bunch with "
                             "`fusetrack track`");
   }
-  DaScan scan;
-  scan.config = config;
-  const double beta0 = lattice.reference().beta0();
-  scan.sigma_x = scan.sigma_y = 1.0;
-  double co[6] = {0, 0, 0, 0, 0, 0};
+  DaFrame frame;
+  frame.beta0 = lattice.reference().beta0();
+  double* co = frame.closed_orbit;
   const bool need_optics = config.units == DaUnits::Sigma || config.around_closed_orbit;
   LinearOptics optics;
   if (need_optics) {
@@ -98,11 +127,22 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
   }
   if (config.units == DaUnits::Sigma) {
     const BeamSizes sizes = beam_sizes(optics, config.emittance_nx, config.emittance_ny);
-    scan.sigma_x = sizes.sigma_x;
-    scan.sigma_y = sizes.sigma_y;
-    if (!(scan.sigma_x > 0) || !(scan.sigma_y > 0))
+    frame.sigma_x = sizes.sigma_x;
+    frame.sigma_y = sizes.sigma_y;
+    if (!(frame.sigma_x > 0) || !(frame.sigma_y > 0))
       throw InputError(option("--units"), "the optics at the start give no finite beam size (unstable lattice?)");
   }
+  return frame;
+}
+
+/// The scan of `config` in a lattice's frame: the grid and the initial conditions around its closed orbit.
+DaScan da_scan_in_frame(const DaFrame& frame, const DaConfig& config) {
+  DaScan scan;
+  scan.config = config;
+  const double beta0 = frame.beta0;
+  scan.sigma_x = frame.sigma_x;
+  scan.sigma_y = frame.sigma_y;
+  const double* co = frame.closed_orbit;
   std::copy(co, co + 6, scan.closed_orbit);
 
   std::vector<std::pair<double, double>> points;  // (grid_x, grid_y) in amplitude units
@@ -148,6 +188,12 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
   }
   scan.particles = scan.initial;
   return scan;
+}
+
+}  // namespace
+
+DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
+  return da_scan_in_frame(da_frame(lattice, config), config);
 }
 
 bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, DaProgress* progress_out) {
@@ -856,23 +902,56 @@ DaScan merge_da_parts(const std::vector<std::string>& inputs, std::string& latti
 }
 
 DaScan make_da_study(const std::vector<const Lattice*>& lattices, const std::vector<std::string>& names,
-                     const DaConfig& config) {
+                     const DaConfig& config, Communicator* ranks) {
   if (lattices.empty()) throw Error("a DA study needs at least one lattice");
   if (names.size() != lattices.size()) throw Error("a DA study needs one name per lattice");
-  std::vector<DaScan> scans(lattices.size());
-  // Each variant's closed orbit and optics on its own thread (independent lattices; the CPU work of
-  // a study's set-up, 45 s one after the other for 60 seeds of the CLIC damping ring).
-  std::vector<std::string> failures(lattices.size());
+  const size_t n = lattices.size();
+  const int n_ranks = ranks ? ranks->size() : 1, rank = ranks ? ranks->rank() : 0;
+  // Each variant's closed orbit and optics (its frame) on its own thread (independent lattices; the
+  // CPU work of a study's set-up, 45 s one after the other for 60 seeds of the CLIC damping ring),
+  // and over MPI ranks each rank those of its share of the variants, exchanged after.
+  const Share mine = share_of(n, rank, n_ranks);
+  std::vector<DaFrame> frames(n);
+  std::vector<std::string> failures(n);
 #pragma omp parallel for schedule(dynamic, 1)
-  for (size_t v = 0; v < lattices.size(); ++v) {
+  for (size_t v = mine.begin; v < mine.end; ++v) {
     try {
-      scans[v] = make_da_scan(*lattices[v], config);
+      frames[v] = da_frame(*lattices[v], config);
     } catch (const std::exception& ex) {  // e.g. no closed orbit: name the variant (an error seed without correction)
       failures[v] = fmt::format("DA study, variant '{}': {}", names[v], ex.what());
     }
   }
+  if (n_ranks > 1) {
+    // The ranks agree first on the first variant that failed (every rank throws its message: no
+    // rank waits in a later exchange), then exchange the frames as bit patterns: each word is
+    // summed from its owner's value and zeros, which is exact.
+    std::vector<uint64_t> first(static_cast<size_t>(n_ranks), 0);
+    first[static_cast<size_t>(rank)] = n;
+    for (size_t v = mine.begin; v < mine.end; ++v)
+      if (!failures[v].empty()) {
+        first[static_cast<size_t>(rank)] = v;
+        break;
+      }
+    ranks->allreduce_sum(first.data(), first.size());
+    const size_t failed = static_cast<size_t>(*std::min_element(first.begin(), first.end()));
+    if (failed < n) {
+      const std::string& own = failures[failed];  // empty except on the rank that computed it
+      uint64_t length = own.size();
+      ranks->allreduce_sum(&length, 1);
+      std::vector<uint64_t> words((length + 7) / 8, 0);
+      std::memcpy(words.data(), own.data(), own.size());
+      ranks->allreduce_sum(words.data(), words.size());
+      throw Error(std::string(reinterpret_cast<const char*>(words.data()), length));
+    }
+    std::vector<uint64_t> words(n * kFrameWords, 0);
+    for (size_t v = mine.begin; v < mine.end; ++v) frame_to_words(frames[v], &words[v * kFrameWords]);
+    ranks->allreduce_sum(words.data(), words.size());
+    for (size_t v = 0; v < n; ++v) frames[v] = frame_from_words(&words[v * kFrameWords]);
+  }
   for (const std::string& f : failures)
     if (!f.empty()) throw Error(f);
+  std::vector<DaScan> scans(n);
+  for (size_t v = 0; v < n; ++v) scans[v] = da_scan_in_frame(frames[v], config);
   DaScan study = std::move(scans[0]);
   study.variant.assign(study.particles.size(), 0);
   auto frame_of = [&](const DaScan& s, size_t v) {

@@ -407,7 +407,7 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
       throw option_error(options.part_label, "--refine needs whole rays: refine after merging the parts");
     m_part = parse_part(options.part, options.part_label);
   }
-  m_full = lattices.empty() ? make_da_scan(m_lattice, config) : make_da_study(lattices, names, config);
+  m_full = lattices.empty() ? make_da_scan(m_lattice, config) : make_da_study(lattices, names, config, &comm);
   m_fingerprint = da_fingerprint(options.lattice_file, config);
   if (m_variants) m_fingerprint += "-" + variants_fingerprint(*m_variants);
   m_total = m_full.particles.size();
