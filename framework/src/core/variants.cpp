@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <exception>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <regex>
@@ -322,11 +323,31 @@ LatticeVariants variants_from_json(const Lattice& base, const json& doc, const s
   std::set<std::string> instances;
   collect_instance_names(doc, instances);
   const Lattice own = with_own_instances(base, instances);
-  for (const auto& [name, entries] : listed) {
-    Lattice variant = own;
-    apply_entries(variant, *entries, file, name);
-    for (size_t c = 0; c < combinations; ++c) {
-      Lattice knobbed = variant;
+  // The variants are independent: each is built on a thread of its own (its entries applied to a
+  // copy of the base, then each knob combination applied and prepared; the CPU work of reading a
+  // study of 60 error seeds of a long ring), and the first failure in the order of the file is
+  // thrown, as building them one after the other would.
+  const size_t n_listed = listed.size(), total = n_listed * combinations;
+  std::vector<Lattice> edited(n_listed);
+  std::vector<std::exception_ptr> edit_failure(n_listed), knob_failure(total);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t i = 0; i < n_listed; ++i) {
+    try {
+      edited[i] = own;
+      apply_entries(edited[i], *listed[i].second, file, listed[i].first);
+    } catch (...) {
+      edit_failure[i] = std::current_exception();
+    }
+  }
+  out.names.resize(total);
+  out.lattices.resize(total);
+#pragma omp parallel for schedule(dynamic, 1)
+  for (size_t k = 0; k < total; ++k) {
+    const size_t i = k / combinations, c = k % combinations;
+    if (edit_failure[i]) continue;
+    try {
+      const std::string& name = listed[i].first;
+      Lattice knobbed = combinations == 1 ? std::move(edited[i]) : edited[i];
       std::string full = name;
       size_t rest = c;
       for (const Scan& s : scans) {
@@ -338,9 +359,16 @@ LatticeVariants variants_from_json(const Lattice& base, const json& doc, const s
         full += fmt::format("/{}{}={}", s.field, s.index >= 0 ? fmt::format("[{}]", s.index) : "", v);
       }
       prepare_variant(knobbed, file, full);
-      out.names.push_back(full);
-      out.lattices.push_back(std::move(knobbed));
+      out.names[k] = std::move(full);
+      out.lattices[k] = std::move(knobbed);
+    } catch (...) {
+      knob_failure[k] = std::current_exception();
     }
+  }
+  for (size_t i = 0; i < n_listed; ++i) {
+    if (edit_failure[i]) std::rethrow_exception(edit_failure[i]);
+    for (size_t c = 0; c < combinations; ++c)
+      if (knob_failure[i * combinations + c]) std::rethrow_exception(knob_failure[i * combinations + c]);
   }
   return out;
 }
