@@ -152,5 +152,7 @@ const char* json_type_name(const nlohmann::ordered_json& value);
 
 /// Parses JSON text; a syntax error becomes an InputError with line and column.
 nlohmann::ordered_json parse_json_file(const std::string& path);
+/// The same for JSON text of the file `path` (named in the messages).
+nlohmann::ordered_json parse_json_text(const std::string& text, const std::string& path);
 
 }  // namespace ft

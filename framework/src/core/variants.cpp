@@ -8,9 +8,11 @@
 #include <cstring>
 #include <exception>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <regex>
 #include <set>
+#include <sstream>
 
 #include "fusetrack/error.h"
 #include "fusetrack/tracker.h"
@@ -234,6 +236,110 @@ json scan_value(const Scan& scan, double v) {
   return list;
 }
 
+/// The index just past the string that starts with the quote at `i` (npos when unterminated).
+size_t past_string(const std::string& t, size_t i) {
+  for (size_t j = i + 1; j < t.size(); ++j) {
+    if (t[j] == '\\') ++j;
+    else if (t[j] == '"') return j + 1;
+  }
+  return std::string::npos;
+}
+
+size_t skip_space(const std::string& t, size_t i) {
+  while (i < t.size() && (t[i] == ' ' || t[i] == '\t' || t[i] == '\n' || t[i] == '\r')) ++i;
+  return i;
+}
+
+/// The list of the top-level key "variants" of the JSON text `t`: the positions of its brackets
+/// and the spans of its entries (between the commas directly inside it). False when there is no
+/// such list, or it has fewer than two entries, or the text ends inside it.
+bool variants_list_spans(const std::string& t, size_t& open, size_t& close, std::vector<std::pair<size_t, size_t>>& spans) {
+  int depth = 0;
+  size_t i = 0;
+  for (open = std::string::npos; i < t.size() && open == std::string::npos;) {
+    const char c = t[i];
+    if (c == '"') {
+      const size_t end = past_string(t, i);
+      if (end == std::string::npos) return false;
+      if (depth == 1 && end - i == 10 && t.compare(i, 10, "\"variants\"") == 0) {
+        const size_t colon = skip_space(t, end);
+        if (colon < t.size() && t[colon] == ':') {
+          const size_t bracket = skip_space(t, colon + 1);
+          if (bracket < t.size() && t[bracket] == '[') open = bracket;
+        }
+      }
+      i = end;
+      continue;
+    }
+    if (c == '{' || c == '[') ++depth;
+    if (c == '}' || c == ']') --depth;
+    ++i;
+  }
+  if (open == std::string::npos) return false;
+  depth = 0;
+  size_t begin = open + 1;
+  for (i = open + 1; i < t.size(); ++i) {
+    const char c = t[i];
+    if (c == '"') {
+      const size_t end = past_string(t, i);
+      if (end == std::string::npos) return false;
+      i = end - 1;
+    } else if (c == '{' || c == '[') {
+      ++depth;
+    } else if ((c == '}' || c == ']') && depth > 0) {
+      --depth;
+    } else if (c == ']' || c == '}') {
+      close = i;
+      spans.emplace_back(begin, i);
+      return c == ']' && spans.size() >= 2;
+    } else if (c == ',' && depth == 0) {
+      spans.emplace_back(begin, i);
+      begin = i + 1;
+    }
+  }
+  return false;
+}
+
+/// A variants file (JSON) parsed as parse_json_file parses it, but with the entries of its
+/// "variants" list parsed on several threads (a file of 60 error seeds of a long ring is 120 MB).
+/// Any failure of the pieces falls back to parsing the whole text, whose messages name the line.
+json parse_variants_file(const std::string& path) {
+  std::string text;
+  {
+    std::ifstream in(path, std::ios::binary);
+    if (!in) return parse_json_file(path);  // its message
+    std::stringstream ss;
+    ss << in.rdbuf();
+    text = ss.str();
+  }
+  size_t open = 0, close = 0;
+  std::vector<std::pair<size_t, size_t>> spans;
+  if (variants_list_spans(text, open, close, spans)) {
+    try {
+      // The document with an empty list (every other key checked as in the whole file), then the entries.
+      json doc = parse_json_text(text.substr(0, open + 1) + text.substr(close), path);
+      std::vector<json> entries(spans.size());
+      std::vector<char> failed(spans.size(), 0);
+#pragma omp parallel for schedule(dynamic, 1)
+      for (size_t k = 0; k < spans.size(); ++k) {
+        try {
+          entries[k] = parse_json_text(text.substr(spans[k].first, spans[k].second - spans[k].first), path);
+        } catch (...) {
+          failed[k] = 1;
+        }
+      }
+      if (std::find(failed.begin(), failed.end(), 1) == failed.end() && doc.is_object() && doc.contains("variants") &&
+          doc.at("variants").is_array() && doc.at("variants").empty()) {
+        json& list = doc.at("variants");
+        for (json& entry : entries) list.push_back(std::move(entry));
+        return doc;
+      }
+    } catch (const std::exception&) {  // the whole text's parse below names the line and column
+    }
+  }
+  return parse_json_text(text, path);
+}
+
 }  // namespace
 
 Lattice with_own_instances(const Lattice& lattice, const std::set<std::string>& names) {
@@ -386,7 +492,7 @@ LatticeVariants load_variants(const Lattice& base, const std::vector<std::string
   std::set<std::string> instances;
   for (size_t k = 0; k < paths.size(); ++k) {
     if (std::filesystem::path(paths[k]).extension() != ".json") continue;
-    json doc = parse_json_file(paths[k]);
+    json doc = parse_variants_file(paths[k]);
     if (doc.is_object() && doc.contains("fusetrack_variants")) {
       collect_instance_names(doc, instances);
       docs[k] = std::move(doc);

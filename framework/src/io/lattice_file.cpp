@@ -166,7 +166,8 @@ std::string read_text_file(const std::string& path) {
   return text;
 }
 
-/// Parses JSON text (of the file `path`, for the messages).
+}  // namespace
+
 json parse_json_text(const std::string& text, const std::string& path) {
   try {
     json doc;
@@ -220,8 +221,6 @@ json parse_json_text(const std::string& text, const std::string& path) {
     throw InputError(InputLocation{path}, fmt::format("invalid JSON at line {}, column {}: {}", line, column, what));
   }
 }
-
-}  // namespace
 
 json parse_json_file(const std::string& path) { return parse_json_text(read_text_file(path), path); }
 
