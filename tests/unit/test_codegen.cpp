@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "fusetrack/codegen.h"
+#include "fusetrack/device/transform.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/slice_wakes.h"
@@ -108,6 +109,49 @@ TEST_CASE("generated source: one switch case per type used, layout checks, origi
     CHECK(std::memcmp(reinterpret_cast<const unsigned char*>(tables.params.data()) + tables.steps[e].param_offset(),
                       lattice.params(lattice.sequence()[e].definition), def.type->param_size) == 0);
   }
+}
+
+TEST_CASE("misaligned thin multipoles: the shift-roll case reads its blocks at fixed offsets") {
+  // Every Multipole shifted and rolled: the straight-line case (fusetrack/device/transform.h,
+  // transform_shift_roll_entry); one of them only shifted: the general case for the type.
+  nlohmann::ordered_json doc = ft::test::parse_bundled("sextupole_rf_ring.json");
+  for (auto& [name, e] : doc["elements"].items())
+    if (e["type"] == "Multipole") e.update({{"shift_x", 1e-5}, {"shift_y", -2e-5}, {"rot_s_rad", 1e-4}});
+  const Lattice all = lattice_from_json(doc, "shift_roll", builtin_registry());
+  const KernelSource src = generate_fused_kernel(all, FmaMode::Off, Dispatch::Switch);
+  REQUIRE(src.transformed_types.size() == 1);
+  CHECK(src.transformed_shift_roll[0]);
+  CHECK(src.text.find("ft::transform_shift_roll_entry(prm, p)") != std::string::npos);
+  CHECK(src.text.find("ft::transform_entry(prm, p)") == std::string::npos);
+  // The case reads the element's own parameters kTransformShiftRollWords words into its block.
+  const KernelTables tables = kernel_tables(all, src);
+  const unsigned char* table = reinterpret_cast<const unsigned char*>(tables.params.data());
+  size_t transformed = 0;
+  for (size_t e = 0; e < tables.steps.size(); ++e) {
+    if (tables.steps[e].type_id() < src.types.size()) continue;
+    ++transformed;
+    const unsigned char* block = table + tables.steps[e].param_offset();
+    uint64_t header = 0;
+    std::memcpy(&header, block, 8);
+    CHECK((header & 0xffffffffffffull) == kTransformShiftRollOperations);
+    CHECK((header >> 48) == static_cast<uint64_t>(kTransformShiftRollWords));
+    CHECK(std::memcmp(block + 8 * kTransformShiftRollWords, all.params(all.sequence()[e].definition),
+                      all.element(e).type->param_size) == 0);
+  }
+  CHECK(transformed > 0);
+
+  for (auto& [name, e] : doc["elements"].items())
+    if (e["type"] == "Multipole") {
+      e.erase("rot_s_rad");
+      break;
+    }
+  const Lattice mixed = lattice_from_json(doc, "shift_roll_and_shift", builtin_registry());
+  const KernelSource general = generate_fused_kernel(mixed, FmaMode::Off, Dispatch::Switch);
+  REQUIRE(general.transformed_types.size() == 1);
+  CHECK_FALSE(general.transformed_shift_roll[0]);
+  CHECK(general.text.find("ft::transform_shift_roll_entry(prm, p)") == std::string::npos);
+  compile_all_modes(all);
+  compile_all_modes(mixed);
 }
 
 TEST_CASE("identical parameter blocks are stored once in the switch kernel's table") {

@@ -51,6 +51,10 @@ struct KernelSource {
   /// block (the transformation's block, then the element's parameters).
   std::vector<const ElementType*> transformed_types;
   std::vector<uint32_t> transformed_words;
+  /// For each transformed type: every one of its blocks, in every variant, is a shift then a roll at
+  /// the entry and the reverse at the exit (misaligned thin multipoles); its case then runs them as
+  /// straight-line code at fixed offsets (fusetrack/device/transform.h, transform_shift_roll_entry).
+  std::vector<bool> transformed_shift_roll;
   /// Generated for lattice variants: each particle reads its variant's parameter table.
   bool variants = false;
 };

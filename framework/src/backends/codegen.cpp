@@ -12,6 +12,7 @@
 
 #include "fusetrack/collective.h"
 #include "fusetrack/device/reduction.h"
+#include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/transform.h"
 
@@ -173,13 +174,22 @@ void add_transformed_types(const Lattice& lattice, KernelSource& src, const std:
     const uint32_t block_words = transform_words_over_variants(lattices, entry.definition);
     if (block_words == 0) continue;
     const uint32_t words = block_words + (def.type->param_size + 7) / 8;
+    // Shift-roll: every variant transforms the definition with exactly the shift-roll block.
+    bool shift_roll = block_words == static_cast<uint32_t>(kTransformShiftRollWords);
+    for (const Lattice* l : lattices) {
+      const std::vector<uint64_t>* block = l->transform_block(entry.definition);
+      shift_roll = shift_roll && block && block->size() == static_cast<size_t>(kTransformShiftRollWords) &&
+                   ((*block)[0] & 0xffffffffffffull) == kTransformShiftRollOperations;
+    }
     auto it = std::find(src.transformed_types.begin(), src.transformed_types.end(), def.type);
     if (it == src.transformed_types.end()) {
       src.transformed_types.push_back(def.type);
       src.transformed_words.push_back(words);
+      src.transformed_shift_roll.push_back(shift_roll);
     } else {
-      uint32_t& w = src.transformed_words[static_cast<size_t>(it - src.transformed_types.begin())];
-      w = std::max(w, words);
+      const size_t j = static_cast<size_t>(it - src.transformed_types.begin());
+      src.transformed_words[j] = std::max(src.transformed_words[j], words);
+      src.transformed_shift_roll[j] = src.transformed_shift_roll[j] && shift_roll;
     }
   }
   if (src.types.size() + src.transformed_types.size() > 255)
@@ -248,6 +258,13 @@ std::string switch_cases(const KernelSource& src, const char* indent) {
   // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
   for (size_t j = 0; j < src.transformed_types.size(); ++j) {
     const ElementType* t = src.transformed_types[j];
+    if (src.transformed_shift_roll[j]) {  // every block is [header][shift, roll][roll, shift]: fixed offsets
+      s += fmt::format(
+          "{}case {}: {{ ft::transform_shift_roll_entry(prm, p); {}(*reinterpret_cast<const {}*>(prm + {}), p); "
+          "ft::transform_shift_roll_exit(prm, p); }} break;\n",
+          indent, src.types.size() + j, t->track_function, t->name, 8 * kTransformShiftRollWords);
+      continue;
+    }
     s += fmt::format(
         "{}case {}: {{ const unsigned char* own = ft::transform_entry(prm, p); {}(*reinterpret_cast<const {}*>(own), p); "
         "ft::transform_exit(prm, p); }} break;\n",

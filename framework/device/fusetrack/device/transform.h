@@ -98,6 +98,25 @@ FT_FUNCTION void transform_rotate_s_(const double* v, ParticleView& p) {
 constexpr unsigned long long kTransformShiftThenRoll = kTransformShiftXY | (kTransformRotateS << 4);
 constexpr unsigned long long kTransformRollThenShift = kTransformRotateS | (kTransformShiftXY << 4);
 
+/// A shifted and rolled straight element's block exactly: [header][dx, dy, sin, cos][sin, cos, dx, dy].
+constexpr unsigned long long kTransformShiftRollOperations = kTransformShiftThenRoll | (kTransformRollThenShift << 24);
+constexpr int kTransformShiftRollWords = 9;
+
+/// Entry and exit of an element whose block is the shift-roll block above (the kernel generator checks
+/// every block of the type): transform_apply's straight-line operations in the same order, read at fixed
+/// offsets, so the loads do not wait for the header and the results are the same bits.
+FT_FUNCTION void transform_shift_roll_entry(const unsigned char* block, ParticleView& p) {
+  const double* v = reinterpret_cast<const double*>(block) + 1;
+  transform_shift_xy_(v, p);
+  transform_rotate_s_(v + 2, p);
+}
+
+FT_FUNCTION void transform_shift_roll_exit(const unsigned char* block, ParticleView& p) {
+  const double* v = reinterpret_cast<const double*>(block) + 5;
+  transform_rotate_s_(v, p);
+  transform_shift_xy_(v + 2, p);
+}
+
 /// Runs the operations `ops` (4 bits each) with their values from `v`; returns the values after them.
 FT_FUNCTION const double* transform_apply(unsigned long long ops, const double* v, ParticleView& p) {
   // The most common lists as straight-line code: the same operations in the same order as the
