@@ -13,9 +13,11 @@ export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 if [ ! -x build-gpu/bin/fusetrack ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-  cmake --build build-gpu -j16 --target fusetrack builtin >"$OUT/build.log" 2>&1 || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+  cmake --build build-gpu -j16 --target fusetrack builtin ${TESTS:+test_gpu} >"$OUT/build.log" 2>&1 || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 fi
 BIN=$ROOT/build-gpu/bin/fusetrack
+# TESTS: a doctest filter of GPU tests to run first (e.g. "*transform*,variants*")
+[ -n "${TESTS:-}" ] && (cd build-gpu && ./bin/test_gpu -tc="$TESTS" 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions|bitwise" | tee "$OUT/test_gpu.log")
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tee "$OUT/device.txt"
 cat > build-gpu/clic_errors.json <<'JSON'
 {"fusetrack_error_table": 1, "cut": 3.0,
@@ -24,7 +26,7 @@ cat > build-gpu/clic_errors.json <<'JSON'
 JSON
 $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
 $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 1 -o build-gpu/clic_seed1.json >/dev/null 2>&1
-NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
+[ "${PROFILE:-1}" = 1 ] && NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1) || NCU=""
 echo "ncu: ${NCU:-none}"
 for run in ${RUNS:-clic_seeds60:10 clic_seed1:600 single:600}; do
   set -- ${run/:/ }
