@@ -116,11 +116,27 @@ class GridSolver:
         self.advection = np.kron(np.eye(n_r), 1j * ring["q_s"] * d)
         t = (self.z[None, :] - self.z[:, None]) / (beta0_of(ring) * C)   # row witness, column source
         self.wake = resonator_wake(t, ring["r_shunt"], ring["f_r"], ring["q_r"]) * self.w[None, :]
+        self.u = (r[:, None] * np.cos(phi[None, :])).ravel() / ring["sigma_z"]   # z / sigma_z
+        self.v = (r[:, None] * np.sin(phi[None, :])).ravel() / ring["sigma_z"]   # the other coordinate
+
+    def matrix(self, intensity):
+        return self.advection - self.ring["beta_x"] / (4 * math.pi) * kick_constant(self.ring, intensity) * self.wake
 
     def eigenvalues(self, intensity):
-        k = kick_constant(self.ring, intensity)
-        m = self.advection - self.ring["beta_x"] / (4 * math.pi) * k * self.wake
-        return np.linalg.eigvals(m)
+        return np.linalg.eigvals(self.matrix(intensity))
+
+    def visible_modes(self, intensity):
+        """(nu of mode 0, nu of mode -1): the eigenvalues whose modes carry the largest centroid
+        <a> and head-tail moment <a (u +- i v)> (u = z/sigma_z), what the tracking's signals see, each
+        relative to the mode's weighted norm sqrt(<|a|^2>)."""
+        nu, vec = np.linalg.eig(self.matrix(intensity))
+        norm = np.sqrt(self.w @ np.abs(vec) ** 2)
+        c0 = np.abs(self.w @ vec) / norm
+        c1 = np.maximum(np.abs((self.w * (self.u + 1j * self.v)) @ vec), np.abs((self.w * (self.u - 1j * self.v)) @ vec)) / norm
+        near = np.abs(nu.real / self.ring["q_s"] + 1) < 0.6     # mode -1 near -Q_s (merged: the same)
+        i0 = int(np.argmax(c0))
+        i1 = int(np.flatnonzero(near)[np.argmax(c1[near])]) if near.any() else i0
+        return nu[i0], nu[i1]
 
 
 class LaguerreSolver:
@@ -139,12 +155,19 @@ class LaguerreSolver:
     over the sidebands omega_0 sum_p at (p + Q) omega_0, the same for a wake much shorter than a turn.
     Trapezoidal rule over X in [-x_max, x_max]."""
 
-    def __init__(self, ring, m_max=6, n_k=8, x_max=12.0, n_w=24001):
+    def __init__(self, ring, m_max=6, n_k=8, x_max=12.0, n_w=24001, chromaticity=0.0, eta=None):
         self.ring = ring
         b0 = beta0_of(ring)
         sigma_t = ring["sigma_z"] / (b0 * C)
-        x = np.linspace(-x_max, x_max, n_w)
+        # Chromaticity (an extension beyond the TMCI model; Q' = dQ/d delta, eta the slip factor): the
+        # betatron phase 2 pi Q' int delta dn = -omega_xi z / v (dzeta = -eta C delta per turn) moves the
+        # basis spectra to omega - omega_xi, omega_xi = Q' omega_0 / eta (Chao sec. 6.3).
+        w_xi = 0.0
+        if chromaticity:
+            w_xi = chromaticity * 2 * math.pi * b0 * C / ring["circumference"] / eta
+        x = np.linspace(-x_max, x_max, n_w) + w_xi * sigma_t / math.sqrt(2)
         w = x * math.sqrt(2) / sigma_t
+        x = x - w_xi * sigma_t / math.sqrt(2)
         z = resonator_z_perp(np.where(w == 0, 1e-30, w), ring["r_shunt"], ring["f_r"], ring["q_r"])
         dw = (w[1] - w[0]) * np.ones_like(w)
         dw[0] = dw[-1] = 0.5 * dw[0]

@@ -46,9 +46,17 @@ from fit_growth import fit_growth  # noqa: E402
 LINEAR_RF = (462, 30e6)   # harmonic, voltage [V]: Q_s as the example's (4620, 3 MV), sqrt(h V) the same
 
 
-def ring_document(intensity, slices=100, zeta_cut=0.6):
-    """(lattice dict, intended optics) of the example ring at Q' = 0 with the linear RF and the finer wake."""
-    lattice, _, intended = mir.build((0.0, 0.0), intensity, mir.DAMPER_TURNS)
+def ring_document(intensity, slices=100, zeta_cut=0.6, qx=None):
+    """(lattice dict, intended optics) of the example ring at Q' = 0 with the linear RF and the finer wake
+    (and another horizontal tune qx, e.g. 4.25, where the one-kick-per-turn map's tune shift has no term
+    of second order, unlike the smooth approximation of the Vlasov model)."""
+    saved = mir.TARGET_TUNES
+    if qx is not None:
+        mir.TARGET_TUNES = (qx, saved[1])
+    try:
+        lattice, _, intended = mir.build((0.0, 0.0), intensity, mir.DAMPER_TURNS)
+    finally:
+        mir.TARGET_TUNES = saved
     lattice = copy.deepcopy(lattice)
     rf = lattice["elements"]["rf"]
     rf["harmonic"], rf["voltage"] = LINEAR_RF
@@ -97,7 +105,7 @@ def refine_peak(signal, q_guess, width):
 
 
 def track_run(ft, intensity, args):
-    lattice, o = ring_document(intensity, args.slices)
+    lattice, o = ring_document(intensity, args.slices, qx=getattr(args, "qx", None))
     ring = ft.Lattice.from_dict(lattice)
     tracker = ft.Tracker(ring, device="cpu", fma="off", threads=args.threads)
     p = make_bunch(ft, ring, o, args.particles, args.offset)
@@ -189,12 +197,13 @@ def main(argv=None):
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--output", default="tmci_example")
     ap.add_argument("--intensities", type=float, nargs="+",
-                    default=[0.5e10, 1.5e10, 2.5e10, 3.0e10, 3.5e10, 3.8e10, 4.1e10, 4.4e10, 5.0e10, 6.0e10])
+                    default=[0.5e10, 1.5e10, 2.5e10, 3.0e10, 3.4e10, 3.6e10, 3.7e10, 3.8e10, 4.1e10, 4.4e10, 5.0e10])
     ap.add_argument("--turns", type=int, default=3000)
     ap.add_argument("--particles", type=int, default=20000)
     ap.add_argument("--slices", type=int, default=100)
     ap.add_argument("--offset", type=float, default=1e-4, help="initial x offset [m]")
     ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--qx", type=float, help="horizontal tune (default the example's 4.13)")
     ap.add_argument("--rate-floor", type=float, default=2e-4, help="tracked threshold criterion [1/turn]")
     ap.add_argument("--no-plot", action="store_true")
     args = ap.parse_args(argv)
@@ -202,7 +211,7 @@ def main(argv=None):
     import fusetrack as ft
 
     os.makedirs(args.output, exist_ok=True)
-    _, o = ring_document(1e10, args.slices)
+    _, o = ring_document(1e10, args.slices, qx=args.qx)
     ring, solver, th_v, ns, nu = vlasov_curves(o, 2 * max(args.intensities))
     print(f"Vlasov threshold (grid solver, linear Q_s {o['synchrotron_tune']:.6f}): {th_v:.4e} protons")
     rows = []
@@ -210,12 +219,19 @@ def main(argv=None):
         r = track_run(ft, n, args)
         e = solver.eigenvalues(n)
         r["vlasov_rate"] = 2 * math.pi * max(0.0, float(np.max(-e.imag)))
+        v0, v1 = solver.visible_modes(n)
+        r["vlasov_mode0"], r["vlasov_mode_m1"] = v0.real / ring["q_s"], v1.real / ring["q_s"]
         rows.append(r)
         print(f"N {n:.3e}: rate {r['rate']:+.3e} +- {r['rate_error']:.1e} /turn (Vlasov {r['vlasov_rate']:.3e}), "
-              f"mode 0 {r['mode0']:+.3f} Q_s, mode -1 {r['mode_m1']:+.3f} Q_s, {r['turns']} turns, {r['seconds']:.0f} s",
-              flush=True)
+              f"mode 0 {r['mode0']:+.3f} Q_s (Vlasov {r['vlasov_mode0']:+.3f}), mode -1 {r['mode_m1']:+.3f} Q_s "
+              f"(Vlasov {r['vlasov_mode_m1']:+.3f}), {r['turns']} turns, {r['seconds']:.0f} s", flush=True)
     th_t = tracked_threshold(rows, args.rate_floor)
     ratio = th_t / th_v if th_t else float("nan")
+    stable = [r["intensity"] for r in rows if r["rate"] <= args.rate_floor]
+    unstable = [r["intensity"] for r in rows if r["rate"] > args.rate_floor]
+    if stable and unstable:
+        print(f"bracket: stable up to {max(stable):.3e}, unstable from {min(unstable):.3e} "
+              f"({max(stable) / th_v:.3f} .. {min(unstable) / th_v:.3f} of the Vlasov threshold)")
     print(f"tracked threshold (rate > {args.rate_floor:g}/turn): {th_t if th_t else float('nan'):.4e} protons, "
           f"Vlasov {th_v:.4e}: ratio {ratio:.3f}")
     with open(os.path.join(args.output, "tmci.json"), "w") as f:
