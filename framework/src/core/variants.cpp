@@ -165,11 +165,15 @@ bool instance_reference(const Lattice& lattice, const std::string& text, uint32_
   return false;
 }
 
-/// The instance names ("NAME[k]") a variants document refers to.
+/// The instance names ("NAME[k]") a variants document refers to (names that end in ']': the
+/// others cannot be instances, and with_own_instances would ignore them).
 void collect_instance_names(const json& doc, std::set<std::string>& names) {
   auto from_entry = [&](const json& entry) {
-    if (entry.is_object() && entry.contains("name") && entry.at("name").is_string())
-      names.insert(entry.at("name").get<std::string>());
+    if (!entry.is_object()) return;
+    const auto name = entry.find("name");
+    if (name == entry.end() || !name->is_string()) return;
+    const std::string& text = name->get_ref<const std::string&>();
+    if (!text.empty() && text.back() == ']') names.insert(text);
   };
   if (doc.contains("variants") && doc.at("variants").is_array())
     for (const json& v : doc.at("variants"))
