@@ -8,7 +8,13 @@
 // Gaussian low-pass (H(f) = exp(-2 pi^2 f^2 sigma_t^2), 1/sqrt(2) at f_c, the LongitudinalImpedance
 // profile filter's convention): slice i is kicked with the charge-weighted average of the slices' <px>
 // with weights exp(-(t_i - t_j)^2 / (2 sigma_t^2)), sigma_t = sqrt(ln 2) / (2 pi f_c): a rigid bunch is
-// damped at the full gain, intra-bunch motion shorter than about 1 / f_c less.
+// damped at the full gain, intra-bunch motion shorter than about 1 / f_c less (within each bunch of a
+// train: no crosstalk between bunches). With a `delay` of d turns the kick of turn n uses the centroids
+// measured at turn n - d (none in the first d turns): Delta px_n = -g <px>_{n-d}, the pickup-to-kicker
+// delay of a real feedback (the one-turn map's eigenvalue then solves
+// lambda^d (lambda^2 - 2 cos(mu) lambda + 1) + g (cos(mu) lambda - 1) = 0 at alpha = 0).
+// A train (n_bunches > 1): bunch b between zeta_min - b bunch_spacing and zeta_max - b bunch_spacing,
+// each bunch damped by its own (slice) centroids (MomentsCollectiveSolver).
 #pragma once
 #include "fusetrack/device/element.h"
 
@@ -20,6 +26,9 @@
   PARAM(int, plane_x, 1, "1", "1: damp x (0: off)")                                                               \
   PARAM(int, plane_y, 1, "1", "1: damp y (0: off)")                                                               \
   PARAM(double, bandwidth, 0.0, "Hz", "0: ideal (each slice its own centroid); > 0: Gaussian low-pass over the slices") \
+  PARAM(int, delay, 0, "turns", "the kick uses the centroids measured this many turns earlier (0: this turn's)")   \
+  PARAM(int, n_bunches, 1, "1", "a train of n_bunches bunches, bunch b cut at [zeta_min, zeta_max] - b bunch_spacing") \
+  PARAM(double, bunch_spacing, 0.0, "m", "train: zeta distance between consecutive bunches (a multiple of the slice width)") \
   PARAM(double, moment_range_xy, 1.0, "m", "declared bound of |x|, |y| for the fixed-point slice centroids")     \
   PARAM(double, moment_range_pxy, 1.0, "1", "declared bound of |px|, |py| for the fixed-point slice centroids")  \
   DERIVED(double, gain_x, "1", "2 / n_d, or 0 when x is off")                                                     \

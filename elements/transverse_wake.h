@@ -21,6 +21,14 @@
 //    "columns": ["time", "dipole_x", ...], units ns, V/pC, V/pC/mm) or "xsuite" (a header line of
 //    column names, SI units)}
 // Analytic sources take "chamber": "round" (default: dipolar factors 1) or "flat" (Yokoya factors).
+//
+// A train (n_bunches > 1, Xsuite's multi-bunch convention): bunch b (0 leading) is cut at
+// [zeta_min, zeta_max] - b bunch_spacing with the same n_slices; `intensity` is per bunch. A bunch's own
+// wake in the same turn is the exact slice convolution above; the wakes of the other bunches and of all
+// stored turns (its own included) act as from a point bunch (the standard long-range approximation, as
+// PyHEADTAIL's and Xsuite's multi-bunch long-range wakes): the source's total charge and dipole moment
+// sum_j Q_j x_j, at the delay between the two bunches' cut grids, kick every slice of the witness alike.
+// Cost per turn ~ n_bunches * n_slices^2 + n_bunches^2 * memory_turns.
 #pragma once
 #include "fusetrack/device/element.h"
 
@@ -30,6 +38,8 @@
   REQUIRED(double, zeta_max, "m", "upper cut of the slicing (> zeta_min)")                                    \
   REQUIRED(double, intensity, "1", "real particles per bunch, spread over the macroparticles")                \
   PARAM(int, memory_turns, 0, "turns", "multi-turn wake: the slice moments of this many past turns act too")  \
+  PARAM(int, n_bunches, 1, "1", "a train of n_bunches bunches, bunch b cut at [zeta_min, zeta_max] - b bunch_spacing") \
+  PARAM(double, bunch_spacing, 0.0, "m", "train: zeta distance between consecutive bunches (a multiple of the slice width)") \
   PARAM(int, dipolar_x, 1, "1", "1: the dipolar wake in x acts (0: off)")                                     \
   PARAM(int, dipolar_y, 1, "1", "1: the dipolar wake in y acts")                                              \
   PARAM(int, quadrupolar_x, 0, "1", "1: the quadrupolar (detuning) wake in x acts")                           \

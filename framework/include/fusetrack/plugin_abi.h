@@ -11,10 +11,11 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 5u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
+#define FT_PLUGIN_ABI_VERSION 6u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
                                      4: grid (space-charge) collective elements;
                                      5: slice-moment (transverse wake, damper) collective elements;
-                                        the coordinates each element type reads and writes */
+                                        the coordinates each element type reads and writes;
+                                     6: ft_moments_model: feedback delay, bunch trains */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
@@ -292,6 +293,9 @@ typedef struct ft_moments_model {
   int32_t source_count;
   const ft_wake_source* sources;  /* may be NULL when source_count is 0 (a feedback element) */
   void (*destroy)(void* state);   /* may be NULL */
+  int32_t feedback_delay;         /* [turns] >= 0: the kick table's centroids are those of this many turns earlier */
+  int32_t n_bunches;              /* a train of n_bunches >= 1 bunches (0 counts as 1), each cut like bunch 0 ... */
+  double bunch_spacing;           /* [m] ... and bunch b at zeta - b bunch_spacing (MomentsCollectiveSolver) */
 } ft_moments_model;
 
 typedef int (*ft_moments_create_fn)(const void* params, const char* json_definition, const char* base_directory,

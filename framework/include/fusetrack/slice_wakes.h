@@ -12,8 +12,19 @@
 //            stored turns from the last one back), converted to kicks with the reference particle;
 //            the same numbers on every rank (every rank solves the same integers);
 //   kick     NAME_kick(e, kick of the particle's slice, p).
+//
+// A train (ft_moments_model n_bunches > 1, spacing S [m]): bunch b is cut at [zeta_min, zeta_max] - b S. The
+// slice grid covers the whole train uniformly (S is a whole number `stride` of slice widths), so the deposit
+// and the kick are those of one bunch; the slices between the bunches' cuts are left out of the moments and
+// get no kick. Solve: each bunch's own wake of this turn by the exact slice convolution (wakes::WakeMemory),
+// the other bunches of this turn (those ahead) and every bunch of the stored turns as point bunches (their
+// total charge and dipole moment at the delay between the cut grids; the long-range approximation of
+// transverse_wake.h), O(n_bunches n_slices^2 + n_bunches^2 memory_turns) per turn. A feedback's bandwidth
+// filters within each bunch. A single bunch (n_bunches 1) is solved as before, bit for bit.
+// Delay (ft_moments_model feedback_delay = d): the kick table's centroids are those solved d turns earlier.
 #pragma once
 #include <cstdint>
+#include <deque>
 #include <memory>
 #include <string>
 #include <vector>
@@ -30,7 +41,7 @@ class MomentsCollectiveSolver {
  public:
   /// Builds the element's host model (create_moments) and its wake sources (tables read here); errors
   /// name the lattice file, the element and the field. `macroparticles`: the number the bunch charge
-  /// is spread over (all ranks).
+  /// is spread over (all ranks; a train: all its bunches, each bunch_charge over macroparticles / n_bunches).
   MomentsCollectiveSolver(const Lattice& lattice, size_t sequence_index, size_t macroparticles);
   ~MomentsCollectiveSolver();
   MomentsCollectiveSolver(const MomentsCollectiveSolver&) = delete;
@@ -41,8 +52,16 @@ class MomentsCollectiveSolver {
   const ft_moments_model& model() const { return m_model; }
   const void* params() const { return m_params; }
   const ft_collective_desc& desc() const { return *m_desc; }
+  /// The grid of the deposit and the kick (a train: all bunches, slices between them included).
   SliceGrid slice_grid() const;
-  int n_slices() const { return m_model.grid.n_slices; }
+  /// Slices of the grid (a train: n_bunches blocks of slices_per_bunch(), stride() apart, and the gaps).
+  int n_slices() const { return m_total_slices; }
+  int slices_per_bunch() const { return m_model.grid.n_slices; }
+  int n_bunches() const { return m_bunches; }
+  /// Slices between the first slices of consecutive bunches (bunch_spacing / slice width).
+  int stride() const { return m_stride; }
+  /// The grid index (zeta order) of bunch b's first slice (its tail): (n_bunches - 1 - b) stride.
+  int bunch_first_slice(int b) const { return (m_bunches - 1 - b) * m_stride; }
   /// Slice width in time [s].
   double dt() const { return m_dt; }
   /// The summed wake sources (components the element does not ask for removed); null without sources.
@@ -59,16 +78,28 @@ class MomentsCollectiveSolver {
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
   ft_slice_kicks slice_kicks() const;
-  /// This turn's moments in the library's form (time order: slice 0 is the head, the largest zeta). The
-  /// wakes act with the unfiltered centroids; a feedback bandwidth filters only those of the kick table.
-  const wakes::SliceMoments& moments() const { return m_moments; }
+  /// This turn's moments of bunch 0 in the library's form (time order: slice 0 is the head, the largest zeta).
+  /// The wakes act with the unfiltered centroids; a feedback bandwidth filters only those of the kick table.
+  const wakes::SliceMoments& moments() const { return m_moments.front(); }
+  /// This turn's moments of every bunch (time_offset: the bunch's delay b bunch_spacing / (beta0 c)).
+  const std::vector<wakes::SliceMoments>& bunch_moments() const { return m_moments; }
 
   /// A warning line when particles were outside the declared ranges since the last call, else "".
   std::string take_warning();
 
  private:
-  /// The feedback bandwidth's low-pass of the kick table's centroids (model().feedback_bandwidth > 0).
-  void filter_centroids();
+  /// The feedback bandwidth's low-pass of the kick table's centroids (model().feedback_bandwidth > 0) over
+  /// `count` slices from `first`.
+  void filter_centroids(int first, int count);
+  /// The feedback delay: the kick table's centroids of this turn stored, those of feedback_delay turns ago used.
+  void delay_centroids();
+  /// A train's wakes from the other bunches and the stored turns (point bunches), added to bunch b's kicks.
+  void add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const;
+  /// The kernel of the long-range table for k turns ago and d bunches ahead (component c).
+  double long_range_kernel(int k, int d, int c) const {
+    return m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(2 * m_bunches - 1) +
+                        static_cast<size_t>(d + m_bunches - 1)) * wakes::kComponents + static_cast<size_t>(c)];
+  }
 
   size_t m_sequence_index;
   std::string m_name;
@@ -82,7 +113,12 @@ class MomentsCollectiveSolver {
   std::shared_ptr<const wakes::WakeSource> m_wake;
   std::unique_ptr<wakes::WakeMemory> m_memory;
   std::unique_ptr<SliceCentroidReducer> m_reducer;
-  wakes::SliceMoments m_moments;
+  int m_bunches = 1, m_stride = 0, m_total_slices = 0;
+  double m_train_zeta_min = 0.0;      // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
+  std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
+  std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
+  std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns
+  std::vector<wakes::SliceMoments> m_moments;
   std::vector<double> m_kicks;
   uint64_t m_warn_out_of_range = 0;
   int64_t m_warn_turns = 0;

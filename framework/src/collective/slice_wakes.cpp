@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
@@ -82,7 +83,31 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
   if (!(ref.p0c > 0.0 && ref.beta0() > 0.0 && ref.energy0() > 0.0))
     throw InputError(where, "slice-moment elements need a reference particle with p0c > 0");
 
+  if (m_model.feedback_delay < 0)
+    bad("delay", fmt::format("the feedback delay must be >= 0 turns, got {}", m_model.feedback_delay));
   const int n = g.n_slices;
+  // The train: bunch b at [zeta_min, zeta_max] - b spacing on one uniform grid (slice_wakes.h).
+  m_bunches = std::max(1, m_model.n_bunches);
+  m_stride = n;
+  m_train_zeta_min = g.zeta_min;
+  const double revolution_time = lattice.circumference() / (ref.beta0() * kSpeedOfLight);
+  if (m_bunches > 1) {
+    const double length = g.zeta_max - g.zeta_min, spacing = m_model.bunch_spacing;
+    const double stride = spacing / (length / n);
+    if (!(std::isfinite(spacing) && spacing >= length))
+      bad("bunch_spacing", fmt::format("a train needs a spacing >= the cut length {} m, got {} m", length, spacing));
+    if (std::fabs(stride - std::round(stride)) > 1e-9 * stride)
+      bad("bunch_spacing", fmt::format("{} m is not a whole number of slice widths {} m ({} widths)", spacing,
+                                       length / n, stride));
+    if (std::round(stride) * (m_bunches - 1) + n > double(1 << 24))
+      bad("bunch_spacing", "the train's slice grid has more than 2^24 slices");
+    if (!((m_bunches - 1) * spacing + length <= lattice.circumference()))
+      bad("n_bunches", fmt::format("the train ({} bunches, {} m apart) is longer than the ring ({} m)", m_bunches,
+                                   spacing, lattice.circumference()));
+    m_stride = static_cast<int>(std::round(stride));
+    m_train_zeta_min = g.zeta_min - (m_bunches - 1) * spacing;
+  }
+  m_total_slices = (m_bunches - 1) * m_stride + n;
   m_dt = (g.zeta_max - g.zeta_min) / n / (ref.beta0() * kSpeedOfLight);
   m_kick_per_volt = ref.q0 / (ref.beta0() * ref.p0c);
   m_energy_per_volt = ref.q0 / ref.energy0();
@@ -121,16 +146,39 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
   }
   if (!sources.empty()) {
     m_wake = std::make_shared<wakes::WakeSum>(std::move(sources));
-    const double revolution_time = lattice.circumference() / (ref.beta0() * kSpeedOfLight);
     if (m_model.memory_turns > 0 && !(revolution_time > 0.0))
       bad("memory_turns", "multi-turn memory needs a ring with a positive circumference");
-    m_memory = std::make_unique<wakes::WakeMemory>(m_wake, m_dt, n, revolution_time, m_model.memory_turns);
+    // A train: the exact memory holds the bunch's own wake of this turn only; the rest is long range.
+    m_memory = std::make_unique<wakes::WakeMemory>(m_wake, m_dt, n, revolution_time,
+                                                   m_bunches > 1 ? 0 : m_model.memory_turns);
+    if (m_bunches > 1) {
+      // The long-range kernel at the delays d spacing / (beta0 c) + k T0 between the cut grids, for k turns
+      // ago (0 .. memory_turns) and d bunches ahead (-(n_bunches - 1) .. n_bunches - 1; used where > 0).
+      const int nd = 2 * m_bunches - 1;
+      const double bunch_dt = m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
+      m_lr_kernel.assign(static_cast<size_t>(m_model.memory_turns + 1) * static_cast<size_t>(nd) * wakes::kComponents,
+                         0.0);
+      for (int k = 0; k <= m_model.memory_turns; ++k)
+        for (int d = -(m_bunches - 1); d < m_bunches; ++d) {
+          if (k == 0 && d <= 0) continue;
+          const double delay = d * bunch_dt + k * revolution_time;
+          for (int c = 0; c < wakes::kComponents; ++c)
+            if (m_wake->has(static_cast<wakes::Component>(c)))
+              m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(nd) + static_cast<size_t>(d + m_bunches - 1)) *
+                              wakes::kComponents + static_cast<size_t>(c)] =
+                  m_wake->kernel(static_cast<wakes::Component>(c), delay, m_dt);
+        }
+    }
   }
+  m_moments.resize(static_cast<size_t>(m_bunches));
+  for (int b = 0; b < m_bunches; ++b)
+    m_moments[static_cast<size_t>(b)].time_offset =
+        b == 0 ? 0.0 : b * m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
   m_reducer = std::make_unique<SliceCentroidReducer>(slice_grid(),
                                                      std::array<double, 4>{m_model.ranges[0], m_model.ranges[1],
                                                                            m_model.ranges[2], m_model.ranges[3]},
                                                      macroparticles);
-  m_kicks.assign(static_cast<size_t>(n) * FT_SLICE_KICK_VALUES, 0.0);
+  m_kicks.assign(static_cast<size_t>(m_total_slices) * FT_SLICE_KICK_VALUES, 0.0);
   guard.armed = false;  // built: the destructor releases the model
 }
 
@@ -140,13 +188,16 @@ MomentsCollectiveSolver::~MomentsCollectiveSolver() {
 
 SliceGrid MomentsCollectiveSolver::slice_grid() const {
   const ft_profile_grid& g = m_model.grid;
-  return SliceGrid{g.n_slices, 0, g.zeta_min, g.zeta_max, static_cast<double>(g.n_slices) / (g.zeta_max - g.zeta_min)};
+  return SliceGrid{m_total_slices, 0, m_train_zeta_min, g.zeta_max,
+                   static_cast<double>(m_total_slices) / (g.zeta_max - m_train_zeta_min)};
 }
 
 ft_slice_kicks MomentsCollectiveSolver::slice_kicks() const {
   ft_slice_kicks k{};
   k.values = m_kicks.data();
   k.grid = m_model.grid;
+  k.grid.n_slices = m_total_slices;
+  k.grid.zeta_min = m_train_zeta_min;
   k.grid.linear = 0;
   return k;
 }
@@ -157,59 +208,135 @@ void MomentsCollectiveSolver::solve() {
 }
 
 void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) {
-  const int n = n_slices();
+  const int n = slices_per_bunch();
   const SliceMomentScales& scales = m_reducer->scales();
-  const double charge_per_weight =
-      m_model.bunch_charge / (static_cast<double>(m_macroparticles) * static_cast<double>(kProfileUnit));
-  m_moments.time_offset = 0.0;
-  m_moments.charge.assign(static_cast<size_t>(n), 0.0);
-  m_moments.x.assign(static_cast<size_t>(n), 0.0);
-  m_moments.y.assign(static_cast<size_t>(n), 0.0);
+  // bunch_charge is per bunch; a train's macroparticles (all ranks) are spread evenly over its bunches.
+  const double charge_per_weight = m_model.bunch_charge * static_cast<double>(m_bunches) /
+                                   (static_cast<double>(m_macroparticles) * static_cast<double>(kProfileUnit));
+  for (wakes::SliceMoments& m : m_moments) {
+    m.charge.assign(static_cast<size_t>(n), 0.0);
+    m.x.assign(static_cast<size_t>(n), 0.0);
+    m.y.assign(static_cast<size_t>(n), 0.0);
+  }
   std::fill(m_kicks.begin(), m_kicks.end(), 0.0);
-  // Centroids per slice (zeta order k; the library's time order r = n - 1 - k: the head first).
-  for (int k = 0; k < n; ++k) {
+  // Centroids per slice (grid index k in zeta order; bunch b's slice j = k - bunch_first_slice(b), the library's
+  // time order r = n - 1 - j: the head first). Slices between the bunches' cuts keep no centroid.
+  for (int k = 0; k < m_total_slices; ++k) {
     const uint64_t* a = acc + static_cast<size_t>(k) * kSliceCentroidAccumulators;
     double* out = m_kicks.data() + static_cast<size_t>(k) * FT_SLICE_KICK_VALUES;
     const double w = static_cast<double>(a[0]);
     out[9] = w / static_cast<double>(kProfileUnit);
-    if (a[0] == 0) continue;
+    const int j = k % m_stride, b = m_bunches - 1 - k / m_stride;
+    if (a[0] == 0 || j >= n) continue;
     for (int q = 0; q < 4; ++q) out[5 + q] = static_cast<double>(static_cast<int64_t>(a[1 + q])) / (scales.scale[1 + q] * w);
-    const size_t r = static_cast<size_t>(n - 1 - k);
-    m_moments.charge[r] = w * charge_per_weight;
-    m_moments.x[r] = out[5];
-    m_moments.y[r] = out[7];
+    const size_t r = static_cast<size_t>(n - 1 - j);
+    wakes::SliceMoments& m = m_moments[static_cast<size_t>(b)];
+    m.charge[r] = w * charge_per_weight;
+    m.x[r] = out[5];
+    m.y[r] = out[7];
   }
-  if (m_model.feedback_bandwidth > 0.0) filter_centroids();
+  if (m_model.feedback_bandwidth > 0.0)
+    for (int b = 0; b < m_bunches; ++b) filter_centroids(bunch_first_slice(b), n);
+  if (m_model.feedback_delay > 0) delay_centroids();
   if (m_memory) {
-    const wakes::SliceKicks wk = m_memory->kicks({m_moments}, 0);
-    for (int k = 0; k < n; ++k) {
-      const size_t r = static_cast<size_t>(n - 1 - k);
-      double* out = m_kicks.data() + static_cast<size_t>(k) * FT_SLICE_KICK_VALUES;
-      auto at = [&](const std::vector<double>& v) { return v.empty() ? 0.0 : v[r]; };
-      out[0] = m_kick_per_volt * at(wk.dipolar_x);
-      out[1] = m_kick_per_volt * at(wk.dipolar_y);
-      out[2] = m_kick_per_volt * at(wk.quadrupolar_x);
-      out[3] = m_kick_per_volt * at(wk.quadrupolar_y);
-      out[4] = m_energy_per_volt * at(wk.longitudinal);
+    // A train's point-bunch totals (Q, Q x, Q y) of this turn, for the long range.
+    std::vector<double> totals;
+    if (m_bunches > 1) {
+      totals.assign(static_cast<size_t>(m_bunches) * 3, 0.0);
+      for (int b = 0; b < m_bunches; ++b) {
+        const wakes::SliceMoments& m = m_moments[static_cast<size_t>(b)];
+        double* t = totals.data() + static_cast<size_t>(b) * 3;
+        for (int r = 0; r < n; ++r) {
+          t[0] += m.charge[static_cast<size_t>(r)];
+          t[1] += m.charge[static_cast<size_t>(r)] * m.x[static_cast<size_t>(r)];
+          t[2] += m.charge[static_cast<size_t>(r)] * m.y[static_cast<size_t>(r)];
+        }
+      }
     }
-    m_memory->end_turn({m_moments});
+    for (int b = 0; b < m_bunches; ++b) {
+      wakes::SliceKicks wk = m_memory->kicks({m_moments[static_cast<size_t>(b)]}, 0);
+      if (m_bunches > 1) add_long_range(b, totals, wk);
+      const int first = bunch_first_slice(b);
+      for (int j = 0; j < n; ++j) {
+        const size_t r = static_cast<size_t>(n - 1 - j);
+        double* out = m_kicks.data() + static_cast<size_t>(first + j) * FT_SLICE_KICK_VALUES;
+        auto at = [&](const std::vector<double>& v) { return v.empty() ? 0.0 : v[r]; };
+        out[0] = m_kick_per_volt * at(wk.dipolar_x);
+        out[1] = m_kick_per_volt * at(wk.dipolar_y);
+        out[2] = m_kick_per_volt * at(wk.quadrupolar_x);
+        out[3] = m_kick_per_volt * at(wk.quadrupolar_y);
+        out[4] = m_energy_per_volt * at(wk.longitudinal);
+      }
+    }
+    if (m_bunches == 1) {
+      m_memory->end_turn({m_moments.front()});
+    } else if (m_model.memory_turns > 0) {
+      m_lr_history.push_front(std::move(totals));
+      if (static_cast<int>(m_lr_history.size()) > m_model.memory_turns) m_lr_history.pop_back();
+    }
   }
   m_warn_out_of_range += out_of_range;
   ++m_warn_turns;
 }
 
-void MomentsCollectiveSolver::filter_centroids() {
+void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const {
+  // Fixed order (every rank the same bits): the stored turns from the oldest, bunches in train order, then the
+  // bunches ahead in this turn. Point bunches: V = -sum Q W_long, D = sum Q x W_dip, G = sum Q W_quad.
+  double sum[wakes::kComponents] = {0.0, 0.0, 0.0, 0.0, 0.0};
+  auto add = [&](int k, int d, const double* t) {
+    sum[0] -= long_range_kernel(k, d, 0) * t[0];
+    sum[1] += long_range_kernel(k, d, 1) * t[1];
+    sum[2] += long_range_kernel(k, d, 2) * t[2];
+    sum[3] += long_range_kernel(k, d, 3) * t[0];
+    sum[4] += long_range_kernel(k, d, 4) * t[0];
+  };
+  for (int k = static_cast<int>(m_lr_history.size()); k >= 1; --k)
+    for (int s = 0; s < m_bunches; ++s) add(k, b - s, m_lr_history[static_cast<size_t>(k - 1)].data() + 3 * s);
+  for (int s = 0; s < b; ++s) add(0, b - s, totals.data() + 3 * s);
+  std::vector<double>* out[wakes::kComponents] = {&kicks.longitudinal, &kicks.dipolar_x, &kicks.dipolar_y,
+                                                   &kicks.quadrupolar_x, &kicks.quadrupolar_y};
+  for (int c = 0; c < wakes::kComponents; ++c) {
+    if (!m_wake->has(static_cast<wakes::Component>(c))) continue;
+    std::vector<double>& v = *out[c];
+    if (v.empty()) v.assign(static_cast<size_t>(slices_per_bunch()), 0.0);
+    for (double& x : v) x += sum[c];
+  }
+}
+
+void MomentsCollectiveSolver::delay_centroids() {
+  // Store this turn's centroids (the bunches' slices), then put those of feedback_delay turns ago in the table
+  // (zeros in the first turns: nothing measured yet).
+  const int n = slices_per_bunch();
+  std::vector<double> now(static_cast<size_t>(m_bunches) * static_cast<size_t>(n) * 4);
+  for (int b = 0; b < m_bunches; ++b)
+    for (int j = 0; j < n; ++j)
+      for (int q = 0; q < 4; ++q)
+        now[(static_cast<size_t>(b) * static_cast<size_t>(n) + static_cast<size_t>(j)) * 4 + static_cast<size_t>(q)] =
+            m_kicks[static_cast<size_t>(bunch_first_slice(b) + j) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)];
+  m_delayed.push_back(std::move(now));
+  const bool ready = static_cast<int>(m_delayed.size()) > m_model.feedback_delay;
+  for (int b = 0; b < m_bunches; ++b)
+    for (int j = 0; j < n; ++j)
+      for (int q = 0; q < 4; ++q)
+        m_kicks[static_cast<size_t>(bunch_first_slice(b) + j) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)] =
+            ready ? m_delayed.front()[(static_cast<size_t>(b) * static_cast<size_t>(n) + static_cast<size_t>(j)) * 4 +
+                                      static_cast<size_t>(q)]
+                  : 0.0;
+  if (ready) m_delayed.pop_front();
+}
+
+void MomentsCollectiveSolver::filter_centroids(int first, int n) {
   // Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the bandwidth f_c:
   // sigma = sqrt(ln 2) / (2 pi f_c). Charge-weighted, so that a rigid bunch keeps its centroid; the sums
   // run over the source slices in increasing order (reproducible).
-  const int n = n_slices();
   const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
   const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
   std::vector<double> filtered(static_cast<size_t>(n) * 4, 0.0);
+  double* const table = m_kicks.data() + static_cast<size_t>(first) * FT_SLICE_KICK_VALUES;
   for (int i = 0; i < n; ++i) {
     double weight_sum = 0.0, sums[4] = {0.0, 0.0, 0.0, 0.0};
     for (int j = 0; j < n; ++j) {
-      const double* src = m_kicks.data() + static_cast<size_t>(j) * FT_SLICE_KICK_VALUES;
+      const double* src = table + static_cast<size_t>(j) * FT_SLICE_KICK_VALUES;
       if (src[9] == 0.0) continue;
       const double delay = static_cast<double>(i - j) * m_dt;
       const double w = src[9] * std::exp(-delay * delay * inv_two_sigma2);
@@ -221,7 +348,7 @@ void MomentsCollectiveSolver::filter_centroids() {
   }
   for (int i = 0; i < n; ++i)
     for (int q = 0; q < 4; ++q)
-      m_kicks[static_cast<size_t>(i) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)] =
+      table[static_cast<size_t>(i) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)] =
           filtered[static_cast<size_t>(i) * 4 + static_cast<size_t>(q)];
 }
 

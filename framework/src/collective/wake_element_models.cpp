@@ -3,6 +3,7 @@
 // the framework as ft_wake_source records (the framework builds the wake library's sources from them
 // and reads the tables). Compiled into the built-in plugin.
 #include <cmath>
+#include <algorithm>
 #include <cstdio>
 #include <deque>
 #include <memory>
@@ -49,6 +50,26 @@ void check_slicing(int n_slices, double zeta_min, double zeta_max, double range_
     fail("moment_range_pxy", "must be finite and > 0, got " + number(range_pxy));
 }
 
+/// A train of n_bunches bunches spaced by `spacing` [m] in zeta (n_bunches 1: a single bunch, the spacing
+/// unused): the bunches' cuts must not overlap and the spacing must be a whole number of slice widths (the
+/// framework's slice grid covers the train with one uniform slicing).
+void check_train(int n_bunches, double spacing, int n_slices, double zeta_min, double zeta_max) {
+  if (n_bunches < 1 || n_bunches > 100000)
+    fail("n_bunches", "must be in [1, 100000], got " + std::to_string(n_bunches));
+  if (n_bunches == 1) return;
+  const double length = zeta_max - zeta_min, dz = length / n_slices;
+  if (!std::isfinite(spacing) || !(spacing >= length))
+    fail("bunch_spacing", "a train needs a finite spacing >= the cut length zeta_max - zeta_min = " + number(length) +
+                              " m (bunches must not overlap), got " + number(spacing) + " m");
+  const double k = spacing / dz;
+  if (std::fabs(k - std::round(k)) > 1e-6 * std::max(1.0, k))
+    fail("bunch_spacing", "must be a whole number of slice widths (zeta_max - zeta_min) / n_slices = " + number(dz) +
+                              " m, got " + number(spacing) + " m = " + number(k) + " slice widths");
+  if (std::round(k) * (n_bunches - 1) + n_slices > double(1 << 24))
+    fail("bunch_spacing", "the train's slice grid (n_bunches - 1) * bunch_spacing / slice width + n_slices = " +
+                              number(std::round(k) * (n_bunches - 1) + n_slices) + " slices is more than 2^24");
+}
+
 void check_switch(const char* field, int value) {
   if (value != 0 && value != 1) fail(field, "must be 0 or 1, got " + std::to_string(value));
 }
@@ -93,6 +114,7 @@ void TransverseWake_create_moments(const TransverseWake& e, const char* json_def
   check_slicing(e.n_slices, e.zeta_min, e.zeta_max, e.moment_range_xy, e.moment_range_pxy);
   if (!(e.intensity >= 0.0) || !std::isfinite(e.intensity))
     fail("intensity", "must be finite and >= 0, got " + number(e.intensity));
+  check_train(e.n_bunches, e.bunch_spacing, e.n_slices, e.zeta_min, e.zeta_max);
   if (e.memory_turns < 0 || e.memory_turns > 100000)
     fail("memory_turns", "must be in [0, 100000], got " + std::to_string(e.memory_turns));
   const int switches[5] = {e.longitudinal, e.dipolar_x, e.dipolar_y, e.quadrupolar_x, e.quadrupolar_y};
@@ -168,6 +190,8 @@ void TransverseWake_create_moments(const TransverseWake& e, const char* json_def
   model.bunch_charge = reference.q0 * kElementaryCharge * e.intensity;
   for (int c = 0; c < 5; ++c) model.components[c] = switches[c];
   model.memory_turns = e.memory_turns;
+  model.n_bunches = e.n_bunches;
+  model.bunch_spacing = e.bunch_spacing;
   model.source_count = static_cast<int32_t>(state->sources.size());
   model.sources = state->sources.data();
   model.destroy = &destroy_state;
@@ -185,8 +209,14 @@ void TransverseDamper_create_moments(const TransverseDamper& e, const char* /*js
   check_switch("plane_y", e.plane_y);
   if (!(e.bandwidth >= 0.0) || !std::isfinite(e.bandwidth))
     fail("bandwidth", "must be finite and >= 0 (0: an ideal damper), got " + number(e.bandwidth) + " Hz");
+  if (e.delay < 0 || e.delay > 100000)
+    fail("delay", "the pickup-to-kicker delay must be in [0, 100000] turns, got " + std::to_string(e.delay));
+  check_train(e.n_bunches, e.bunch_spacing, e.n_slices, e.zeta_min, e.zeta_max);
   model = ft_moments_model{};
   model.feedback_bandwidth = e.bandwidth;
+  model.feedback_delay = e.delay;
+  model.n_bunches = e.n_bunches;
+  model.bunch_spacing = e.bunch_spacing;
   model.grid = ft_profile_grid{e.n_slices, 0, e.zeta_min, e.zeta_max};
   model.ranges[0] = model.ranges[2] = e.moment_range_xy;
   model.ranges[1] = model.ranges[3] = e.moment_range_pxy;

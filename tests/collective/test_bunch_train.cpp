@@ -1,0 +1,481 @@
+// Bunch trains through the slice-moment elements (TransverseWake, TransverseDamper with n_bunches > 1)
+// and the damper's delay, on the CPU backend: the delayed damper's rate against the eigenvalue of the
+// delayed one-turn map (solved here by Newton's method), the train's wake kicks against a direct sum of the
+// resonator wake written out here (the bunch's own slices, the bunches ahead, the stored turn), the train
+// damper bunch by bunch against single-bunch runs, the particles of 1, 2 and 3 emulated MPI ranks bitwise
+// equal, the resistive-wall coupled-bunch growth of a ring filled with rigid bunches against the analytic
+// rate (Chao 1993, ch. 4, lowest betatron sideband; the impedance written out here), and bad input named.
+#include <doctest/doctest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <complex>
+#include <condition_variable>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "fusetrack/collective.h"
+#include "fusetrack/compare.h"
+#include "fusetrack/instability_theory.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/slice_wakes.h"
+#include "support/registry.h"
+
+using namespace ft;
+using json = nlohmann::ordered_json;
+
+namespace {
+
+constexpr double kPi = 3.14159265358979323846;
+constexpr double kC = 299792458.0;            // [m/s]
+constexpr double kE = 1.602176634e-19;        // [C]
+constexpr double kMu0 = 1.25663706212e-6;     // [H/m]
+constexpr double kProtonMass = 938272088.16;  // [eV]
+
+json reference_json(double p0c) { return {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", p0c}}; }
+
+/// Two thin-quadrupole FODO cells (qf_half, d, qd, d, qf_half) of 2 x 40 m (160 m); `first` elements at the
+/// start, the middle of a focusing quadrupole (alpha = 0).
+json fodo_ring(const json& elements_in, const json& first, double k1l_qf_half, double k1l_qd, double p0c = 26e9) {
+  json elements = elements_in;
+  elements["qf_half"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qf_half}}};
+  elements["qd"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qd}}};
+  elements["d"] = {{"type", "Drift"}, {"length", 40.0}};
+  json sequence = first;
+  for (int cell = 0; cell < 2; ++cell)
+    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) sequence.push_back(e);
+  return {{"fusetrack_lattice", 1}, {"reference", reference_json(p0c)}, {"elements", elements}, {"sequence", sequence}};
+}
+
+/// beta and the tune at the ring's start (alpha = 0) in the plane of focusing sign (+1: x, -1: y), from the
+/// product of the thin-lens matrices.
+void ring_optics(double k1l_qf_half, double k1l_qd, int sign, double* beta, double* tune) {
+  auto mul = [](const double a[4], const double b[4], double out[4]) {
+    const double r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
+                         a[2] * b[1] + a[3] * b[3]};
+    for (int k = 0; k < 4; ++k) out[k] = r[k];
+  };
+  const double qf[4] = {1, 0, -sign * k1l_qf_half, 1}, qd[4] = {1, 0, -sign * k1l_qd, 1}, d[4] = {1, 40.0, 0, 1};
+  double m[4] = {1, 0, 0, 1};
+  for (int c = 0; c < 2; ++c)
+    for (const double* e : {qf, d, qd, d, qf}) mul(e, m, m);
+  const double cos_mu = 0.5 * (m[0] + m[3]);
+  const double sin_mu = std::sqrt(1.0 - cos_mu * cos_mu) * (m[1] > 0 ? 1.0 : -1.0);
+  *beta = m[1] / sin_mu;
+  *tune = std::acos(cos_mu) / (2.0 * kPi);
+}
+
+/// Sums integer arrays between `ranks` threads with MPI_Allreduce semantics (as TrackOptions::reduce_profile).
+class RankSum {
+ public:
+  explicit RankSum(int ranks) : m_ranks(ranks) {}
+  void reduce(uint64_t* data, size_t n) {
+    std::unique_lock<std::mutex> lock(m_mutex);
+    m_cv.wait(lock, [&] { return m_left == 0; });
+    if (m_arrived == 0)
+      m_sum.assign(data, data + n);
+    else
+      for (size_t k = 0; k < n; ++k) m_sum[k] += data[k];
+    const int64_t generation = m_generation;
+    if (++m_arrived == m_ranks) {
+      ++m_generation;
+      m_arrived = 0;
+      m_left = m_ranks;
+      m_cv.notify_all();
+    } else {
+      m_cv.wait(lock, [&] { return m_generation != generation; });
+    }
+    std::copy(m_sum.begin(), m_sum.end(), data);
+    if (--m_left == 0) m_cv.notify_all();
+  }
+
+ private:
+  int m_ranks;
+  std::mutex m_mutex;
+  std::condition_variable m_cv;
+  std::vector<uint64_t> m_sum;
+  int m_arrived = 0, m_left = 0;
+  int64_t m_generation = 0;
+};
+
+/// Centroids per turn of a train's bunches (bunch b: zeta near -b spacing).
+struct TrainRecorder {
+  int bunches;
+  double spacing;
+  std::vector<double> turns;
+  std::vector<std::vector<double>> x, y, px, py;  // [bunch][turn]
+  TrackOptions options(int turns_to_track) {
+    x.assign(static_cast<size_t>(bunches), {});
+    y.assign(static_cast<size_t>(bunches), {});
+    px.assign(static_cast<size_t>(bunches), {});
+    py.assign(static_cast<size_t>(bunches), {});
+    TrackOptions opt;
+    opt.turns = turns_to_track;
+    opt.threads = 1;
+    opt.callback_every = 1;
+    opt.callback = [this](int64_t done, const Particles& p) {
+      std::vector<double> sx(static_cast<size_t>(bunches), 0.0), sy(sx), spx(sx), spy(sx), count(sx);
+      for (size_t i = 0; i < p.size(); ++i) {
+        const long b = std::lround(-p.zeta[i] / spacing);
+        if (b < 0 || b >= bunches) continue;
+        const size_t k = static_cast<size_t>(b);
+        sx[k] += p.x[i], sy[k] += p.y[i], spx[k] += p.px[i], spy[k] += p.py[i], count[k] += 1;
+      }
+      turns.push_back(static_cast<double>(done));
+      for (size_t k = 0; k < static_cast<size_t>(bunches); ++k) {
+        x[k].push_back(sx[k] / count[k]);
+        y[k].push_back(sy[k] / count[k]);
+        px[k].push_back(spx[k] / count[k]);
+        py[k].push_back(spy[k] / count[k]);
+      }
+      return true;
+    };
+    return opt;
+  }
+};
+
+}  // namespace
+
+TEST_CASE("transverse damper delay: the damping rate equals the eigenvalue of the delayed one-turn map") {
+  // The linear ring of the damper test (tune ~0.05, alpha = 0 at the damper, delta = 0: no decoherence). With
+  // the kick Delta P_n = -g P_{n-d} of the centroid measured d turns earlier, normalized coordinates (X, P)
+  // before the damper, then the rotation by mu: lambda^2 - cos(mu) (1 + k) lambda + k = 0, k = 1 - g lambda^-d,
+  // i.e. lambda^d (lambda^2 - 2 cos(mu) lambda + 1) + g (cos(mu) lambda - 1) = 0; the root continued from
+  // e^{i mu} (Newton) gives the amplitude rate ln|lambda| per turn, compared with the fitted decay.
+  const double k1l_qf_half = 0.00195, k1l_qd = -0.0039, n_d = 20.0, g = 2.0 / n_d;
+  for (const int delay : {0, 1, 3}) {
+    json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
+                   {"delay", delay}};
+    const Lattice lattice = lattice_from_json(fodo_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
+                                              "delay_ring.json", test::builtin_registry());
+    Particles bunch(200, lattice.reference().beta0());
+    for (size_t i = 0; i < bunch.size(); ++i)
+      bunch.set(i, 2e-3, 0.0, -1e-3, 0.0, -0.5 + 0.005 * static_cast<double>(i), 0.0);
+    TrainRecorder rec{1, 1.0, {}, {}, {}, {}, {}};
+    const int turns = 200;  // the centroid stays well above the fixed-point resolution
+    make_cpu_backend(lattice)->track(bunch, rec.options(turns));
+    for (const int sign : {+1, -1}) {
+      double beta, tune;
+      ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+      using Complex = std::complex<double>;
+      const double c = std::cos(2.0 * kPi * tune);
+      Complex lambda = std::exp(Complex(0.0, 2.0 * kPi * tune));
+      for (int it = 0; it < 100; ++it) {
+        const Complex ld = std::pow(lambda, delay);
+        const Complex f = ld * (lambda * lambda - 2.0 * c * lambda + 1.0) + g * (c * lambda - 1.0);
+        const Complex df = (delay > 0 ? double(delay) * std::pow(lambda, delay - 1) : Complex(0.0)) *
+                               (lambda * lambda - 2.0 * c * lambda + 1.0) +
+                           ld * (2.0 * lambda - 2.0 * c) + g * c;
+        lambda -= f / df;
+      }
+      const double exact = std::log(std::abs(lambda));
+      const instability::GrowthFit fit =
+          instability::fit_exponential_growth(rec.turns, sign > 0 ? rec.x[0] : rec.y[0], 10.0 + delay, turns);
+      MESSAGE("delay ", delay, (sign > 0 ? " x" : " y"), ": tune ", tune, ", fitted rate ", fit.rate, " per turn (",
+              fit.points, " peaks), eigenvalue ", exact, " (no delay: ", std::log(1.0 - g) / 2.0, ")");
+      CHECK(fit.points >= 10);
+      CHECK(std::fabs(fit.rate / exact - 1.0) < 0.005);
+    }
+  }
+}
+
+TEST_CASE("bunch train: the wake kicks equal a direct sum over slices, bunches ahead and the stored turn") {
+  // Three bunches 1 m apart (stride 10 slices of 0.1 m), 4 slices each, two slices filled per bunch with 2
+  // macroparticles at (x, y) of their own; a ring of 30 m (a wake element, then a drift), a resonator of
+  // Q = 5 at 50 MHz (its wake lasts a few turns) with one stored turn. Expected per particle of bunch b at
+  // delay t_i behind its bunch's head slice, in the xwakes convention with K = q0 / (beta0 p0c):
+  //   Delta px = K [sum_{own slices j ahead} Q_j x_j W(t_i - t_j)
+  //                 + sum_{bunches b' < b} W((b - b') S / (beta0 c)) D_b' + sum_{b', last turn} W(T0 + (b - b') S / (beta0 c)) D_b']
+  // with D = sum_j Q_j x_j the bunch's dipole moment (the long-range point-bunch approximation) and the
+  // transverse resonator wake W(t) = (omega_r^2 R / (Q omega_b)) e^{-alpha t} sin(omega_b t) written out here.
+  const double r_perp = 3e8, q = 5.0, f_r = 5e7, p0c = 2e9, intensity = 1e11, spacing = 1.0, circumference = 30.0;
+  const int bunches = 3;
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 4}, {"zeta_min", -0.2}, {"zeta_max", 0.2},
+               {"intensity", intensity}, {"memory_turns", 1}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
+               {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", r_perp}, {"q", q}, {"frequency", f_r}}})}};
+  json doc = {{"fusetrack_lattice", 1},
+              {"reference", reference_json(p0c)},
+              {"elements", {{"wake", wake}, {"d", {{"type", "Drift"}, {"length", circumference}}}}},
+              {"sequence", {"wake", "d"}}};
+  const Lattice lattice = lattice_from_json(doc, "train_toy.json", test::builtin_registry());
+  const double beta0 = lattice.reference().beta0();
+  // Slices at local zeta 0.15 (the head slice) and -0.05 (two slices behind).
+  const double local_zeta[2] = {0.15, -0.05};
+  Particles p(static_cast<size_t>(bunches) * 4, beta0);
+  auto x_of = [](int b, int s) { return 1e-3 * (1 + b) * (s ? -0.5 : 1.0); };
+  auto y_of = [](int b, int s) { return -2e-4 * (2 - b) + 3e-4 * s; };
+  for (int b = 0; b < bunches; ++b)
+    for (int s = 0; s < 2; ++s)
+      for (int m = 0; m < 2; ++m)
+        p.set(static_cast<size_t>(b * 4 + s * 2 + m), x_of(b, s), 0.0, y_of(b, s), 0.0, local_zeta[s] - b * spacing,
+              0.0);
+  auto backend = make_cpu_backend(lattice);
+  TrackOptions opt;
+  opt.turns = 1;
+  opt.threads = 1;
+  const Particles turn0 = p;
+  backend->track(p, opt);
+  const Particles turn1 = p;
+  backend->track(p, opt);  // the second turn: the wake memory holds the first
+
+  const double omega_r = 2.0 * kPi * f_r, alpha = omega_r / (2.0 * q);
+  const double omega_b = std::sqrt(omega_r * omega_r - alpha * alpha);
+  auto w = [&](double t) {
+    return t <= 0.0 ? 0.0 : omega_r * omega_r * r_perp / (q * omega_b) * std::exp(-alpha * t) * std::sin(omega_b * t);
+  };
+  const double charge = kE * intensity / 4.0;  // 4 macroparticles per bunch
+  const double k = 1.0 / (beta0 * p0c), t0 = circumference / (beta0 * kC), tb = spacing / (beta0 * kC);
+  const double dt_slices = 0.2 / (beta0 * kC);  // the two filled slices are 2 slices apart
+  // Expected Delta px (plane 0) or Delta py (plane 1) of slice s of bunch b, from positions `now` and `before`.
+  auto expected = [&](const Particles& now, const Particles* before, int b, int s, int plane) {
+    auto pos = [&](const Particles& at, int bb, int ss) {
+      const size_t i = static_cast<size_t>(bb * 4 + ss * 2);
+      return plane == 0 ? at.x[i] : at.y[i];
+    };
+    double sum = 0.0;
+    if (s == 1) sum += 2 * charge * pos(now, b, 0) * w(dt_slices);
+    for (int a = 0; a < b; ++a) sum += w((b - a) * tb) * 2 * charge * (pos(now, a, 0) + pos(now, a, 1));
+    if (before)
+      for (int a = 0; a < bunches; ++a) sum += w(t0 + (b - a) * tb) * 2 * charge * (pos(*before, a, 0) + pos(*before, a, 1));
+    return k * sum;
+  };
+  double largest = 0.0;
+  for (int b = 0; b < bunches; ++b)
+    for (int s = 0; s < 2; ++s)
+      for (int plane = 0; plane < 2; ++plane) {
+        const double e1 = expected(turn0, nullptr, b, s, plane), e2 = expected(turn1, &turn0, b, s, plane);
+        largest = std::max({largest, std::fabs(e1), std::fabs(e2)});
+        for (int m = 0; m < 2; ++m) {
+          const size_t i = static_cast<size_t>(b * 4 + s * 2 + m);
+          CAPTURE(b);
+          CAPTURE(s);
+          CAPTURE(plane);
+          const double got1 = plane == 0 ? turn1.px[i] - turn0.px[i] : turn1.py[i] - turn0.py[i];
+          const double got2 = plane == 0 ? p.px[i] - turn1.px[i] : p.py[i] - turn1.py[i];
+          CHECK(got1 == doctest::Approx(e1).epsilon(1e-9).scale(1e-3 * largest));
+          CHECK(got2 == doctest::Approx(e2).epsilon(1e-9).scale(1e-3 * largest));
+        }
+      }
+  MESSAGE("largest expected kick ", largest);
+  REQUIRE(largest > 1e-7);
+}
+
+TEST_CASE("bunch train: the damper kicks each bunch with its own centroid (as single-bunch runs)") {
+  // Three bunches with different offsets through a train damper (1 slice per bunch, bunch-by-bunch); each bunch
+  // tracked alone through the single-bunch damper follows the same centroids (to the fixed-point resolution).
+  const double k1l_qf_half = 0.00195, k1l_qd = -0.0039, spacing = 4.0;
+  const int bunches = 3, per_bunch = 50, turns = 60;
+  auto damper = [&](int n) {
+    json d = {{"type", "TransverseDamper"}, {"gain_turns", 15.0}, {"zeta_min", -1.0}, {"zeta_max", 1.0}};
+    if (n > 1) d["n_bunches"] = n, d["bunch_spacing"] = spacing;
+    return d;
+  };
+  const Lattice train_lattice = lattice_from_json(fodo_ring({{"damper", damper(bunches)}}, {"damper"}, k1l_qf_half, k1l_qd),
+                                                  "train_damper.json", test::builtin_registry());
+  const Lattice single_lattice = lattice_from_json(fodo_ring({{"damper", damper(1)}}, {"damper"}, k1l_qf_half, k1l_qd),
+                                                   "single_damper.json", test::builtin_registry());
+  const double beta0 = train_lattice.reference().beta0();
+  Particles train(static_cast<size_t>(bunches * per_bunch), beta0);
+  for (int b = 0; b < bunches; ++b)
+    for (int i = 0; i < per_bunch; ++i)
+      train.set(static_cast<size_t>(b * per_bunch + i), 1e-3 * (b + 1) + 1e-5 * i, 0.0, -5e-4 * (b - 1) - 1e-5 * i, 0.0,
+                -0.5 + 0.02 * i - b * spacing, 0.0);
+  TrainRecorder rec{bunches, spacing, {}, {}, {}, {}, {}};
+  make_cpu_backend(train_lattice)->track(train, rec.options(turns));
+  for (int b = 0; b < bunches; ++b) {
+    Particles one = slice_particles(train, 0, 0);
+    one = Particles(static_cast<size_t>(per_bunch), beta0);
+    for (int i = 0; i < per_bunch; ++i)
+      one.set(static_cast<size_t>(i), 1e-3 * (b + 1) + 1e-5 * i, 0.0, -5e-4 * (b - 1) - 1e-5 * i, 0.0, -0.5 + 0.02 * i,
+              0.0);
+    TrainRecorder alone{1, spacing, {}, {}, {}, {}, {}};
+    make_cpu_backend(single_lattice)->track(one, alone.options(turns));
+    for (int t = 0; t < turns; ++t) {
+      CAPTURE(b);
+      CAPTURE(t);
+      CHECK(rec.x[static_cast<size_t>(b)][static_cast<size_t>(t)] ==
+            doctest::Approx(alone.x[0][static_cast<size_t>(t)]).epsilon(1e-9).scale(1e-6));
+      CHECK(rec.y[static_cast<size_t>(b)][static_cast<size_t>(t)] ==
+            doctest::Approx(alone.y[0][static_cast<size_t>(t)]).epsilon(1e-9).scale(1e-6));
+    }
+  }
+  // The centroids did damp (bunch 2 started at 3 mm).
+  CHECK(std::fabs(rec.x[2].back()) < 0.2 * 3e-3);
+}
+
+TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bitwise") {
+  // A 4-bunch train (resonator and resistive wall with 3 stored turns, a delayed damper), the particles split
+  // over ranks at arbitrary places (bunches cut across ranks): every rank solves the same integer sums.
+  const double spacing = 2.0;
+  const int bunches = 4;
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 5e7}, {"q", 2.0}, {"frequency", 3e8}},
+                              {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 20}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
+               {"intensity", 2e11}, {"memory_turns", 3}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
+               {"sources", sources}};
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
+                 {"delay", 2}, {"n_bunches", bunches}, {"bunch_spacing", spacing}};
+  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02),
+                                            "train_ranks.json", test::builtin_registry());
+  std::mt19937_64 rng(5);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  const size_t per_bunch = 300;
+  Particles initial(bunches * per_bunch, lattice.reference().beta0());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    const double b = static_cast<double>(i / per_bunch);
+    initial.set(i, 1e-3 * (1.0 + b) + 1e-3 * gauss(rng), 2e-5 * gauss(rng), -1e-3 + 1e-3 * gauss(rng),
+                2e-5 * gauss(rng), 0.12 * gauss(rng) - b * spacing, 1e-4 * gauss(rng));
+  }
+  TrackOptions opt;
+  opt.turns = 6;
+  opt.threads = 1;
+  Particles whole = initial;
+  make_cpu_backend(lattice)->track(whole, opt);
+  for (const int ranks : {2, 3}) {
+    CAPTURE(ranks);
+    RankSum sum(ranks);
+    std::vector<size_t> cuts = {0};
+    for (int r = 1; r < ranks; ++r) cuts.push_back(initial.size() * static_cast<size_t>(r) / ranks + 37);
+    cuts.push_back(initial.size());
+    std::vector<Particles> part;
+    for (int r = 0; r < ranks; ++r) part.push_back(slice_particles(initial, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]));
+    std::vector<std::string> errors(static_cast<size_t>(ranks));
+    std::vector<std::thread> threads;
+    for (int r = 0; r < ranks; ++r)
+      threads.emplace_back([&, r] {
+        try {
+          TrackOptions ro = opt;
+          ro.macroparticles = initial.size();
+          ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
+          make_cpu_backend(lattice)->track(part[static_cast<size_t>(r)], ro);
+        } catch (const std::exception& e) {
+          errors[static_cast<size_t>(r)] = e.what();
+        }
+      });
+    for (std::thread& t : threads) t.join();
+    for (int r = 0; r < ranks; ++r) {
+      REQUIRE(errors[static_cast<size_t>(r)].empty());
+      CHECK(compare_particles(slice_particles(whole, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]),
+                              part[static_cast<size_t>(r)])
+                .identical());
+    }
+  }
+}
+
+TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable mode against the analytic rate") {
+  // M = 16 rigid bunches (2 identical macroparticles each, one slice, delta = 0) fill the 160 m ring of the
+  // damper test evenly (spacing 10 m), with random offsets (every coupled-bunch mode excited); the classic
+  // thick-wall wake with 600 stored turns, one element where alpha = 0. Analytic (Chao 1993, ch. 4, point
+  // bunches, in the xwakes convention Z_perp = i int W e^{-i omega t} dt): mode mu oscillates at
+  // omega = (mu + Q) omega0 and grows per turn by
+  //   1 / tau = -beta K M / (2 T0) sum_p Re Z_perp((p M + mu + Q) omega0),   K = q0^2 e N / (beta0 p0c),
+  // dominated by the lowest (negative) sideband -(1 - Q) omega0, where the thick wall gives
+  //   Re Z_perp(omega) = c L / (pi b^3 omega sigma delta),  delta = sqrt(2 / (mu0 sigma |omega|)).
+  // The fitted growth of the fastest mode (a bunch's centroid after the other modes have fallen behind) is
+  // compared with the one-sideband rate (within 10%) and the sum over sidebands (within 5%).
+  const double k1l_qf_half = 0.0078, k1l_qd = -0.0156, p0c = 26e9, intensity = 6e11;
+  const double radius = 0.02, length = 160.0, sigma = 1e6, circumference = 160.0;
+  const int bunches = 16, memory = 800, turns = 2000;
+  const double spacing = circumference / bunches;
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 1}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
+               {"intensity", intensity}, {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
+               {"sources", json::array({{{"type", "ResistiveWall"}, {"radius", radius}, {"length", length},
+                                         {"conductivity", sigma}}})}};
+  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
+                                            "rw_train.json", test::builtin_registry());
+  const double beta0 = lattice.reference().beta0();
+  std::mt19937_64 rng(11);
+  std::uniform_real_distribution<double> u(-1e-4, 1e-4);
+  Particles train(static_cast<size_t>(bunches) * 2, beta0);
+  for (int b = 0; b < bunches; ++b) {
+    const double x = u(rng), y = u(rng);
+    for (int m = 0; m < 2; ++m) train.set(static_cast<size_t>(2 * b + m), x, 0.0, y, 0.0, -b * spacing, 0.0);
+  }
+  TrainRecorder rec{bunches, spacing, {}, {}, {}, {}, {}};
+  make_cpu_backend(lattice)->track(train, rec.options(turns));
+
+  const double t0 = circumference / (beta0 * kC), omega0 = 2.0 * kPi / t0;
+  const double k_kick = kE * intensity / (beta0 * p0c);
+  auto re_z = [&](double omega) {
+    const double delta = std::sqrt(2.0 / (kMu0 * sigma * std::fabs(omega)));
+    return kC * length / (kPi * radius * radius * radius * omega * sigma * delta);
+  };
+  for (const int sign : {+1, -1}) {
+    double beta, tune;
+    ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+    const double one_sideband = -beta * k_kick * bunches / (2.0 * t0) * re_z(-(1.0 - tune) * omega0);
+    double most = -1e300;
+    int most_mu = -1;
+    for (int mu = 0; mu < bunches; ++mu) {
+      double sum = 0.0;
+      for (int p = -20000; p <= 20000; ++p) sum += re_z((p * bunches + mu + tune) * omega0);
+      const double rate = -beta * k_kick * bunches / (2.0 * t0) * sum;
+      if (rate > most) most = rate, most_mu = mu;
+    }
+    // The coupled-bunch modes' amplitudes |A_mu(n)| = |sum_b (x_b / sqrt(beta) - i sqrt(beta) px_b) e^{-2 pi i (mu + Q) b / M}|
+    // (normalized coordinates, alpha = 0; bunch b passes b T0 / M after bunch 0, hence the phase of the mode's
+    // oscillation e^{i (mu + Q) omega0 t}). The largest at the end is the fastest mode's (the others have fallen
+    // behind); its ln|A| is fitted linearly over the last third of the run.
+    const auto& xs = sign > 0 ? rec.x : rec.y;
+    const auto& ps = sign > 0 ? rec.px : rec.py;
+    auto amplitude = [&](int mu, size_t t) {
+      std::complex<double> a = 0.0;
+      for (int b = 0; b < bunches; ++b)
+        a += std::complex<double>(xs[static_cast<size_t>(b)][t] / std::sqrt(beta), -std::sqrt(beta) * ps[static_cast<size_t>(b)][t]) *
+             std::exp(std::complex<double>(0.0, -2.0 * kPi * (mu + tune) * b / bunches));
+      return std::abs(a);
+    };
+    int fitted_mu = 0;
+    for (int mu = 1; mu < bunches; ++mu)
+      if (amplitude(mu, rec.turns.size() - 1) > amplitude(fitted_mu, rec.turns.size() - 1)) fitted_mu = mu;
+    double s_t = 0, s_l = 0, s_tt = 0, s_tl = 0, n = 0;
+    for (size_t t = 2 * rec.turns.size() / 3; t < rec.turns.size(); ++t) {
+      const double l = std::log(amplitude(fitted_mu, t)), tt = rec.turns[t];
+      s_t += tt, s_l += l, s_tt += tt * tt, s_tl += tt * l, n += 1;
+    }
+    const double fitted = (n * s_tl - s_t * s_l) / (n * s_tt - s_t * s_t);
+    MESSAGE((sign > 0 ? "x" : "y"), ": beta ", beta, " m, tune ", tune, "; analytic one sideband ", one_sideband,
+            ", all sidebands ", most, " per turn (mode ", most_mu, "); fitted ", fitted, " (mode ", fitted_mu, ")");
+    CHECK(std::fabs(fitted / one_sideband - 1.0) < 0.10);
+    CHECK(std::fabs(fitted / most - 1.0) < 0.05);
+  }
+}
+
+TEST_CASE("bunch train and damper delay: bad input is named (file, element, field)") {
+  auto message_of = [](const json& element) -> std::string {
+    json doc = {{"fusetrack_lattice", 1},
+                {"reference", reference_json(26e9)},
+                {"elements", {{"w", element}, {"d", {{"type", "Drift"}, {"length", 100.0}}}}},
+                {"sequence", {"w", "d"}}};
+    try {
+      const Lattice l = lattice_from_json(doc, "bad_train.json", test::builtin_registry());
+      MomentsCollectiveSolver solver(l, 0, 100);
+    } catch (const Error& e) {
+      return e.what();
+    }
+    return "";
+  };
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5}};
+  auto check = [&](const json& element, const char* field) {
+    const std::string m = message_of(element);
+    CAPTURE(m);
+    CHECK(m.find("bad_train.json") != std::string::npos);
+    CHECK(m.find("'w'") != std::string::npos);
+    CHECK(m.find(field) != std::string::npos);
+  };
+  json d = damper;
+  d["delay"] = -1;
+  check(d, "delay");
+  d = damper;
+  d["n_bunches"] = 0;
+  check(d, "n_bunches");
+  d = damper;
+  d["n_bunches"] = 3, d["bunch_spacing"] = 0.5;  // shorter than the 1 m cut
+  check(d, "bunch_spacing");
+  d["bunch_spacing"] = 1.05;  // not a whole number of slice widths (1 m)
+  check(d, "bunch_spacing");
+  d["n_bunches"] = 200, d["bunch_spacing"] = 1.0;  // 200 m of train in a 100 m ring
+  check(d, "n_bunches");
+}
