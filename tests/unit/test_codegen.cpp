@@ -111,19 +111,24 @@ TEST_CASE("generated source: one switch case per type used, layout checks, origi
   }
 }
 
-TEST_CASE("misaligned thin multipoles: the shift-roll case reads its blocks at fixed offsets") {
-  // Every Multipole shifted and rolled: the straight-line case (fusetrack/device/transform.h,
-  // transform_shift_roll_entry); one of them only shifted: the general case for the type.
+TEST_CASE("transformed types whose blocks all hold the same operations read them at fixed offsets") {
+  // Every Multipole shifted and rolled: straight-line calls with constant operations
+  // (fusetrack/device/transform.h, transform_operation); one of them only shifted: the general case.
   nlohmann::ordered_json doc = ft::test::parse_bundled("sextupole_rf_ring.json");
   for (auto& [name, e] : doc["elements"].items())
     if (e["type"] == "Multipole") e.update({{"shift_x", 1e-5}, {"shift_y", -2e-5}, {"rot_s_rad", 1e-4}});
   const Lattice all = lattice_from_json(doc, "shift_roll", builtin_registry());
   const KernelSource src = generate_fused_kernel(all, FmaMode::Off, Dispatch::Switch);
   REQUIRE(src.transformed_types.size() == 1);
-  CHECK(src.transformed_shift_roll[0]);
-  CHECK(src.text.find("ft::transform_shift_roll_entry(prm, p)") != std::string::npos);
+  const uint64_t shift_roll = kTransformShiftThenRoll | (kTransformRollThenShift << 24);
+  CHECK(src.transformed_operations[0] == shift_roll);
+  CHECK(src.text.find(fmt::format("ft::transform_operation({}, ft_v + 0, p); ft::transform_operation({}, ft_v + 2, p); "
+                                  "Multipole_track(*reinterpret_cast<const Multipole*>(prm + 72), p); "
+                                  "ft::transform_operation({}, ft_v + 4, p); ft::transform_operation({}, ft_v + 6, p);",
+                                  int(kTransformShiftXY), int(kTransformRotateS), int(kTransformRotateS),
+                                  int(kTransformShiftXY))) != std::string::npos);
   CHECK(src.text.find("ft::transform_entry(prm, p)") == std::string::npos);
-  // The case reads the element's own parameters kTransformShiftRollWords words into its block.
+  // The case reads the element's own parameters after the 9 words of [header][dx, dy, sin, cos][sin, cos, dx, dy].
   const KernelTables tables = kernel_tables(all, src);
   const unsigned char* table = reinterpret_cast<const unsigned char*>(tables.params.data());
   size_t transformed = 0;
@@ -133,10 +138,9 @@ TEST_CASE("misaligned thin multipoles: the shift-roll case reads its blocks at f
     const unsigned char* block = table + tables.steps[e].param_offset();
     uint64_t header = 0;
     std::memcpy(&header, block, 8);
-    CHECK((header & 0xffffffffffffull) == kTransformShiftRollOperations);
-    CHECK((header >> 48) == static_cast<uint64_t>(kTransformShiftRollWords));
-    CHECK(std::memcmp(block + 8 * kTransformShiftRollWords, all.params(all.sequence()[e].definition),
-                      all.element(e).type->param_size) == 0);
+    CHECK((header & 0xffffffffffffull) == shift_roll);
+    CHECK((header >> 48) == 9u);
+    CHECK(std::memcmp(block + 72, all.params(all.sequence()[e].definition), all.element(e).type->param_size) == 0);
   }
   CHECK(transformed > 0);
 
@@ -148,8 +152,8 @@ TEST_CASE("misaligned thin multipoles: the shift-roll case reads its blocks at f
   const Lattice mixed = lattice_from_json(doc, "shift_roll_and_shift", builtin_registry());
   const KernelSource general = generate_fused_kernel(mixed, FmaMode::Off, Dispatch::Switch);
   REQUIRE(general.transformed_types.size() == 1);
-  CHECK_FALSE(general.transformed_shift_roll[0]);
-  CHECK(general.text.find("ft::transform_shift_roll_entry(prm, p)") == std::string::npos);
+  CHECK(general.transformed_operations[0] == kMixedTransforms);
+  CHECK(general.text.find("ft::transform_entry(prm, p)") != std::string::npos);
   compile_all_modes(all);
   compile_all_modes(mixed);
 }

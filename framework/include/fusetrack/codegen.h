@@ -51,13 +51,17 @@ struct KernelSource {
   /// block (the transformation's block, then the element's parameters).
   std::vector<const ElementType*> transformed_types;
   std::vector<uint32_t> transformed_words;
-  /// For each transformed type: every one of its blocks, in every variant, is a shift then a roll at
-  /// the entry and the reverse at the exit (misaligned thin multipoles); its case then runs them as
-  /// straight-line code at fixed offsets (fusetrack/device/transform.h, transform_shift_roll_entry).
-  std::vector<bool> transformed_shift_roll;
+  /// For each transformed type: the operations (entry in bits 0-23, exit in bits 24-47) that every one of
+  /// its blocks holds in every variant, e.g. a shift then a roll for misaligned thin multipoles; its case
+  /// then runs them as straight-line code with the values at fixed offsets. kMixedTransforms: the blocks
+  /// differ, and the case reads each block's header (fusetrack/device/transform.h, transform_entry).
+  std::vector<uint64_t> transformed_operations;
   /// Generated for lattice variants: each particle reads its variant's parameter table.
   bool variants = false;
 };
+
+/// KernelSource::transformed_operations of a type whose blocks hold different operations.
+constexpr uint64_t kMixedTransforms = ~uint64_t(0);
 
 /// The kernel entry point every generated source defines.
 constexpr const char* kFusedKernelName = "fusetrack_track";

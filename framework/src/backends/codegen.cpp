@@ -174,22 +174,23 @@ void add_transformed_types(const Lattice& lattice, KernelSource& src, const std:
     const uint32_t block_words = transform_words_over_variants(lattices, entry.definition);
     if (block_words == 0) continue;
     const uint32_t words = block_words + (def.type->param_size + 7) / 8;
-    // Shift-roll: every variant transforms the definition with exactly the shift-roll block.
-    bool shift_roll = block_words == static_cast<uint32_t>(kTransformShiftRollWords);
-    for (const Lattice* l : lattices) {
-      const std::vector<uint64_t>* block = l->transform_block(entry.definition);
-      shift_roll = shift_roll && block && block->size() == static_cast<size_t>(kTransformShiftRollWords) &&
-                   ((*block)[0] & 0xffffffffffffull) == kTransformShiftRollOperations;
+    // The operations when every variant transforms the definition with the same ones (and block size).
+    uint64_t operations = kMixedTransforms;
+    for (size_t v = 0; v < lattices.size(); ++v) {
+      const std::vector<uint64_t>* block = lattices[v]->transform_block(entry.definition);
+      const uint64_t ops = block && block->size() == block_words ? (*block)[0] & 0xffffffffffffull : kMixedTransforms;
+      operations = v == 0 || ops == operations ? ops : kMixedTransforms;
     }
     auto it = std::find(src.transformed_types.begin(), src.transformed_types.end(), def.type);
     if (it == src.transformed_types.end()) {
       src.transformed_types.push_back(def.type);
       src.transformed_words.push_back(words);
-      src.transformed_shift_roll.push_back(shift_roll);
+      src.transformed_operations.push_back(operations);
     } else {
       const size_t j = static_cast<size_t>(it - src.transformed_types.begin());
+      if (src.transformed_words[j] != words || src.transformed_operations[j] != operations)
+        src.transformed_operations[j] = kMixedTransforms;
       src.transformed_words[j] = std::max(src.transformed_words[j], words);
-      src.transformed_shift_roll[j] = src.transformed_shift_roll[j] && shift_roll;
     }
   }
   if (src.types.size() + src.transformed_types.size() > 255)
@@ -247,6 +248,17 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   return s;
 }
 
+/// A transformation's operations `ops` as calls with constant operations and value offsets (from `first`).
+std::string fixed_transform_calls(uint64_t ops, int first) {
+  std::string s;
+  for (; ops != 0; ops >>= 4) {
+    const unsigned operation = static_cast<unsigned>(ops & 15u);
+    s += fmt::format(" ft::transform_operation({}, ft_v + {}, p);", operation, first);
+    first += transform_value_count(operation);
+  }
+  return s;
+}
+
 /// The switch over element types of the switch kernel (collective types have no track function).
 std::string switch_cases(const KernelSource& src, const char* indent) {
   std::string s;
@@ -258,11 +270,14 @@ std::string switch_cases(const KernelSource& src, const char* indent) {
   // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
   for (size_t j = 0; j < src.transformed_types.size(); ++j) {
     const ElementType* t = src.transformed_types[j];
-    if (src.transformed_shift_roll[j]) {  // every block is [header][shift, roll][roll, shift]: fixed offsets
-      s += fmt::format(
-          "{}case {}: {{ ft::transform_shift_roll_entry(prm, p); {}(*reinterpret_cast<const {}*>(prm + {}), p); "
-          "ft::transform_shift_roll_exit(prm, p); }} break;\n",
-          indent, src.types.size() + j, t->track_function, t->name, 8 * kTransformShiftRollWords);
+    if (src.transformed_operations[j] != kMixedTransforms) {
+      s += fmt::format("{}case {}: {{ const double* ft_v = reinterpret_cast<const double*>(prm) + 1;{}", indent,
+                       src.types.size() + j, fixed_transform_calls(src.transformed_operations[j] & 0xffffffull, 0));
+      const int entry_values = transform_values_of(src.transformed_operations[j] & 0xffffffull);
+      const int exit_values = transform_values_of((src.transformed_operations[j] >> 24) & 0xffffffull);
+      s += fmt::format(" {}(*reinterpret_cast<const {}*>(prm + {}), p);{} }} break;\n", t->track_function, t->name,
+                       8 * (1 + entry_values + exit_values),
+                       fixed_transform_calls((src.transformed_operations[j] >> 24) & 0xffffffull, entry_values));
       continue;
     }
     s += fmt::format(

@@ -93,29 +93,34 @@ FT_FUNCTION void transform_rotate_s_(const double* v, ParticleView& p) {
   p.py = -s * px + c * py;
 }
 
+/// Exact drift by ds, then zeta -= ds (xtrack: shift_s).
+FT_FUNCTION void transform_shift_s_(double ds, ParticleView& p) {
+  const double opd = 1.0 + p.delta;
+  const double one_over_pz = 1.0 / sqrt(opd * opd - p.px * p.px - p.py * p.py);
+  const double dzeta = 1.0 - p.rv0v * opd * one_over_pz;
+  p.x += p.px * one_over_pz * ds;
+  p.y += p.py * one_over_pz * ds;
+  p.zeta += dzeta * ds;
+  p.zeta += -ds;
+}
+
+/// One operation with its values. Generated kernels call it with a constant `operation` for types whose
+/// blocks all hold the same operations (the switch folds away and the values sit at fixed offsets).
+FT_FUNCTION void transform_operation(unsigned operation, const double* v, ParticleView& p) {
+  switch (operation) {
+    case kTransformShiftXY: transform_shift_xy_(v, p); break;
+    case kTransformShiftS: transform_shift_s_(v[0], p); break;
+    case kTransformRotateY: transform_rotate_y_(v[0], v[1], v[2], p); break;
+    case kTransformRotateX: transform_rotate_x_(v[0], v[1], v[2], p); break;
+    case kTransformRotateS: transform_rotate_s_(v, p); break;
+    default: break;
+  }
+}
+
 /// The operation lists of a shifted and rolled straight element (entry: shift then roll; exit:
 /// roll then shift), the common case of misaligned thin multipoles.
 constexpr unsigned long long kTransformShiftThenRoll = kTransformShiftXY | (kTransformRotateS << 4);
 constexpr unsigned long long kTransformRollThenShift = kTransformRotateS | (kTransformShiftXY << 4);
-
-/// A shifted and rolled straight element's block exactly: [header][dx, dy, sin, cos][sin, cos, dx, dy].
-constexpr unsigned long long kTransformShiftRollOperations = kTransformShiftThenRoll | (kTransformRollThenShift << 24);
-constexpr int kTransformShiftRollWords = 9;
-
-/// Entry and exit of an element whose block is the shift-roll block above (the kernel generator checks
-/// every block of the type): transform_apply's straight-line operations in the same order, read at fixed
-/// offsets, so the loads do not wait for the header and the results are the same bits.
-FT_FUNCTION void transform_shift_roll_entry(const unsigned char* block, ParticleView& p) {
-  const double* v = reinterpret_cast<const double*>(block) + 1;
-  transform_shift_xy_(v, p);
-  transform_rotate_s_(v + 2, p);
-}
-
-FT_FUNCTION void transform_shift_roll_exit(const unsigned char* block, ParticleView& p) {
-  const double* v = reinterpret_cast<const double*>(block) + 5;
-  transform_rotate_s_(v, p);
-  transform_shift_xy_(v + 2, p);
-}
 
 /// Runs the operations `ops` (4 bits each) with their values from `v`; returns the values after them.
 FT_FUNCTION const double* transform_apply(unsigned long long ops, const double* v, ParticleView& p) {
@@ -132,38 +137,10 @@ FT_FUNCTION const double* transform_apply(unsigned long long ops, const double* 
     return v + 4;
   }
   for (; ops != 0ull; ops >>= 4) {
-    switch (static_cast<unsigned>(ops & 15ull)) {
-      case kTransformShiftXY:
-        transform_shift_xy_(v, p);
-        v += 2;
-        break;
-      case kTransformShiftS: {
-        const double ds = v[0];
-        const double opd = 1.0 + p.delta;
-        const double one_over_pz = 1.0 / sqrt(opd * opd - p.px * p.px - p.py * p.py);
-        const double dzeta = 1.0 - p.rv0v * opd * one_over_pz;
-        p.x += p.px * one_over_pz * ds;
-        p.y += p.py * one_over_pz * ds;
-        p.zeta += dzeta * ds;
-        p.zeta += -ds;
-        v += 1;
-        break;
-      }
-      case kTransformRotateY:
-        transform_rotate_y_(v[0], v[1], v[2], p);
-        v += 3;
-        break;
-      case kTransformRotateX:
-        transform_rotate_x_(v[0], v[1], v[2], p);
-        v += 3;
-        break;
-      case kTransformRotateS:
-        transform_rotate_s_(v, p);
-        v += 2;
-        break;
-      default:
-        return v;
-    }
+    const unsigned operation = static_cast<unsigned>(ops & 15ull);
+    if (operation < kTransformShiftXY || operation > kTransformRotateS) return v;
+    transform_operation(operation, v, p);
+    v += transform_value_count(operation);
   }
   return v;
 }
