@@ -18,7 +18,10 @@
 #include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/collective.h"
+#include "fusetrack/reduction.h"
 #include "fusetrack/session.h"
+#include "fusetrack/slice_wakes.h"
 
 namespace ft::cli {
 
@@ -54,6 +57,128 @@ struct TrackArgs {
   double space_charge_intensity = -1.0;  // not given: the elements' number_of_particles
   std::string space_charge_sizes;        // CSV of the updates; "": next to --output / --monitor
   bool verbose = false;
+  // Bunch trains: --bunches copies of the generated bunch, bunch b at zeta - b spacing; per-bunch moments.
+  int bunches = 1;
+  double bunch_spacing = 0.0;  // [s]; 0: the spacing the lattice's train elements declare
+  std::string bunches_output;  // CSV per turn and bunch
+  int64_t bunches_every = 1;
+};
+
+/// A train's bunch count and zeta spacing: --bunches and --bunch-spacing [s] (beta0 c seconds), checked
+/// against the slice-moment elements that declare a train (n_bunches > 1, bunch_spacing [m]); `centre`: the
+/// middle of such an element's cuts (bunch 0), else 0.
+struct TrainSpec {
+  int bunches = 1;
+  double spacing = 0.0;  // [m] of zeta
+  double centre = 0.0;   // [m]
+};
+
+TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
+  TrainSpec t;
+  t.bunches = a.bunches;
+  InputLocation at;
+  at.field = "--bunches";
+  if (a.bunches < 1) throw InputError(at, fmt::format("must be >= 1, got {}", a.bunches));
+  at.field = "--bunch-spacing";
+  if (!(a.bunch_spacing >= 0.0) || !std::isfinite(a.bunch_spacing))
+    throw InputError(at, fmt::format("must be a finite time >= 0 [s], got {}", a.bunch_spacing));
+  const double beta_c = lattice.reference().beta0() * 299792458.0;
+  double declared = 0.0;
+  int declared_bunches = 0;
+  std::string declared_by;
+  if (lattice.has_collective())
+    for (size_t e : TurnProgram::build(lattice).collective) {
+      if (!lattice.element(e).type->is_moments_collective()) continue;
+      const MomentsCollectiveSolver solver(lattice, e, 1);
+      if (solver.n_bunches() < 2) continue;
+      const ft_profile_grid& g = solver.model().grid;
+      declared = solver.model().bunch_spacing, declared_bunches = solver.n_bunches();
+      declared_by = solver.element_name();
+      t.centre = 0.5 * (g.zeta_min + g.zeta_max);
+    }
+  t.spacing = a.bunch_spacing > 0.0 ? a.bunch_spacing * beta_c : declared;
+  if (t.bunches > 1 && !(t.spacing > 0.0))
+    throw InputError(at, "a train of --bunches > 1 needs a spacing: --bunch-spacing T [s], or the lattice's "
+                         "TransverseWake/TransverseDamper n_bunches and bunch_spacing");
+  if (t.bunches > 1 && declared_bunches > 0 &&
+      (declared_bunches != t.bunches || std::fabs(t.spacing - declared) > 1e-9 * declared))
+    throw InputError(at, fmt::format("--bunches {} at {:.12g} m do not match element '{}': n_bunches {} at "
+                                     "bunch_spacing {:.12g} m",
+                                     t.bunches, t.spacing, declared_by, declared_bunches, declared));
+  return t;
+}
+
+/// Copies of one bunch into a train: bunch b shifted by -b spacing in zeta.
+Particles make_train(const Particles& one, const TrainSpec& t) {
+  Particles train(0, one.beta0);
+  for (int b = 0; b < t.bunches; ++b) {
+    Particles copy = one;
+    for (size_t i = 0; i < copy.size(); ++i)
+      copy.set(i, copy.x[i], copy.px[i], copy.y[i], copy.py[i], copy.zeta[i] - b * t.spacing, copy.delta[i]);
+    append_particles(train, copy);
+  }
+  return train;
+}
+
+/// Per turn and bunch of a train: the centroids and the geometric rms emittances, from integer moments
+/// summed over the ranks (SliceMomentReducer: the same numbers for any rank count), written by rank 0.
+/// Bunch b: zeta within half a spacing of centre - b spacing; declared ranges |x|, |y| < 0.1 m, |px|, |py| <
+/// 0.01, |delta| < 0.1 (particles beyond are counted in out_of_range and left out).
+class BunchesWriter {
+ public:
+  BunchesWriter(const std::string& path, const TrainSpec& t, size_t total_particles, bool root)
+      : m_root(root), m_path(path) {
+    const double s = t.bunches > 1 ? t.spacing : 1.0;
+    const double lo = t.centre - (t.bunches - 1) * s - 0.5 * s, hi = t.centre + 0.5 * s;
+    m_grid = SliceGrid{t.bunches, 0, lo, hi, static_cast<double>(t.bunches) / (hi - lo)};
+    m_ranges = {0.1, 0.01, 0.1, 0.01, std::max(std::fabs(lo), std::fabs(hi)), 0.1};
+    m_total = std::max<size_t>(1, total_particles);
+    if (m_root) {
+      m_file = std::fopen(path.c_str(), "w");
+      if (!m_file) throw Error(fmt::format("{}: cannot write the per-bunch moments", path));
+      fmt::print(m_file, "turn,bunch,macroparticles,mean_x,mean_px,mean_y,mean_py,mean_zeta,mean_delta,emittance_x,"
+                         "emittance_y,out_of_range\n");
+    }
+  }
+  ~BunchesWriter() {
+    if (m_file) std::fclose(m_file);
+  }
+  BunchesWriter(const BunchesWriter&) = delete;
+  BunchesWriter& operator=(const BunchesWriter&) = delete;
+
+  void record(int64_t turn, const Particles& local) {
+    SliceMomentReducer r(m_grid, m_ranges, m_total);
+    r.deposit(local);
+    Communicator& comm = world();
+    if (comm.size() > 1) r.allreduce(comm);
+    if (!m_root) return;
+    const SliceMoments m = r.moments();
+    const int n = m_grid.n_slices;
+    for (int b = 0; b < n; ++b) {
+      const size_t k = static_cast<size_t>(n - 1 - b);
+      const auto& c = m.second_central[k];
+      const double ex = std::sqrt(std::max(0.0, c[0] * c[4] - c[1] * c[1]));
+      const double ey = std::sqrt(std::max(0.0, c[7] * c[9] - c[8] * c[8]));
+      const auto& u = m.mean[k];
+      fmt::print(m_file, "{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", turn, b,
+                 m.macroparticles[k], u[0], u[1], u[2], u[3], u[4], u[5], ex, ey, r.out_of_range());
+    }
+  }
+  void finish() {
+    if (!m_file) return;
+    const bool failed = std::ferror(m_file) != 0;
+    const int closed = std::fclose(m_file);
+    m_file = nullptr;
+    if (closed != 0 || failed) throw Error(fmt::format("{}: writing the per-bunch moments failed", m_path));
+  }
+
+ private:
+  bool m_root;
+  std::string m_path;
+  SliceGrid m_grid{};
+  std::array<double, 6> m_ranges{};
+  size_t m_total = 1;
+  std::FILE* m_file = nullptr;
 };
 
 /// Where the space-charge updates are written: --space-charge-sizes, else next to the output
@@ -129,8 +254,16 @@ void print_matched(const TrackArgs& a, const Lattice& lattice, MatchedBunchRepor
   }
 }
 
-/// The whole set of initial particles from a file, grid or Gaussian (every rank makes it).
+Particles one_bunch_particles(const TrackArgs& a, const Lattice& lattice);
+
+/// The whole set of initial particles from a file, grid or Gaussian (every rank makes it); --bunches > 1:
+/// the generated bunch copied into a train (a file holds its train as it is).
 Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
+  if (a.bunches > 1 && a.particles_file.empty()) return make_train(one_bunch_particles(a, lattice), train_spec(a, lattice));
+  return one_bunch_particles(a, lattice);
+}
+
+Particles one_bunch_particles(const TrackArgs& a, const Lattice& lattice) {
   const double beta0 = lattice.reference().beta0();
   if (!a.particles_file.empty()) return read_particles(a.particles_file, beta0);
   if (a.gaussian > 0) {
@@ -270,6 +403,13 @@ void run_track(const TrackArgs& a) {
   size_t bunch_size = 0;
   Particles particles;
   MatchedRun matched;
+  const TrainSpec train = train_spec(a, lattice);  // checks --bunches, --bunch-spacing against the elements
+  at.field = "--bunches";
+  if (a.bunches > 1 && (a.matched > 0 || !a.variants.empty()))
+    throw InputError(at, "a train is made from --gaussian or --grid (or read with --particles), not with --matched "
+                         "or --variants");
+  at.field = "--bunches-every";
+  if (a.bunches_every < 1) throw InputError(at, fmt::format("must be >= 1, got {}", a.bunches_every));
   if (a.matched > 0) {
     at.field = "--matched";
     if (!(a.matched <= 1e15) || a.matched != std::floor(a.matched))
@@ -316,7 +456,16 @@ void run_track(const TrackArgs& a) {
         std::fflush(stdout);
       };
   }
+  std::unique_ptr<BunchesWriter> bunches_writer;
+  if (!a.bunches_output.empty()) {
+    if (root) check_output_path(a.bunches_output, "--bunches-output");
+    bunches_writer = std::make_unique<BunchesWriter>(a.bunches_output, train, bunch_size, root);
+    bunches_writer->record(0, particles);
+    options.on_turn = [&bunches_writer](int64_t done, const Particles& local) { bunches_writer->record(done, local); };
+    options.on_turn_every = a.bunches_every;
+  }
   const TrackRun run = run_tracking(lattice, *backend, particles, options);
+  if (bunches_writer) bunches_writer->finish();
   times.generated = options.matched != nullptr;
   const auto t_output = std::chrono::steady_clock::now();
   // Output files name the elements of the lattice file (a loss in a merged element at its first part).
@@ -392,6 +541,9 @@ void run_track(const TrackArgs& a) {
                first.mean_sigma_x, last.mean_sigma_x, first.mean_sigma_y, last.mean_sigma_y,
                space_charge_sizes_path(a));
   }
+  if (!a.bunches_output.empty())
+    fmt::print("bunches     {} bunches ({:.6g} m apart): centroids and emittances per bunch every {} turns in {}\n",
+               train.bunches, train.spacing, a.bunches_every, a.bunches_output);
   if (!a.output.empty())
     fmt::print("output      {}{}\n", a.output,
                parallel ? fmt::format(" (the index of {} shards, one per rank: {} ...)", run.ranks,
@@ -469,6 +621,15 @@ void add_track_command(CLI::App& app) {
                   "--space-charge-update: CSV of the sizes per update and element (default: OUTPUT.space_charge.csv "
                   "next to --output or --monitor, else space_charge_sizes.csv)");
   cmd->add_flag("-v,--verbose", args->verbose, "a line per space-charge update");
+  cmd->add_option("--bunches", args->bunches,
+                  "a train: the --gaussian or --grid bunch copied N times, bunch b at zeta - b spacing (the spacing of "
+                  "the lattice's TransverseWake/TransverseDamper n_bunches, bunch_spacing, or --bunch-spacing)");
+  cmd->add_option("--bunch-spacing", args->bunch_spacing,
+                  "--bunches: the time between bunches [s] (e.g. 25e-9; default: the elements' bunch_spacing)");
+  cmd->add_option("--bunches-output", args->bunches_output,
+                  "CSV of the per-bunch centroids and rms emittances per turn (turn, bunch, macroparticles, mean_x, "
+                  "mean_px, mean_y, mean_py, mean_zeta, mean_delta, emittance_x, emittance_y, out_of_range)");
+  cmd->add_option("--bunches-every", args->bunches_every, "--bunches-output: a row per bunch every K turns (default 1)");
   cmd->add_flag("--progress", args->progress, "progress bar with ETA on stderr (default: only on a terminal)");
   cmd->add_option("--delta", args->delta, "momentum offset of the grid particles");
   cmd->add_option("-o,--output", args->output,

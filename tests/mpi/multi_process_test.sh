@@ -2,7 +2,7 @@
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
 # CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign |
-#       study_mpi_parts | track_space_charge_mpi | track_space_charge_follow_mpi
+#       study_mpi_parts | track_space_charge_mpi | track_space_charge_follow_mpi | track_train_mpi
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -223,6 +223,38 @@ JSON
       same single.space_charge.csv np$np.space_charge.csv
       if [ $np -gt 1 ]; then
         [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
+        run "$MERGE" np$np.npz np${np}_merged.npz
+        same single.npz np${np}_merged.npz
+      else
+        same single.npz np$np.npz
+      fi
+    done
+    ;;
+  track_train_mpi)
+    # A 4-bunch train (TransverseWake with a 30-turn resistive-wall memory, a delayed TransverseDamper), its
+    # particles shared over 1, 2, 3 ranks (bunches cut across ranks): the particles and the per-bunch CSV are
+    # byte-identical to one process.
+    need_mpirun
+    cat >train.json <<'JSON'
+{"fusetrack_lattice": 1,
+ "reference": {"mass0": 938272088.16, "q0": 1, "p0c": 26e9},
+ "elements": {
+  "qf_half": {"type": "Multipole", "knl": [0.0, 0.01]}, "qd": {"type": "Multipole", "knl": [0.0, -0.02]},
+  "d": {"type": "Drift", "length": 40.0},
+  "wake": {"type": "TransverseWake", "n_slices": 20, "zeta_min": -0.5, "zeta_max": 0.5, "intensity": 2e11,
+           "memory_turns": 30, "n_bunches": 4, "bunch_spacing": 5.0,
+           "sources": [{"type": "ResistiveWall", "radius": 0.02, "length": 160.0, "conductivity": 1e6},
+                       {"type": "Resonator", "r_shunt": 5e7, "q": 1.0, "frequency": 1e9}]},
+  "damper": {"type": "TransverseDamper", "gain_turns": 20, "zeta_min": -0.5, "zeta_max": 0.5, "delay": 1,
+             "n_bunches": 4, "bunch_spacing": 5.0}},
+ "sequence": ["wake", "qf_half", "d", "qd", "damper", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"]}
+JSON
+    TRAIN_OPTS="-n 30 --gaussian 700 --emittance-nx 2e-6 --emittance-ny 2e-6 --sigma-zeta 0.1 --bunches 4 --device cpu --threads 1"
+    run "$BIN" track train.json $TRAIN_OPTS -o single.npz --bunches-output single_bunches.csv
+    for np in 1 2 3; do
+      run mpirun -np $np "$BIN" track train.json $TRAIN_OPTS -o np$np.npz --bunches-output np${np}_bunches.csv
+      same single_bunches.csv np${np}_bunches.csv
+      if [ $np -gt 1 ]; then
         run "$MERGE" np$np.npz np${np}_merged.npz
         same single.npz np${np}_merged.npz
       else

@@ -131,6 +131,11 @@ struct TrackRunOptions {
   /// `matched` the share is sampled on the host. Not with lattice variants, nor with collective
   /// elements on the GPU (its update would restart their multi-turn memory).
   SpaceChargeFollowOptions space_charge;
+  /// Called on every rank with this rank's particles after every `on_turn_every` turns and after the last
+  /// (`turn`: turns done), e.g. per-bunch moments of a train (fusetrack track --bunches-output). On the GPU
+  /// each call downloads the particles.
+  std::function<void(int64_t turn, const Particles& local)> on_turn;
+  int64_t on_turn_every = 1;
 };
 
 /// What a tracking run did.

@@ -329,6 +329,17 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
       };
     }
   }
+  if (o.on_turn) {  // on this rank's particles, around the monitor's callback (which gathers under MPI)
+    auto inner = options.callback;
+    const int64_t inner_every = options.callback_every > 0 ? options.callback_every : o.turns;
+    const int64_t every = std::max<int64_t>(1, o.on_turn_every), turns = o.turns;
+    options.callback_every = inner ? std::gcd(inner_every, every) : every;
+    options.callback = [inner, inner_every, every, turns, &o](int64_t done, const Particles& local) {
+      if (done % every == 0 || done == turns) o.on_turn(done, local);
+      if (inner && (done % inner_every == 0 || done == turns)) return inner(done, local);
+      return true;
+    };
+  }
   comm.barrier();
   const auto t0 = std::chrono::steady_clock::now();
   uint64_t counts[2] = {0, 0};
