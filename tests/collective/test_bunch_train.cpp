@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <chrono>
 #include <cmath>
 #include <complex>
 #include <condition_variable>
@@ -478,4 +479,37 @@ TEST_CASE("bunch train and damper delay: bad input is named (file, element, fiel
   check(d, "bunch_spacing");
   d["n_bunches"] = 200, d["bunch_spacing"] = 1.0;  // 200 m of train in a 100 m ring
   check(d, "n_bunches");
+}
+
+// The host solve of a long train, not part of the suite (reported as skipped; its time depends on the machine):
+//   build/bin/test_collective -tc="bunch train: host solve*" --no-skip
+// 100 bunches of 500 slices (cuts adjacent, 1.2 m), a resonator and the resistive wall with 100 stored turns:
+// the solve's time per turn once the memory is full (the slice moments of 2000 macroparticles per bunch).
+TEST_CASE("bunch train: host solve time, 100 bunches x 500 slices, 100 stored turns" * doctest::skip()) {
+  const int bunches = 100, memory = 100;
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}},
+                              {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 500}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
+               {"intensity", 1e11}, {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", 1.2},
+               {"sources", sources}};
+  const Lattice lattice =
+      lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02), "solve_bench.json", test::builtin_registry());
+  const size_t per_bunch = 2000;
+  Particles p(static_cast<size_t>(bunches) * per_bunch, lattice.reference().beta0());
+  std::mt19937_64 rng(3);
+  std::normal_distribution<double> g(0.0, 1.0);
+  for (size_t i = 0; i < p.size(); ++i)
+    p.set(i, 1e-3 * g(rng), 1e-5 * g(rng), 1e-3 * g(rng), 1e-5 * g(rng),
+          0.1 * g(rng) - 1.2 * static_cast<double>(i / per_bunch), 0.0);
+  MomentsCollectiveSolver solver(lattice, 0, p.size());
+  solver.reducer().clear();
+  solver.reducer().deposit(p);
+  for (int t = 0; t < memory; ++t) solver.solve();
+  const int turns = 20;
+  const auto t0 = std::chrono::steady_clock::now();
+  for (int t = 0; t < turns; ++t) solver.solve();
+  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / turns;
+  MESSAGE(bunches, " bunches x 500 slices (", solver.n_slices(), " grid slices), ", memory,
+          " stored turns: host solve ", 1e3 * s, " ms per turn (", std::thread::hardware_concurrency(), " threads)");
+  CHECK(s > 0.0);
 }
