@@ -65,8 +65,8 @@ struct TrackArgs {
 };
 
 /// A train's bunch count and zeta spacing: --bunches and --bunch-spacing [s] (beta0 c seconds), checked
-/// against the slice-moment elements that declare a train (n_bunches > 1, bunch_spacing [m]); `centre`: the
-/// middle of such an element's cuts (bunch 0), else 0.
+/// against the slice-moment elements that declare a train (n_bunches > 1, bunch_spacing [m]; a train read
+/// with --particles: theirs by default); `centre`: the middle of such an element's cuts (bunch 0), else 0.
 struct TrainSpec {
   int bunches = 1;
   double spacing = 0.0;  // [m] of zeta
@@ -97,10 +97,11 @@ TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
       t.centre = 0.5 * (g.zeta_min + g.zeta_max);
     }
   t.spacing = a.bunch_spacing > 0.0 ? a.bunch_spacing * beta_c : declared;
+  if (a.bunches == 1 && !a.particles_file.empty() && declared_bunches > 1) t.bunches = declared_bunches;  // a file's train
   if (t.bunches > 1 && !(t.spacing > 0.0))
     throw InputError(at, "a train of --bunches > 1 needs a spacing: --bunch-spacing T [s], or the lattice's "
                          "TransverseWake/TransverseDamper n_bunches and bunch_spacing");
-  if (t.bunches > 1 && declared_bunches > 0 &&
+  if (a.bunches > 1 && declared_bunches > 0 &&
       (declared_bunches != t.bunches || std::fabs(t.spacing - declared) > 1e-9 * declared))
     throw InputError(at, fmt::format("--bunches {} at {:.12g} m do not match element '{}': n_bunches {} at "
                                      "bunch_spacing {:.12g} m",
