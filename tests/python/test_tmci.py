@@ -1,7 +1,7 @@
 """TMCI of one Gaussian bunch on a broadband resonator (README, "Mode coupling (TMCI)"): the Vlasov solver
 tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
-tools/examples/tmci.py (reduced: 5000 macroparticles, 800 turns) stable below and unstable above the Vlasov
+tools/examples/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
 threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, ~20 min on 2 cores)
 is skipped unless FUSETRACK_SLOW_TESTS=1."""
 import argparse
@@ -23,13 +23,13 @@ RING = dict(vt.DEFAULT_RING)
 
 
 def test_vlasov_discretizations_agree_on_the_threshold():
-    grid = vt.GridSolver(RING, 16, 31)
+    grid = vt.GridSolver(RING, 12, 25)
     lag = vt.LaguerreSolver(RING, 6, 8)
     # No wake: the azimuthal modes m Q_s.
     nu = grid.eigenvalues(1e-6)
-    assert np.allclose(np.sort(np.unique(np.round(nu.real / RING["q_s"], 6))), np.arange(-15, 16))
-    th_grid = vt.threshold(grid, 1e9, 1e11, RING["q_s"])
-    th_lag = vt.threshold(lag, 1e9, 1e11, RING["q_s"])
+    assert np.allclose(np.sort(np.unique(np.round(nu.real / RING["q_s"], 6))), np.arange(-12, 13))
+    th_grid = vt.threshold(grid, 1e9, 1e11, RING["q_s"], tol=3e-3)
+    th_lag = vt.threshold(lag, 1e9, 1e11, RING["q_s"], tol=3e-3)
     assert abs(th_grid / th_lag - 1) < 0.015
     assert 3.8e10 < th_grid < 4.1e10   # 3.956e10 converged (tools/vlasov_tmci.py, n_r 32 x n_phi 61; m 8 x k 12)
     # Merged modes above: a complex pair.
@@ -58,7 +58,7 @@ def test_rigid_bunch_shift_against_direct_quadrature():
 
 
 def _args(**kw):
-    a = dict(turns=800, particles=5000, slices=100, offset=1e-4, threads=0)
+    a = dict(turns=600, particles=4000, slices=100, offset=1e-4, threads=0)
     a.update(kw)
     return argparse.Namespace(**a)
 
@@ -68,11 +68,11 @@ def test_tracking_stable_below_and_unstable_above_the_vlasov_threshold():
     import tmci
     _, o = tmci.ring_document(1e10)
     ring = dict(RING, q_s=o["synchrotron_tune"])   # the linear RF's Q_s (h = 462, 30 MV)
-    grid = vt.GridSolver(ring, 16, 31)
-    th = vt.threshold(grid, 1e9, 1e11, ring["q_s"])
+    grid = vt.GridSolver(ring, 12, 25)
+    th = vt.threshold(vt.LaguerreSolver(ring, 6, 8), 1e9, 1e11, ring["q_s"], tol=3e-3)
     below = tmci.track_run(ft, 0.6 * th, _args())
     m0, m1 = grid.visible_modes(0.6 * th)
-    assert abs(below["rate"]) < 2e-4
+    assert abs(below["rate"]) < 1e-3    # noise of 4000 particles over 600 turns: a few 1e-4 either way
     assert abs(below["mode0"] - m0.real / ring["q_s"]) < 0.04     # -0.59 Q_s
     assert abs(below["mode_m1"] - m1.real / ring["q_s"]) < 0.04   # -1.13 Q_s
     above = tmci.track_run(ft, 1.3 * th, _args())

@@ -24,7 +24,8 @@ The tracked threshold is N where the fitted growth rate, interpolated linearly, 
 unstable eigenvalue first grows (vlasov_tmci.threshold). Writes DIR/tmci.json, DIR/tmci_modes.png
 (mode tunes and growth rates vs intensity, tracking points on the Vlasov curves).
 
-  tmci.py [--output DIR] [--intensities N1 N2 ...] [--turns T] [--particles P] [--slices S]
+  tmci.py [--output DIR] [--intensities N1 N2 ...] [--turns T] [--particles P] [--slices S] [--qx QX]
+          [--reuse DIR1/tmci.json ...]   (earlier runs with the same settings, not tracked again)
 """
 import argparse
 import copy
@@ -206,6 +207,8 @@ def main(argv=None):
     ap.add_argument("--qx", type=float, help="horizontal tune (default the example's 4.13)")
     ap.add_argument("--rate-floor", type=float, default=2e-4, help="tracked threshold criterion [1/turn]")
     ap.add_argument("--no-plot", action="store_true")
+    ap.add_argument("--reuse", nargs="+", metavar="TMCI_JSON",
+                    help="runs of earlier tmci.json files (same settings) taken instead of tracking them again")
     args = ap.parse_args(argv)
     sys.path.insert(0, os.environ.get("FUSETRACK_PYTHON", os.path.join(HERE, "..", "..", "build", "python")))
     import fusetrack as ft
@@ -215,8 +218,13 @@ def main(argv=None):
     ring, solver, th_v, ns, nu = vlasov_curves(o, 2 * max(args.intensities))
     print(f"Vlasov threshold (grid solver, linear Q_s {o['synchrotron_tune']:.6f}): {th_v:.4e} protons")
     rows = []
-    for n in args.intensities:
-        r = track_run(ft, n, args)
+    reused = {}
+    for path in args.reuse or []:
+        with open(path) as f:
+            for r in json.load(f)["runs"]:
+                reused[r["intensity"]] = r
+    for n in sorted(set(args.intensities) | set(reused)):
+        r = reused[n] if n in reused else track_run(ft, n, args)
         e = solver.eigenvalues(n)
         r["vlasov_rate"] = 2 * math.pi * max(0.0, float(np.max(-e.imag)))
         v0, v1 = solver.visible_modes(n)
