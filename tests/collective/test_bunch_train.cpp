@@ -17,9 +17,11 @@
 #include <random>
 #include <thread>
 
+#include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/instability_theory.h"
+#include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
 #include "support/registry.h"
@@ -512,4 +514,29 @@ TEST_CASE("bunch train: host solve time, 100 bunches x 500 slices, 100 stored tu
   MESSAGE(bunches, " bunches x 500 slices (", solver.n_slices(), " grid slices), ", memory,
           " stored turns: host solve ", 1e3 * s, " ms per turn (", std::thread::hardware_concurrency(), " threads)");
   CHECK(s > 0.0);
+}
+
+TEST_CASE("bunch train: the GPU segment kernels of a train compile with NVRTC (no GPU needed)") {
+  // A 5-bunch train wake and a delayed train damper: the kernels deposit and kick on the train's grid
+  // ((5 - 1) stride + n_slices slices), whose literal they carry.
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 50}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
+               {"intensity", 1e11}, {"memory_turns", 2}, {"n_bunches", 5}, {"bunch_spacing", 2.0}, {"sources", sources}};
+  json damper = {{"type", "TransverseDamper"}, {"gain_turns", 30.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
+                 {"delay", 3}, {"n_bunches", 5}, {"bunch_spacing", 2.0}};
+  json doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
+  doc["sequence"].insert(doc["sequence"].begin() + 4, "damper");
+  const Lattice lattice = lattice_from_json(doc, "train_kernels.json", test::builtin_registry());
+  const TurnProgram program = TurnProgram::build(lattice);
+  REQUIRE(program.collective.size() == 2);
+  std::vector<SliceGrid> grids;
+  for (size_t c : program.collective) grids.push_back(MomentsCollectiveSolver(lattice, c, 10).slice_grid());
+  CHECK(grids[0].n_slices == 4 * 100 + 50);  // stride 2 m / 0.02 m
+  CHECK(grids[1].n_slices == 4 * 2 + 1);      // one slice of 1 m per bunch, stride 2
+  const KernelSource src = generate_collective_kernels(lattice, FmaMode::Off, Dispatch::Baked, grids);
+  CHECK(src.text.find("ft::SliceGrid{450, 0,") != std::string::npos);
+  KernelCompiler compiler("off");
+  CompiledKernel k;
+  CHECK_NOTHROW(k = compiler.compile(src, 90));
+  CHECK(k.cubin.size() > 1000);
 }
