@@ -52,6 +52,11 @@ inline void TransverseDamper_prepare(TransverseDamper& e, const ft_reference& /*
                   e.gain_turns);
     throw std::invalid_argument(msg);
   }
+  if (e.delay < 0) {
+    char msg[120];
+    std::snprintf(msg, sizeof(msg), "field 'delay': the pickup-to-kicker delay must be >= 0 turns, got %d", e.delay);
+    throw std::invalid_argument(msg);
+  }
   e.gain_x = e.plane_x ? 2.0 / e.gain_turns : 0.0;
   e.gain_y = e.plane_y ? 2.0 / e.gain_turns : 0.0;
 }
