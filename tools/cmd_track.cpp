@@ -109,11 +109,13 @@ TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
   return t;
 }
 
-/// Copies of one bunch into a train: bunch b shifted by -b spacing in zeta.
-Particles make_train(const Particles& one, const TrainSpec& t) {
-  Particles train(0, one.beta0);
+/// A train of bunches made by `bunch(b)`, bunch b shifted by -b spacing in zeta.
+template <class MakeBunch>
+Particles make_train(const TrainSpec& t, MakeBunch bunch) {
+  Particles train(0, 1.0);
   for (int b = 0; b < t.bunches; ++b) {
-    Particles copy = one;
+    Particles copy = bunch(b);
+    if (b == 0) train = Particles(0, copy.beta0);
     for (size_t i = 0; i < copy.size(); ++i)
       copy.set(i, copy.x[i], copy.px[i], copy.y[i], copy.py[i], copy.zeta[i] - b * t.spacing, copy.delta[i]);
     append_particles(train, copy);
@@ -260,7 +262,14 @@ Particles one_bunch_particles(const TrackArgs& a, const Lattice& lattice);
 /// The whole set of initial particles from a file, grid or Gaussian (every rank makes it); --bunches > 1:
 /// the generated bunch copied into a train (a file holds its train as it is).
 Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
-  if (a.bunches > 1 && a.particles_file.empty()) return make_train(one_bunch_particles(a, lattice), train_spec(a, lattice));
+  if (a.bunches > 1 && a.particles_file.empty()) {
+    // --gaussian: bunch b drawn with seed + b (independent bunches); --grid: copies.
+    return make_train(train_spec(a, lattice), [&](int b) {
+      TrackArgs one = a;
+      one.seed = a.seed + static_cast<uint64_t>(b);
+      return one_bunch_particles(one, lattice);
+    });
+  }
   return one_bunch_particles(a, lattice);
 }
 
