@@ -173,7 +173,7 @@ def plot(out, rows, ns, nu, q_s, th_v, th_t):
     fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 8), sharex=True)
     for n, e in zip(ns, nu):
         low = e[(e.real / q_s > -2.5) & (e.real / q_s < 1.5)]
-        a1.plot(np.full(len(low), n), low.real / q_s, ",", color="0.4")
+        a1.plot(np.full(len(low), n), low.real / q_s, ".", color="0.5", ms=2)
         a2.plot(n, 2 * math.pi * max(0.0, float(np.max(-e.imag))), ".", color="0.4", ms=3)
     x = [r["intensity"] for r in rows]
     a1.plot(x, [r["mode0"] for r in rows], "o", color="C0", mfc="none", label="tracking, mode 0 (centroid line)")
@@ -214,15 +214,15 @@ def main(argv=None):
     import fusetrack as ft
 
     os.makedirs(args.output, exist_ok=True)
-    _, o = ring_document(1e10, args.slices, qx=args.qx)
-    ring, solver, th_v, ns, nu = vlasov_curves(o, 2 * max(args.intensities))
-    print(f"Vlasov threshold (grid solver, linear Q_s {o['synchrotron_tune']:.6f}): {th_v:.4e} protons")
-    rows = []
     reused = {}
     for path in args.reuse or []:
         with open(path) as f:
             for r in json.load(f)["runs"]:
                 reused[r["intensity"]] = r
+    _, o = ring_document(1e10, args.slices, qx=args.qx)
+    ring, solver, th_v, ns, nu = vlasov_curves(o, max(1.5 * max(list(args.intensities) + list(reused)), 1e11))
+    print(f"Vlasov threshold (grid solver, linear Q_s {o['synchrotron_tune']:.6f}): {th_v:.4e} protons")
+    rows = []
     for n in sorted(set(args.intensities) | set(reused)):
         r = reused[n] if n in reused else track_run(ft, n, args)
         e = solver.eigenvalues(n)
