@@ -253,7 +253,9 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
         }
       }
     }
-    for (int b = 0; b < m_bunches; ++b) {
+    // The bunches' solves are independent (each its own bits): a train's are shared among the OpenMP
+    // threads, after bunch 0 has filled the memory's kernel cache (offset 0, read-only from then on).
+    auto solve_bunch = [&](int b) {
       wakes::SliceKicks wk = m_memory->kicks({m_moments[static_cast<size_t>(b)]}, 0);
       if (m_bunches > 1) add_long_range(b, totals, wk);
       const int first = bunch_first_slice(b);
@@ -267,7 +269,10 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
         out[3] = m_kick_per_volt * at(wk.quadrupolar_y);
         out[4] = m_energy_per_volt * at(wk.longitudinal);
       }
-    }
+    };
+    solve_bunch(0);
+#pragma omp parallel for schedule(dynamic, 1) if (m_bunches > 2)
+    for (int b = 1; b < m_bunches; ++b) solve_bunch(b);
     if (m_bunches == 1) {
       m_memory->end_turn({m_moments.front()});
     } else if (m_model.memory_turns > 0) {
