@@ -2,7 +2,7 @@
 tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
 tools/examples/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
-threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, ~20 min on 2 cores)
+threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, ~10 min)
 is skipped unless FUSETRACK_SLOW_TESTS=1."""
 import argparse
 import math
@@ -58,7 +58,7 @@ def test_rigid_bunch_shift_against_direct_quadrature():
 
 
 def _args(**kw):
-    a = dict(turns=600, particles=4000, slices=100, offset=1e-4, threads=0)
+    a = dict(turns=600, particles=4000, slices=100, offset=1e-4, threads=1)
     a.update(kw)
     return argparse.Namespace(**a)
 
@@ -80,7 +80,7 @@ def test_tracking_stable_below_and_unstable_above_the_vlasov_threshold():
     assert abs(above["mode0"] - above["mode_m1"]) < 0.05           # modes 0 and -1 merged
 
 
-@pytest.mark.skipif(os.environ.get("FUSETRACK_SLOW_TESTS") != "1", reason="full TMCI scan, ~20 min; FUSETRACK_SLOW_TESTS=1")
+@pytest.mark.skipif(os.environ.get("FUSETRACK_SLOW_TESTS") != "1", reason="full TMCI scan, ~10 min; FUSETRACK_SLOW_TESTS=1")
 def test_full_scan_threshold_within_ten_percent(tmp_path):
     import tmci
     th_v, th_t, _ = tmci.main(["--output", str(tmp_path), "--no-plot"])

@@ -203,7 +203,7 @@ def main(argv=None):
     ap.add_argument("--particles", type=int, default=20000)
     ap.add_argument("--slices", type=int, default=100)
     ap.add_argument("--offset", type=float, default=1e-4, help="initial x offset [m]")
-    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--threads", type=int, default=1, help="CPU threads (default 1; the results do not depend on it)")
     ap.add_argument("--qx", type=float, help="horizontal tune (default the example's 4.13)")
     ap.add_argument("--rate-floor", type=float, default=2e-4, help="tracked threshold criterion [1/turn]")
     ap.add_argument("--no-plot", action="store_true")
