@@ -9,6 +9,8 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
 #include <cstdlib>
@@ -60,6 +62,28 @@ Particles gaussian_bunch(double beta0, size_t n, double sigma_x, double sigma_y,
     p.set(i, x, px, y, py, sigma_zeta * g(rng), 0.0);
   }
   return p;
+}
+
+/// The particles reordered by grid tile (zeta slice, then y node, then x node, as the deposit's cells are laid
+/// out), stable within a tile: the order a GPU code that keeps particles sorted by cell would have.
+Particles ordered_by_tile(const Particles& p, const std::array<int, 3>& nodes, const std::array<double, 3>& lo,
+                          const std::array<double, 3>& hi) {
+  std::vector<uint64_t> key(p.size());
+  auto cell = [](double u, double a, double b, int n) {
+    const double c = std::floor((u - a) / (b - a) * n);
+    return static_cast<uint64_t>(std::clamp(c, 0.0, static_cast<double>(n - 1)));
+  };
+  for (size_t i = 0; i < p.size(); ++i) {
+    const ParticleView v = p.view(i);
+    key[i] = (cell(v.zeta, lo[2], hi[2], nodes[2]) * nodes[1] + cell(v.y, lo[1], hi[1], nodes[1])) * nodes[0] +
+             cell(v.x, lo[0], hi[0], nodes[0]);
+  }
+  std::vector<size_t> order(p.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(), [&](size_t a, size_t b) { return key[a] < key[b]; });
+  Particles sorted(p.size(), p.beta0);
+  for (size_t i = 0; i < order.size(); ++i) sorted.store(i, p.view(order[i]));
+  return sorted;
 }
 
 }  // namespace
@@ -128,6 +152,10 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
   // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid
   // covers +-6 sigma transverse and +-4 sigma in zeta.
   const double sx = 3e-3, sy = 2e-3, sz = 2.0;
+  // Tile ordering (issue 23, "when it pays; measure it"): the same bunch in random order and sorted by grid tile
+  // once before the run. The beam is cold, so particles stay in their cells over the run: the sorted run is the
+  // best a code that keeps particles ordered by tile could gain in the segment kernel and the deposit.
+  for (const bool by_tile : {false, true})
   for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
     json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0},      {"intensity", 1e11},   {"model", "2.5D"},
                {"nodes_x", 256},           {"nodes_y", 256},      {"nodes_zeta", 64},    {"x_min", -6 * sx},
@@ -141,6 +169,8 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     // A cold beam (1e-6 rad): over the 6 turns of 10 m drifts it stays on the grid (with 1e-4 rad,
     // as in the tests above, a fifth of it drifted off the grid and deposited nothing).
     Particles p = gaussian_bunch(lattice.reference().beta0(), n, sx, sy, sz, 9, 1e-6);
+    if (by_tile) p = ordered_by_tile(p, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz});
+    MESSAGE(std::string(by_tile ? "particles ordered by grid tile (zeta slice, y node, x node)" : "particles in random order"));
     CudaBackendOptions co;
     co.time_phases = true;
     CudaBackend gpu(lattice, co);

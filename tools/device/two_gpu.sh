@@ -20,7 +20,7 @@ cmake --build build-gpu -j32 --target fusetrack test_gpu builtin >"$OUT/build.lo
   || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 if [ -n "${TESTS:-}" ]; then
-  (cd build-gpu && CUDA_VISIBLE_DEVICES=0 ./bin/test_gpu -tc="$TESTS" 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions") | tee "$OUT/test_gpu.log"
+  (cd build-gpu && CUDA_VISIBLE_DEVICES=0 ./bin/test_gpu -tc="$TESTS" ${TEST_ARGS:-} 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions") | tee "$OUT/test_gpu.log"
 fi
 if [ "${TRAIN:-1}" = 1 ]; then
   for np in 1 2; do
