@@ -35,8 +35,8 @@ Two discretizations of (1), independent of each other:
 Both give the eigenvalues nu (in units of the tune) for a list of intensities; the threshold is the
 lowest intensity where two modes merge (max growth rate above ``--growth-floor`` Q_s), found by bisection.
 
-  vlasov_tmci.py [--ring intended.json] [--method grid|laguerre|both] [--n-max 2e11] [--points 81]
-                 [--output DIR]
+  vlasov_tmci.py [--ring intended.json] [--method grid|laguerre|both] [--n-max 1.2e11] [--points 41]
+                 [--n-r 16 --n-phi 31] [--m-max 6 --n-k 8] [--output DIR]
 prints the threshold and writes DIR/vlasov_modes.npz (intensity, nu) and DIR/vlasov_modes.png.
 Default parameters: the instability ring of the worked example (tools/lattices/make_instability_ring.py):
 26 GeV/c protons, beta_x 69.32 m at the wake, Q_s 0.012372, sigma_z 0.12 m, a broadband resonator
@@ -217,9 +217,9 @@ def main(argv=None):
     ap.add_argument("--ring", help="the 'intended' JSON of make_instability_ring.py (default: the example ring)")
     ap.add_argument("--method", choices=("grid", "laguerre", "both"), default="both")
     ap.add_argument("--n-max", type=float, default=1.2e11, help="largest intensity of the scan")
-    ap.add_argument("--points", type=int, default=61)
-    ap.add_argument("--n-r", type=int, default=24)
-    ap.add_argument("--n-phi", type=int, default=41)
+    ap.add_argument("--points", type=int, default=41)
+    ap.add_argument("--n-r", type=int, default=16)
+    ap.add_argument("--n-phi", type=int, default=31)
     ap.add_argument("--m-max", type=int, default=6)
     ap.add_argument("--n-k", type=int, default=8)
     ap.add_argument("--growth-floor", type=float, default=1e-3, help="threshold criterion [Q_s]")
@@ -233,8 +233,9 @@ def main(argv=None):
         solver = (GridSolver(ring, args.n_r, args.n_phi) if method == "grid"
                   else LaguerreSolver(ring, args.m_max, args.n_k))
         th = threshold(solver, intensities[0], args.n_max, ring["q_s"], args.growth_floor)
-        slope = solver.eigenvalues(1e8)
-        mode0 = slope[np.argmin(np.abs(slope))].real / 1e8
+        e = solver.eigenvalues(1e8)   # mode 0: the most shifted eigenvalue within Q_s / 2 of 0
+        e = e[np.abs(e.real) < 0.5 * ring["q_s"]]
+        mode0 = e[np.argmax(np.abs(e.real))].real / 1e8
         results[method] = {"threshold": th, "mode0_slope": mode0, "nu": scan(solver, intensities)}
         print(f"{method:8s} threshold {th:.4e} protons   mode-0 slope dnu/dN {mode0:.4e} per proton"
               f" (d(nu/Q_s)/dN {mode0 / ring['q_s']:.4e})")
@@ -243,6 +244,25 @@ def main(argv=None):
         np.savez(os.path.join(args.output, "vlasov_modes.npz"), intensity=intensities, q_s=ring["q_s"],
                  **{f"nu_{m}": r["nu"] for m, r in results.items()},
                  **{f"threshold_{m}": r["threshold"] for m, r in results.items()})
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        fig, (a1, a2) = plt.subplots(2, 1, figsize=(7, 7), sharex=True)
+        for k, (method, r) in enumerate(results.items()):
+            for n, nu in zip(intensities, r["nu"]):
+                low = low_modes(nu, ring["q_s"], (-3, 2))
+                a1.plot(np.full(len(low), n), low.real / ring["q_s"], ".", ms=2 + 2 * k, color=f"C{k}",
+                        mfc="none" if k else None, label=method if n == intensities[0] else None)
+                a2.plot(n, 2 * math.pi * max(0.0, max_growth(nu)), ".", color=f"C{k}", ms=3 + 2 * k,
+                        mfc="none" if k else None, label=method if n == intensities[0] else None)
+        a1.set_ylabel("Re(nu) / Q_s")
+        a1.set_ylim(-3.5, 2.5)
+        a2.set_ylabel("growth rate [1/turn]")
+        a2.set_xlabel("protons per bunch")
+        a1.legend(fontsize=8)
+        a2.legend(fontsize=8)
+        fig.tight_layout()
+        fig.savefig(os.path.join(args.output, "vlasov_modes.png"), dpi=120)
     return results
 
 
