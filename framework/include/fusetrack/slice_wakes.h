@@ -74,6 +74,10 @@ class MomentsCollectiveSolver {
   /// Solves from integers summed over ranks (kSliceCentroidAccumulators per slice, zeta order) and the
   /// out-of-range count; stores this turn's moments in the wake memory.
   void solve(const uint64_t* acc, uint64_t out_of_range);
+  /// Before a solve from integers summed over ranks: this process's own integers (the same layout), so that
+  /// the next solve computes the wake kicks of the bunches this process holds particles of only (a train's
+  /// bunches spread over MPI ranks share the solve). Each bunch's kicks are the same bits either way.
+  void note_local_deposit(const uint64_t* local_acc);
 
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
@@ -116,6 +120,7 @@ class MomentsCollectiveSolver {
   int m_bunches = 1, m_stride = 0, m_total_slices = 0;
   double m_train_zeta_min = 0.0;      // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
   std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
+  std::vector<char> m_local_bunches;  // set by note_local_deposit for the next solve; empty: every bunch
   std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
   std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns
   std::vector<wakes::SliceMoments> m_moments;

@@ -332,7 +332,10 @@ void slice_moments_step(MomentsCollectiveSolver& m, const Particles& particles, 
   reducer.deposit(particles, threads);
   std::vector<uint64_t> all(reducer.accumulators());  // the slices, then the particles out of range
   all.push_back(reducer.out_of_range());
-  if (options.reduce_profile) options.reduce_profile(all.data(), all.size());
+  if (options.reduce_profile) {
+    m.note_local_deposit(all.data());  // the ranks share a train's solve: each its own bunches
+    options.reduce_profile(all.data(), all.size());
+  }
   m.solve(all.data(), all.back());
 }
 

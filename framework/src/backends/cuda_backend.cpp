@@ -1147,7 +1147,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   auto moments_solve = [&](DeviceCollective& dc) {
     host_moments.resize(dc.deposit_words);
     download(d, host_moments, dc.counts, 0, dc.deposit_words);
-    if (options.reduce_profile) options.reduce_profile(host_moments.data(), host_moments.size());
+    if (options.reduce_profile) {
+      dc.moments->note_local_deposit(host_moments.data());  // the ranks share a train's solve: each its own bunches
+      options.reduce_profile(host_moments.data(), host_moments.size());
+    }
     dc.moments->solve(host_moments.data(), host_moments.back());
     upload(d, dc.field, dc.moments->kicks(), 0, dc.moments->kicks().size());
   };

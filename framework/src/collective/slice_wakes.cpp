@@ -270,9 +270,14 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
         out[4] = m_energy_per_volt * at(wk.longitudinal);
       }
     };
-    solve_bunch(0);
-#pragma omp parallel for schedule(dynamic, 1) if (m_bunches > 2)
-    for (int b = 1; b < m_bunches; ++b) solve_bunch(b);
+    // The bunches with particles here (all without note_local_deposit); the first fills the kernel cache.
+    std::vector<int> solved;
+    for (int b = 0; b < m_bunches; ++b)
+      if (m_local_bunches.empty() || m_local_bunches[static_cast<size_t>(b)]) solved.push_back(b);
+    if (!solved.empty()) solve_bunch(solved.front());
+    const int n_solved = static_cast<int>(solved.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_solved > 2)
+    for (int i = 1; i < n_solved; ++i) solve_bunch(solved[static_cast<size_t>(i)]);
     if (m_bunches == 1) {
       m_memory->end_turn({m_moments.front()});
     } else if (m_model.memory_turns > 0) {
@@ -280,8 +285,17 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
       if (static_cast<int>(m_lr_history.size()) > m_model.memory_turns) m_lr_history.pop_back();
     }
   }
+  m_local_bunches.clear();
   m_warn_out_of_range += out_of_range;
   ++m_warn_turns;
+}
+
+void MomentsCollectiveSolver::note_local_deposit(const uint64_t* local_acc) {
+  if (m_bunches <= 1) return;  // one bunch: always solved
+  m_local_bunches.assign(static_cast<size_t>(m_bunches), 0);
+  for (int k = 0; k < m_total_slices; ++k)
+    if (local_acc[static_cast<size_t>(k) * kSliceCentroidAccumulators] != 0)
+      m_local_bunches[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
 }
 
 void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const {
