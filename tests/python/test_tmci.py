@@ -2,7 +2,7 @@
 tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
 tools/examples/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
-threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, ~10 min)
+threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, 11.5 min on one core)
 is skipped unless FUSETRACK_SLOW_TESTS=1."""
 import argparse
 import math
@@ -80,7 +80,7 @@ def test_tracking_stable_below_and_unstable_above_the_vlasov_threshold():
     assert abs(above["mode0"] - above["mode_m1"]) < 0.05           # modes 0 and -1 merged
 
 
-@pytest.mark.skipif(os.environ.get("FUSETRACK_SLOW_TESTS") != "1", reason="full TMCI scan, ~10 min; FUSETRACK_SLOW_TESTS=1")
+@pytest.mark.skipif(os.environ.get("FUSETRACK_SLOW_TESTS") != "1", reason="full TMCI scan, 11.5 min; FUSETRACK_SLOW_TESTS=1")
 def test_full_scan_threshold_within_ten_percent(tmp_path):
     import tmci
     th_v, th_t, _ = tmci.main(["--output", str(tmp_path), "--no-plot"])
