@@ -86,8 +86,9 @@ uint64_t bunch_hash(const Particles& p, size_t begin, size_t end) {
 }  // namespace
 
 TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (both dispatches)") {
-  const Lattice lattice = train_ring(4, 3.0, 40, 3);
-  const Particles initial = train_bunches(lattice.reference().beta0(), 0, 4, 1000, 3.0, 0.15);
+  // 3.6 m: a whole number of the wake's slices (0.03 m) and of the bunch-by-bunch damper's one slice (1.2 m).
+  const Lattice lattice = train_ring(4, 3.6, 40, 3);
+  const Particles initial = train_bunches(lattice.reference().beta0(), 0, 4, 1000, 3.6, 0.15);
   for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
     TrackOptions o;
     o.turns = 6;
