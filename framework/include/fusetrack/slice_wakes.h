@@ -27,6 +27,7 @@
 #include <deque>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "fusetrack/device/slice_moments.h"
@@ -81,6 +82,9 @@ class MomentsCollectiveSolver {
 
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
+  /// The values [begin, end) of kicks() that the last solve wrote for this process's bunches (after
+  /// note_local_deposit; else the whole table): the part a GPU needs uploaded.
+  std::pair<size_t, size_t> kicks_in_use() const { return m_kicks_in_use; }
   ft_slice_kicks slice_kicks() const;
   /// This turn's moments of bunch 0 in the library's form (time order: slice 0 is the head, the largest zeta).
   /// The wakes act with the unfiltered centroids; a feedback bandwidth filters only those of the kick table.
@@ -120,6 +124,7 @@ class MomentsCollectiveSolver {
   int m_bunches = 1, m_stride = 0, m_total_slices = 0;
   double m_train_zeta_min = 0.0;      // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
   std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
+  std::pair<size_t, size_t> m_kicks_in_use{0, 0};
   std::vector<char> m_local_bunches;  // set by note_local_deposit for the next solve; empty: every bunch
   std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
   std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns

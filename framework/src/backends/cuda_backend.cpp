@@ -1152,7 +1152,12 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       options.reduce_profile(host_moments.data(), host_moments.size());
     }
     dc.moments->solve(host_moments.data(), host_moments.back());
-    upload(d, dc.field, dc.moments->kicks(), 0, dc.moments->kicks().size());
+    // Up: the kicks of this rank's bunches (a train over ranks), else the whole table.
+    const auto [begin, end] = dc.moments->kicks_in_use();
+    if (end > begin)
+      check(d.memcpy_htod(dc.field + begin * sizeof(double), dc.moments->kicks().data() + begin,
+                          (end - begin) * sizeof(double)),
+            "cuMemcpyHtoD(slice kicks)");
   };
   auto solve = [&](DeviceCollective& dc) {
     if (dc.grid) {

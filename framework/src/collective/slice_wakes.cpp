@@ -285,6 +285,19 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
       if (static_cast<int>(m_lr_history.size()) > m_model.memory_turns) m_lr_history.pop_back();
     }
   }
+  // The kick values of this process's bunches (their slices, contiguous from the last bunch to the first).
+  m_kicks_in_use = {0, m_kicks.size()};
+  if (!m_local_bunches.empty()) {
+    int low = m_total_slices, high = 0;
+    for (int b = 0; b < m_bunches; ++b)
+      if (m_local_bunches[static_cast<size_t>(b)]) {
+        low = std::min(low, bunch_first_slice(b));
+        high = std::max(high, std::min(m_total_slices, bunch_first_slice(b) + m_stride));
+      }
+    m_kicks_in_use = low < high ? std::make_pair(static_cast<size_t>(low) * FT_SLICE_KICK_VALUES,
+                                                 static_cast<size_t>(high) * FT_SLICE_KICK_VALUES)
+                                : std::make_pair(size_t(0), size_t(0));
+  }
   m_local_bunches.clear();
   m_warn_out_of_range += out_of_range;
   ++m_warn_turns;
