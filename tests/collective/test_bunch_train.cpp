@@ -24,10 +24,13 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
+#include "support/rank_sum.h"
 #include "support/registry.h"
+#include "support/wake_test_ring.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
+using ft::test::wake_ring_reference;
 
 namespace {
 
@@ -35,73 +38,7 @@ constexpr double kPi = 3.14159265358979323846;
 constexpr double kC = 299792458.0;            // [m/s]
 constexpr double kE = 1.602176634e-19;        // [C]
 constexpr double kMu0 = 1.25663706212e-6;     // [H/m]
-constexpr double kProtonMass = 938272088.16;  // [eV]
 
-json reference_json(double p0c) { return {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", p0c}}; }
-
-/// Two thin-quadrupole FODO cells (qf_half, d, qd, d, qf_half) of 2 x 40 m (160 m); `first` elements at the
-/// start, the middle of a focusing quadrupole (alpha = 0).
-json fodo_ring(const json& elements_in, const json& first, double k1l_qf_half, double k1l_qd, double p0c = 26e9) {
-  json elements = elements_in;
-  elements["qf_half"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qf_half}}};
-  elements["qd"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qd}}};
-  elements["d"] = {{"type", "Drift"}, {"length", 40.0}};
-  json sequence = first;
-  for (int cell = 0; cell < 2; ++cell)
-    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) sequence.push_back(e);
-  return {{"fusetrack_lattice", 1}, {"reference", reference_json(p0c)}, {"elements", elements}, {"sequence", sequence}};
-}
-
-/// beta and the tune at the ring's start (alpha = 0) in the plane of focusing sign (+1: x, -1: y), from the
-/// product of the thin-lens matrices.
-void ring_optics(double k1l_qf_half, double k1l_qd, int sign, double* beta, double* tune) {
-  auto mul = [](const double a[4], const double b[4], double out[4]) {
-    const double r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
-                         a[2] * b[1] + a[3] * b[3]};
-    for (int k = 0; k < 4; ++k) out[k] = r[k];
-  };
-  const double qf[4] = {1, 0, -sign * k1l_qf_half, 1}, qd[4] = {1, 0, -sign * k1l_qd, 1}, d[4] = {1, 40.0, 0, 1};
-  double m[4] = {1, 0, 0, 1};
-  for (int c = 0; c < 2; ++c)
-    for (const double* e : {qf, d, qd, d, qf}) mul(e, m, m);
-  const double cos_mu = 0.5 * (m[0] + m[3]);
-  const double sin_mu = std::sqrt(1.0 - cos_mu * cos_mu) * (m[1] > 0 ? 1.0 : -1.0);
-  *beta = m[1] / sin_mu;
-  *tune = std::acos(cos_mu) / (2.0 * kPi);
-}
-
-/// Sums integer arrays between `ranks` threads with MPI_Allreduce semantics (as TrackOptions::reduce_profile).
-class RankSum {
- public:
-  explicit RankSum(int ranks) : m_ranks(ranks) {}
-  void reduce(uint64_t* data, size_t n) {
-    std::unique_lock<std::mutex> lock(m_mutex);
-    m_cv.wait(lock, [&] { return m_left == 0; });
-    if (m_arrived == 0)
-      m_sum.assign(data, data + n);
-    else
-      for (size_t k = 0; k < n; ++k) m_sum[k] += data[k];
-    const int64_t generation = m_generation;
-    if (++m_arrived == m_ranks) {
-      ++m_generation;
-      m_arrived = 0;
-      m_left = m_ranks;
-      m_cv.notify_all();
-    } else {
-      m_cv.wait(lock, [&] { return m_generation != generation; });
-    }
-    std::copy(m_sum.begin(), m_sum.end(), data);
-    if (--m_left == 0) m_cv.notify_all();
-  }
-
- private:
-  int m_ranks;
-  std::mutex m_mutex;
-  std::condition_variable m_cv;
-  std::vector<uint64_t> m_sum;
-  int m_arrived = 0, m_left = 0;
-  int64_t m_generation = 0;
-};
 
 /// Centroids per turn of a train's bunches (bunch b: zeta near -b spacing).
 struct TrainRecorder {
@@ -151,7 +88,7 @@ TEST_CASE("transverse damper delay: the damping rate equals the eigenvalue of th
   for (const int delay : {0, 1, 3}) {
     json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
                    {"delay", delay}};
-    const Lattice lattice = lattice_from_json(fodo_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
+    const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
                                               "delay_ring.json", test::builtin_registry());
     Particles bunch(200, lattice.reference().beta0());
     for (size_t i = 0; i < bunch.size(); ++i)
@@ -161,7 +98,7 @@ TEST_CASE("transverse damper delay: the damping rate equals the eigenvalue of th
     make_cpu_backend(lattice)->track(bunch, rec.options(turns));
     for (const int sign : {+1, -1}) {
       double beta, tune;
-      ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+      ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
       using Complex = std::complex<double>;
       const double c = std::cos(2.0 * kPi * tune);
       Complex lambda = std::exp(Complex(0.0, 2.0 * kPi * tune));
@@ -199,7 +136,7 @@ TEST_CASE("bunch train: the wake kicks equal a direct sum over slices, bunches a
                {"intensity", intensity}, {"memory_turns", 1}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
                {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", r_perp}, {"q", q}, {"frequency", f_r}}})}};
   json doc = {{"fusetrack_lattice", 1},
-              {"reference", reference_json(p0c)},
+              {"reference", wake_ring_reference(p0c)},
               {"elements", {{"wake", wake}, {"d", {{"type", "Drift"}, {"length", circumference}}}}},
               {"sequence", {"wake", "d"}}};
   const Lattice lattice = lattice_from_json(doc, "train_toy.json", test::builtin_registry());
@@ -275,9 +212,9 @@ TEST_CASE("bunch train: the damper kicks each bunch with its own centroid (as si
     if (n > 1) d["n_bunches"] = n, d["bunch_spacing"] = spacing;
     return d;
   };
-  const Lattice train_lattice = lattice_from_json(fodo_ring({{"damper", damper(bunches)}}, {"damper"}, k1l_qf_half, k1l_qd),
+  const Lattice train_lattice = lattice_from_json(ft::test::wake_test_ring({{"damper", damper(bunches)}}, {"damper"}, k1l_qf_half, k1l_qd),
                                                   "train_damper.json", test::builtin_registry());
-  const Lattice single_lattice = lattice_from_json(fodo_ring({{"damper", damper(1)}}, {"damper"}, k1l_qf_half, k1l_qd),
+  const Lattice single_lattice = lattice_from_json(ft::test::wake_test_ring({{"damper", damper(1)}}, {"damper"}, k1l_qf_half, k1l_qd),
                                                    "single_damper.json", test::builtin_registry());
   const double beta0 = train_lattice.reference().beta0();
   Particles train(static_cast<size_t>(bunches * per_bunch), beta0);
@@ -320,7 +257,7 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
                {"sources", sources}};
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
                  {"delay", 2}, {"n_bunches", bunches}, {"bunch_spacing", spacing}};
-  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02),
+  const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02),
                                             "train_ranks.json", test::builtin_registry());
   std::mt19937_64 rng(5);
   std::normal_distribution<double> gauss(0.0, 1.0);
@@ -338,7 +275,7 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
   make_cpu_backend(lattice)->track(whole, opt);
   for (const int ranks : {2, 3}) {
     CAPTURE(ranks);
-    RankSum sum(ranks);
+    ft::test::RankSum sum(ranks);
     std::vector<size_t> cuts = {0};
     for (int r = 1; r < ranks; ++r) cuts.push_back(initial.size() * static_cast<size_t>(r) / ranks + 37);
     cuts.push_back(initial.size());
@@ -386,7 +323,7 @@ TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable
                {"intensity", intensity}, {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
                {"sources", json::array({{{"type", "ResistiveWall"}, {"radius", radius}, {"length", length},
                                          {"conductivity", sigma}}})}};
-  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
+  const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
                                             "rw_train.json", test::builtin_registry());
   const double beta0 = lattice.reference().beta0();
   std::mt19937_64 rng(11);
@@ -407,7 +344,7 @@ TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable
   };
   for (const int sign : {+1, -1}) {
     double beta, tune;
-    ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+    ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
     const double one_sideband = -beta * k_kick * bunches / (2.0 * t0) * re_z(-(1.0 - tune) * omega0);
     double most = -1e300;
     int most_mu = -1;
@@ -449,7 +386,7 @@ TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable
 TEST_CASE("bunch train and damper delay: bad input is named (file, element, field)") {
   auto message_of = [](const json& element) -> std::string {
     json doc = {{"fusetrack_lattice", 1},
-                {"reference", reference_json(26e9)},
+                {"reference", wake_ring_reference(26e9)},
                 {"elements", {{"w", element}, {"d", {{"type", "Drift"}, {"length", 100.0}}}}},
                 {"sequence", {"w", "d"}}};
     try {
@@ -495,7 +432,7 @@ TEST_CASE("bunch train: host solve time, 100 bunches x 500 slices, 100 stored tu
                {"intensity", 1e11}, {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", 1.2},
                {"sources", sources}};
   const Lattice lattice =
-      lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02), "solve_bench.json", test::builtin_registry());
+      lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02), "solve_bench.json", test::builtin_registry());
   const size_t per_bunch = 2000;
   Particles p(static_cast<size_t>(bunches) * per_bunch, lattice.reference().beta0());
   std::mt19937_64 rng(3);
@@ -524,7 +461,7 @@ TEST_CASE("bunch train: the GPU segment kernels of a train compile with NVRTC (n
                {"intensity", 1e11}, {"memory_turns", 2}, {"n_bunches", 5}, {"bunch_spacing", 2.0}, {"sources", sources}};
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 30.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
                  {"delay", 3}, {"n_bunches", 5}, {"bunch_spacing", 2.0}};
-  json doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
+  json doc = ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
   doc["sequence"].insert(doc["sequence"].begin() + 4, "damper");
   const Lattice lattice = lattice_from_json(doc, "train_kernels.json", test::builtin_registry());
   const TurnProgram program = TurnProgram::build(lattice);

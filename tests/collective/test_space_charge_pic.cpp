@@ -23,7 +23,7 @@
 #include "fusetrack/parallel.h"
 #include "fusetrack/space_charge.h"
 #include "support/registry.h"
-#include "support/two_rank_sum.h"
+#include "support/rank_sum.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
@@ -165,7 +165,7 @@ Particles reversed(const Particles& p) {
   return r;
 }
 
-using test::TwoRankSum;
+using test::RankSum;
 
 Particles slice_of(const Particles& p, size_t begin, size_t end) { return slice_particles(p, begin, end); }
 
@@ -226,7 +226,7 @@ TEST_CASE("space charge PIC: two emulated MPI ranks give the single run's partic
   Particles whole = initial;
   make_cpu_backend(lattice)->track(whole, opt);
 
-  TwoRankSum sum;
+  RankSum sum;
   Particles part[2] = {slice_of(initial, 0, 700), slice_of(initial, 700, initial.size())};
   std::string errors[2];
   auto rank = [&](int r) {

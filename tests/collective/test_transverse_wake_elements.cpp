@@ -23,10 +23,12 @@
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/transverse_wakes.h"
 #include "support/registry.h"
-#include "support/two_rank_sum.h"
+#include "support/wake_test_ring.h"
+#include "support/rank_sum.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
+using ft::test::wake_ring_reference;
 
 namespace {
 
@@ -35,42 +37,6 @@ constexpr double kC = 299792458.0;                // [m/s]
 constexpr double kE = 1.602176634e-19;            // [C]
 constexpr double kProtonMass = 938272088.16;      // [eV]
 
-json reference_json(double p0c = 26e9) { return {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", p0c}}; }
-
-/// Two thin-quadrupole FODO cells (qf_half, d, qd, d, qf_half) of 2 x 40 m each; `first` elements are
-/// placed at the ring's start, the middle of a focusing quadrupole (alpha = 0).
-json fodo_ring(const json& elements_in, const json& first, double k1l_qf_half, double k1l_qd, double p0c = 26e9) {
-  json elements = elements_in;
-  elements["qf_half"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qf_half}}};
-  elements["qd"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qd}}};
-  elements["d"] = {{"type", "Drift"}, {"length", 40.0}};
-  json sequence = first;
-  for (int cell = 0; cell < 2; ++cell)
-    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) sequence.push_back(e);
-  return {{"fusetrack_lattice", 1},
-          {"description", "transverse wake test ring"},
-          {"reference", reference_json(p0c)},
-          {"elements", elements},
-          {"sequence", sequence}};
-}
-
-/// beta and the tune at the ring's start in the plane with focusing sign (+1: x, -1: y), from the one-turn
-/// matrix of the thin lenses (computed here, independently of the tracker); alpha = 0 there by symmetry.
-void ring_optics(double k1l_qf_half, double k1l_qd, int sign, double* beta, double* tune) {
-  auto mul = [](const double a[4], const double b[4], double out[4]) {
-    const double r[4] = {a[0] * b[0] + a[1] * b[2], a[0] * b[1] + a[1] * b[3], a[2] * b[0] + a[3] * b[2],
-                         a[2] * b[1] + a[3] * b[3]};
-    for (int k = 0; k < 4; ++k) out[k] = r[k];
-  };
-  const double qf[4] = {1, 0, -sign * k1l_qf_half, 1}, qd[4] = {1, 0, -sign * k1l_qd, 1}, d[4] = {1, 40.0, 0, 1};
-  double m[4] = {1, 0, 0, 1};
-  for (int c = 0; c < 2; ++c)
-    for (const double* e : {qf, d, qd, d, qf}) mul(e, m, m);
-  const double cos_mu = 0.5 * (m[0] + m[3]);
-  const double sin_mu = std::sqrt(1.0 - cos_mu * cos_mu) * (m[1] > 0 ? 1.0 : -1.0);
-  *beta = m[1] / sin_mu;
-  *tune = std::acos(cos_mu) / (2.0 * kPi);
-}
 
 json wake_element(double intensity, int n_slices, double zeta_half, const json& sources) {
   return {{"type", "TransverseWake"}, {"n_slices", n_slices},   {"zeta_min", -zeta_half},
@@ -115,7 +81,7 @@ TEST_CASE("transverse wake: identical particles for 1 and 2 threads and any part
     wake["longitudinal"] = 1;
     json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
                    {"n_slices", 8}};
-    doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
+    doc = ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02);
     doc["sequence"].insert(doc["sequence"].begin() + 6, "damper");
   }
   const Lattice lattice = lattice_from_json(doc, "wake_ring.json", test::builtin_registry());
@@ -151,7 +117,7 @@ TEST_CASE("transverse wake: two emulated MPI ranks give the single run's particl
   json wake = wake_element(3e11, 32, 0.6, sources);
   wake["memory_turns"] = 2;
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6}};
-  json doc = fodo_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02);
+  json doc = ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02);
   const Lattice lattice = lattice_from_json(doc, "wake_ring.json", test::builtin_registry());
   const Particles initial = gaussian_bunch(lattice, 2000, 1e-3, 1e-3, 1e-3, 2e-5, 0.15, 1e-4, 9);
   TrackOptions opt;
@@ -160,7 +126,7 @@ TEST_CASE("transverse wake: two emulated MPI ranks give the single run's particl
   Particles whole = initial;
   make_cpu_backend(lattice)->track(whole, opt);
 
-  test::TwoRankSum sum;
+  test::RankSum sum;
   Particles part[2] = {slice_particles(initial, 0, 700), slice_particles(initial, 700, initial.size())};
   std::string errors[2];
   auto rank = [&](int r) {
@@ -191,12 +157,12 @@ TEST_CASE("transverse damper: a kicked bunch's centroid decays with the e-foldin
   // ideal damper's own second-order term, so that case is checked against the exact rate only).
   const double k1l_qf_half = 0.00195, k1l_qd = -0.0039;
   double beta_x, tune_x, beta_y, tune_y;
-  ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_x);
-  ring_optics(k1l_qf_half, k1l_qd, -1, &beta_y, &tune_y);
+  ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_x);
+  ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, -1, &beta_y, &tune_y);
   MESSAGE("ring tunes ", tune_x, ", ", tune_y, "; beta at the damper ", beta_x, ", ", beta_y, " m");
   for (const double n_d : {20.0, 50.0, 100.0}) {
     json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -1.0}, {"zeta_max", 1.0}};
-    const Lattice lattice = lattice_from_json(fodo_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
+    const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"damper", damper}}, {"damper"}, k1l_qf_half, k1l_qd),
                                               "damper_ring.json", test::builtin_registry());
     Particles bunch = gaussian_bunch(lattice, 500, 2e-3, -1e-3, 1e-4, 1e-6, 0.2, 0.0, 3);
     const int turns = static_cast<int>(8 * n_d);
@@ -249,7 +215,7 @@ TEST_CASE("transverse wake: the kicks on a two-slice toy bunch equal the wake li
   wake["quadrupolar_y"] = 1;
   wake["longitudinal"] = 1;
   json doc = {{"fusetrack_lattice", 1},
-              {"reference", reference_json(p0c)},
+              {"reference", wake_ring_reference(p0c)},
               {"elements", {{"wake", wake}, {"m", {{"type", "Marker"}}}}},
               {"sequence", {"wake", "m"}}};
   const Lattice lattice = lattice_from_json(doc, "toy.json", test::builtin_registry());
@@ -296,7 +262,7 @@ TEST_CASE("transverse wake: a PyHEADTAIL table relative to the lattice file give
   sources.push_back({{"type", "WakeTable"}, {"file", "wake_toy_table.dat"}, {"columns", {"time", "dipole_x"}}});
   json wake = wake_element(2e11, 2, 0.3, sources);
   json doc = {{"fusetrack_lattice", 1},
-              {"reference", reference_json(2e9)},
+              {"reference", wake_ring_reference(2e9)},
               {"elements", {{"wake", wake}, {"m", {{"type", "Marker"}}}}},
               {"sequence", {"wake", "m"}}};
   const Lattice lattice = lattice_from_json(doc, lattice_file, test::builtin_registry());
@@ -322,7 +288,7 @@ TEST_CASE("transverse wake: a PyHEADTAIL table relative to the lattice file give
 TEST_CASE("transverse wake and damper: bad input is named (file, element, field)") {
   auto load = [](const json& element, const std::string& file = "bad_wake.json") {
     json doc = {{"fusetrack_lattice", 1},
-                {"reference", reference_json()},
+                {"reference", wake_ring_reference()},
                 {"elements", {{"w", element}, {"m", {{"type", "Marker"}}}}},
                 {"sequence", {"w", "m"}}};
     return lattice_from_json(doc, file, test::builtin_registry());
@@ -409,7 +375,7 @@ TEST_CASE("transverse wake and damper: the GPU segment kernels compile with NVRT
   json impedance = {{"type", "LongitudinalImpedance"}, {"n_slices", 64}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
                     {"intensity", 1e11},
                     {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", 1e3}, {"frequency", 1e8}, {"q", 1.0}}})}};
-  json doc = fodo_ring({{"wake", wake}, {"damper", damper}, {"impedance", impedance}}, {"wake"}, 0.01, -0.02);
+  json doc = ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}, {"impedance", impedance}}, {"wake"}, 0.01, -0.02);
   doc["sequence"].insert(doc["sequence"].begin() + 4, "damper");
   doc["sequence"].push_back("impedance");
   const Lattice lattice = lattice_from_json(doc, "wake_kernels.json", test::builtin_registry());
@@ -448,7 +414,7 @@ TEST_CASE("transverse wake: a rigid bunch's resistive-wall rate over the stored 
   json sources = json::array({{{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
   json wake = wake_element(intensity, 1, 0.5, sources);
   wake["memory_turns"] = memory;
-  const Lattice lattice = lattice_from_json(fodo_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
+  const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, k1l_qf_half, k1l_qd, p0c),
                                             "rw_ring.json", test::builtin_registry());
   const double beta0 = lattice.reference().beta0();
   Particles bunch(100, beta0);
@@ -475,7 +441,7 @@ TEST_CASE("transverse wake: a rigid bunch's resistive-wall rate over the stored 
   const double k_kick = kE * intensity / (beta0 * p0c);               // q0 = 1
   for (const int sign : {+1, -1}) {
     double beta, tune;
-    ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
+    ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, sign, &beta, &tune);
     const double mu = 2.0 * kPi * tune;
     Complex lambda = std::exp(Complex(0.0, mu));
     for (int iteration = 0; iteration < 200; ++iteration) {
@@ -502,7 +468,7 @@ TEST_CASE("transverse damper: particles outside the declared moment ranges are l
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -1.0}, {"zeta_max", 1.0},
                  {"n_slices", 2}, {"moment_range_xy", 0.01}};
   json doc = {{"fusetrack_lattice", 1},
-              {"reference", reference_json()},
+              {"reference", wake_ring_reference()},
               {"elements", {{"damper", damper}, {"m", {{"type", "Marker"}}}}},
               {"sequence", {"damper", "m"}}};
   const Lattice lattice = lattice_from_json(doc, "range.json", test::builtin_registry());
@@ -551,7 +517,7 @@ TEST_CASE("transverse damper: a bandwidth low-passes the slice centroids (Gaussi
     json damper = {{"type", "TransverseDamper"}, {"gain_turns", n_d}, {"zeta_min", -2.0}, {"zeta_max", 2.0},
                    {"n_slices", 4}, {"bandwidth", bandwidth}};
     json doc = {{"fusetrack_lattice", 1},
-                {"reference", reference_json()},
+                {"reference", wake_ring_reference()},
                 {"elements", {{"damper", damper}, {"m", {{"type", "Marker"}}}}},
                 {"sequence", {"damper", "m"}}};
     const Lattice lattice = lattice_from_json(doc, "bandwidth.json", test::builtin_registry());
@@ -562,7 +528,7 @@ TEST_CASE("transverse damper: a bandwidth low-passes the slice centroids (Gaussi
     make_cpu_backend(lattice)->track(p, opt);
     return p;
   };
-  const double beta0 = lattice_from_json({{"fusetrack_lattice", 1}, {"reference", reference_json()},
+  const double beta0 = lattice_from_json({{"fusetrack_lattice", 1}, {"reference", wake_ring_reference()},
                                           {"elements", {{"m", {{"type", "Marker"}}}}}, {"sequence", {"m"}}},
                                          "r.json", test::builtin_registry())
                            .reference()
@@ -620,7 +586,7 @@ TEST_CASE("transverse wake: head-tail growth of mode 0 on a broadband resonator 
   const double arc = 40.0, circumference = 4 * 40.0 + arc;
   for (const auto& [k1l_qf_half, k1l_qd] : {std::pair{0.01, -0.02}, std::pair{0.005, -0.01}}) {
     // Optics of the transverse ring alone (no wake, no RF).
-    const Lattice optics = lattice_from_json(fodo_ring(json::object(), json::array(), k1l_qf_half, k1l_qd, p0c),
+    const Lattice optics = lattice_from_json(ft::test::wake_test_ring(json::object(), json::array(), k1l_qf_half, k1l_qd, p0c),
                                              "optics.json", test::builtin_registry());
     auto tune_at = [&](double delta) {
       Particles p(2, optics.reference().beta0());
@@ -634,7 +600,7 @@ TEST_CASE("transverse wake: head-tail growth of mode 0 on a broadband resonator 
     };
     const double tune = tune_at(0.0), chroma = (tune_at(1e-4) - tune_at(-1e-4)) / 2e-4;
     double beta_x, tune_check;
-    ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_check);
+    ft::test::wake_test_ring_optics(k1l_qf_half, k1l_qd, +1, &beta_x, &tune_check);
     const double gamma = std::sqrt(1.0 + std::pow(p0c / kProtonMass, 2)), beta0 = std::sqrt(1.0 - 1.0 / (gamma * gamma));
     const double eta = alpha_c * arc / circumference - 1.0 / (gamma * gamma);
     const double f0 = beta0 * kC / circumference;
@@ -675,7 +641,7 @@ TEST_CASE("transverse wake: head-tail growth of mode 0 on a broadband resonator 
     json extra = {{"wake", wake},
                   {"rf", {{"type", "Cavity"}, {"voltage", voltage}, {"harmonic", harmonic}, {"lag", 180.0}}},
                   {"arc", {{"type", "LongitudinalDrift"}, {"length", arc}, {"momentum_compaction", alpha_c}}}};
-    const Lattice ring = lattice_from_json(fodo_ring(extra, {"wake", "rf", "arc"}, k1l_qf_half, k1l_qd, p0c),
+    const Lattice ring = lattice_from_json(ft::test::wake_test_ring(extra, {"wake", "rf", "arc"}, k1l_qf_half, k1l_qd, p0c),
                                            "headtail.json", test::builtin_registry());
     const size_t n = 20000;
     std::mt19937_64 rng(17);

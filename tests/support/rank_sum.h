@@ -1,6 +1,6 @@
-// Two threads that stand for two MPI ranks in the collective tests: TwoRankSum sums integer arrays
-// between them with MPI_Allreduce semantics (both get the sum, in place; every call pairs with the
-// other rank's call of the same order), as TrackOptions::reduce_profile does over MPI.
+// Threads that stand for MPI ranks in the collective tests: RankSum sums integer arrays between them with
+// MPI_Allreduce semantics (every rank gets the sum, in place; every call pairs with the other ranks' calls of
+// the same order), as TrackOptions::reduce_profile does over MPI.
 #pragma once
 #include <algorithm>
 #include <condition_variable>
@@ -10,8 +10,9 @@
 
 namespace ft::test {
 
-class TwoRankSum {
+class RankSum {
  public:
+  explicit RankSum(int ranks = 2) : m_ranks(ranks) {}
   void reduce(uint64_t* data, size_t n) {
     std::unique_lock<std::mutex> lock(m_mutex);
     m_cv.wait(lock, [&] { return m_left == 0; });
@@ -20,10 +21,10 @@ class TwoRankSum {
     else
       for (size_t k = 0; k < n; ++k) m_sum[k] += data[k];
     const int64_t generation = m_generation;
-    if (++m_arrived == 2) {
+    if (++m_arrived == m_ranks) {
       ++m_generation;
       m_arrived = 0;
-      m_left = 2;
+      m_left = m_ranks;
       m_cv.notify_all();
     } else {
       m_cv.wait(lock, [&] { return m_generation != generation; });
@@ -33,6 +34,7 @@ class TwoRankSum {
   }
 
  private:
+  int m_ranks;
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::vector<uint64_t> m_sum;
