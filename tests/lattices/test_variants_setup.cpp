@@ -6,8 +6,6 @@
 
 #include <cstring>
 #include <filesystem>
-#include <fstream>
-#include <functional>
 
 #include "fusetrack/da.h"
 #include "fusetrack/error.h"
@@ -19,22 +17,6 @@ using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
 
 namespace {
-
-std::string error_of(const std::function<void()>& f) {
-  try {
-    f();
-  } catch (const std::exception& ex) {
-    return ex.what();
-  }
-  return "";
-}
-
-/// A fresh file with `text` in the system's temporary directory.
-std::string write_temp(const std::string& name, const std::string& text) {
-  const fs::path path = fs::temp_directory_path() / fmt::format("ft_variants_setup_{}", name);
-  std::ofstream(path, std::ios::binary) << text;
-  return path.string();
-}
 
 /// The same variants: names, parameter bytes and transformation blocks.
 void check_same(const LatticeVariants& a, const LatticeVariants& b) {
@@ -68,7 +50,7 @@ TEST_CASE("Variants file in pieces: the list parsed on several threads gives wha
   ],
   "scans": [{"name": "sf_half", "field": "knl", "index": 2, "values": [2.0, 2.6]}]}
 )";
-  const std::string file = write_temp("pieces.json", text);
+  const std::string file = ft::test::write_temp_file("variants_setup_pieces.json", text);
   const LatticeVariants read = load_variants(base, {file}, ft::test::builtin_registry());
   const LatticeVariants whole = variants_from_json(base, parse_json_file(file), file);
   REQUIRE(whole.size() == 6);
@@ -95,18 +77,18 @@ TEST_CASE("Variants file in pieces: bad JSON inside one variant gets the whole f
       // the top-level object's keys are still checked
       "{\"fusetrack_variants\": 1, \"variants\": [{\"name\": \"a\"}, {\"name\": \"b\"}], \"fusetrack_variants\": 1}"};
   for (size_t k = 0; k < bad.size(); ++k) {
-    const std::string file = write_temp(fmt::format("bad{}.json", k), bad[k]);
-    const std::string expected = error_of([&] { parse_json_file(file); });
+    const std::string file = ft::test::write_temp_file(fmt::format("variants_setup_bad{}.json", k), bad[k]);
+    const std::string expected = ft::test::error_message([&] { parse_json_file(file); });
     INFO(k, ": ", expected);
     REQUIRE(!expected.empty());
-    CHECK(error_of([&] { load_variants(base, {file}, ft::test::builtin_registry()); }) == expected);
+    CHECK(ft::test::error_message([&] { load_variants(base, {file}, ft::test::builtin_registry()); }) == expected);
     fs::remove(file);
   }
 }
 
 TEST_CASE("Variants built in parallel: of several bad variants the first in the file is named") {
   const Lattice base = ft::test::bundled_lattice("sextupole_rf_ring.json");
-  const std::string e = error_of([&] {
+  const std::string e = ft::test::error_message([&] {
     variants_from_json(base, json::parse(R"({"fusetrack_variants": 1, "variants": [{"name": "fine"},
         {"name": "first_bad", "elements": [{"name": "nowhere", "set": {"shift_x": 1e-4}}]},
         {"name": "fine_too"},
@@ -118,7 +100,7 @@ TEST_CASE("Variants built in parallel: of several bad variants the first in the 
   CHECK(e.find("variant 'first_bad'") != std::string::npos);
   CHECK(e.find("second_bad") == std::string::npos);
   // A knob value that fails only in some combinations: the first combination in order is named.
-  const std::string k = error_of([&] {
+  const std::string k = ft::test::error_message([&] {
     variants_from_json(base, json::parse(R"({"fusetrack_variants": 1, "variants": [{"name": "a"}, {"name": "b"}],
         "scans": [{"name": "qd", "field": "order", "values": [1, 2.5, 3.5]}]})"),
                        "knobs.json");
