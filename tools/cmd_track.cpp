@@ -102,10 +102,13 @@ TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
     throw InputError(at, "a train of --bunches > 1 needs a spacing: --bunch-spacing T [s], or the lattice's "
                          "TransverseWake/TransverseDamper n_bunches and bunch_spacing");
   if (a.bunches > 1 && declared_bunches > 0 &&
-      (declared_bunches != t.bunches || std::fabs(t.spacing - declared) > 1e-9 * declared))
+      (declared_bunches != t.bunches || std::fabs(t.spacing - declared) > 1e-9 * declared)) {
+    at.file = lattice.source_file();  // the lattice's element that declares the train
+    at.element_name = declared_by;
     throw InputError(at, fmt::format("--bunches {} at {:.12g} m do not match element '{}': n_bunches {} at "
                                      "bunch_spacing {:.12g} m",
                                      t.bunches, t.spacing, declared_by, declared_bunches, declared));
+  }
   return t;
 }
 

@@ -401,6 +401,41 @@ TEST_CASE("commands refuse unwritable outputs before any tracking") {
   }
 }
 
+TEST_CASE("fusetrack track --bunches: bad train options are refused naming the option, the lattice and its element") {
+  // The FODO ring with a bunch-by-bunch damper that declares a train of 4 bunches 2.4 m apart.
+  std::ifstream in(lattice("fodo_ring.json"));
+  std::string text((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  const std::string damper = R"("damper": {"type": "TransverseDamper", "gain_turns": 20.0, "zeta_min": -0.6, )"
+                             R"("zeta_max": 0.6, "n_bunches": 4, "bunch_spacing": 2.4}, )";
+  text.insert(text.find('{', text.find("\"elements\"")) + 1, damper);
+  text.insert(text.find('[', text.find("\"sequence\"")) + 1, "\"damper\", ");
+  const auto dir = ft::test::temp_dir("robust_train");
+  const std::string train = (dir / "train_ring.json").string();
+  std::ofstream(train) << text;
+  const std::string common = " -n 10 --gaussian 100 --emittance-nx 1e-6 --emittance-ny 1e-6 --sigma-zeta 0.1 "
+                             "--device cpu -o " + (dir / "out.npz").string();
+  struct Case {
+    std::string args, expected;
+  };
+  const std::vector<Case> cases = {
+      {"track " + train + common + " --bunches 0", "field '--bunches': must be >= 1, got 0"},
+      {"track " + train + common + " --bunches 2 --bunch-spacing -1", "field '--bunch-spacing': must be a finite time"},
+      {"track " + train + common + " --bunches 3",
+       train + ": element 'damper'"},  // the lattice's element that declares 4 bunches
+      {"track " + train + common + " --bunches 3", "do not match element 'damper': n_bunches 4"},
+      {"track " + lattice("fodo_ring.json") + common + " --bunches 2", "a train of --bunches > 1 needs a spacing"},
+  };
+  for (const Case& c : cases) {
+    CAPTURE(c.args);
+    const auto [rc, out] = run_command(fusetrack() + " " + c.args);
+    CHECK(rc == 2);
+    CHECK(contains(out, c.expected));
+  }
+  // The declared train itself runs.
+  const auto [rc, out] = run_command(fusetrack() + " track " + train + common + " --bunches 4");
+  CHECK(rc == 0);
+}
+
 TEST_CASE("a grid that cannot fit is refused with the sizes, not std::bad_alloc") {
   const auto [rc, out] =
       run_command("FUSETRACK_HOST_MEMORY_LIMIT=1G " + fusetrack() + " track " + lattice("fodo_ring.json") +
