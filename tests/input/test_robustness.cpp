@@ -251,6 +251,27 @@ TEST_CASE("plugin descriptors: the valid control case, then each lie is named") 
     CHECK(contains(ft::check_plugin_descriptor(d.desc), "declares 1 element types but no type table"));
   }
   {
+    // A collective type's host-only JSON field has no place in the struct: its offset and count are
+    // not checked and must not be used when the defaults are written (a fuzzer-found overflow).
+    Descriptor d;
+    ft_collective_desc collective{};
+    collective.kick_function = "Q_kick";
+    collective.kind = FT_COLLECTIVE_MOMENTS;
+    collective.create_moments = [](const void*, const char*, const char*, const ft_reference*, ft_moments_model*,
+                                   ft_error*) { return 0; };
+    collective.moments_kick_block = [](const void*, const ft_slice_kicks*, ft_particle_block*, ft_error*) {
+      return 0;
+    };
+    d.type.collective = &collective;
+    d.type.flags = 0;
+    d.type.length_field = -1;
+    d.fields[1] = {"table", "", "", 4096, FT_FIELD_JSON, 7, FT_FIELD_INPUT, 1.5, 1};
+    d.type.param_size = 8;
+    REQUIRE(ft::check_plugin_descriptor(d.desc) == "");
+    const std::vector<unsigned char> params = ft::element_type_from_descriptor(d.type).default_params();
+    CHECK(params == std::vector<unsigned char>(8, 0));  // only 'length' (0.0) is written
+  }
+  {
     Descriptor d;
     d.desc.abi_version = 99;
     CHECK(contains(ft::check_plugin_descriptor(d.desc), "plugin ABI version 99 does not match"));

@@ -40,6 +40,7 @@ const FieldInfo* ElementType::find_field(const std::string& field_name) const {
 std::vector<unsigned char> ElementType::default_params() const {
   std::vector<unsigned char> bytes(param_size, 0);
   for (const auto& f : fields) {
+    if (f.host_only()) continue;  // JSON fields live on the host; their offset and count mean nothing
     for (uint32_t k = 0; k < f.count; ++k) {
       unsigned char* at = bytes.data() + f.offset + k * f.element_size();
       if (f.type == FT_FIELD_INT32) {
