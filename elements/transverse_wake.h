@@ -22,6 +22,10 @@
 //    column names, SI units)}
 // Analytic sources take "chamber": "round" (default: dipolar factors 1) or "flat" (Yokoya factors).
 //
+// Host-only JSON field "convolution": "direct" (default) sums the slices in a fixed order, the same bits on
+// every machine; "fft" sums the same discrete convolution through FFTW, in the frequency domain over the
+// stored turns (equal to rounding; fast for long memories and many slices; fusetrack/transverse_wakes.h).
+//
 // A train (n_bunches > 1, Xsuite's multi-bunch convention): bunch b (0 leading) is cut at
 // [zeta_min, zeta_max] - b bunch_spacing with the same n_slices; `intensity` is per bunch. A bunch's own
 // wake in the same turn is the exact slice convolution above; the wakes of the other bunches and of all
@@ -48,11 +52,14 @@
   PARAM(double, moment_range_xy, 1.0, "m", "declared bound of |x|, |y| for the fixed-point slice centroids")  \
   PARAM(double, moment_range_pxy, 1.0, "1", "declared bound of |px|, |py| for the fixed-point slice centroids")
 
-#define FT_TRANSVERSE_WAKE_JSON_FIELDS(JSON)                                                                  \
-  JSON(sources, 1, "-",                                                                                       \
-       "list of wake sources, summed: {type: Resonator, r_shunt [Ohm/m], q, frequency [Hz]}, {type: "          \
-       "ResistiveWall, radius [m], length [m], conductivity [S/m]}, {type: WakeTable, file, format: pyheadtail " \
-       "(columns: [time, dipole_x, ...]; ns, V/pC/mm) or xsuite (header; SI)}; analytic ones: chamber round|flat")
+#define FT_TRANSVERSE_WAKE_JSON_FIELDS(JSON)                                                                        \
+  JSON(sources, 1, "-",                                                                                             \
+       "list of wake sources, summed: {type: Resonator, r_shunt [Ohm/m], q, frequency [Hz]}, {type: "               \
+       "ResistiveWall, radius [m], length [m], conductivity [S/m]}, {type: WakeTable, file, format: pyheadtail "    \
+       "(columns: [time, dipole_x, ...]; ns, V/pC/mm) or xsuite (header; SI)}; analytic ones: chamber round|flat")  \
+  JSON(convolution, 0, "-",                                                                                         \
+       "\"direct\" (default: the slice sum in a fixed order, the same bits everywhere) or \"fft\" (FFTW: equal to " \
+       "rounding, O(N log N + memory_turns N) per turn instead of O(memory_turns n_slices^2))")
 
 FT_ELEMENT_STRUCT(TransverseWake, FT_TRANSVERSE_WAKE_FIELDS)
 

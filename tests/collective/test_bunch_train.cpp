@@ -255,6 +255,8 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
   json wake = {{"type", "TransverseWake"}, {"n_slices", 20}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
                {"intensity", 2e11}, {"memory_turns", 3}, {"n_bunches", bunches}, {"bunch_spacing", spacing},
                {"sources", sources}};
+  SUBCASE("direct convolution") {}
+  SUBCASE("FFT convolution (every rank transforms the same sums)") { wake["convolution"] = "fft"; }
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 10.0}, {"zeta_min", -0.5}, {"zeta_max", 0.5},
                  {"delay", 2}, {"n_bunches", bunches}, {"bunch_spacing", spacing}};
   const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake", "damper"}, 0.01, -0.02),
@@ -424,33 +426,90 @@ TEST_CASE("bunch train and damper delay: bad input is named (file, element, fiel
 //   build/bin/test_collective -tc="bunch train: host solve*" --no-skip
 // 100 bunches of 500 slices (cuts adjacent, 1.2 m), a resonator and the resistive wall with 100 stored turns:
 // the solve's time per turn once the memory is full (the slice moments of 2000 macroparticles per bunch).
+TEST_CASE("bunch train: the FFT convolution tracks like the direct one to rounding (own wakes and long range)") {
+  // 7 bunches with stored turns of the long range; both planes, the quadrupolar and longitudinal wakes too.
+  const double spacing = 2.0;
+  const int bunches = 7;
+  json sources =
+      json::array({{{"type", "Resonator"}, {"r_shunt", 5e7}, {"q", 2.0}, {"frequency", 3e8}, {"chamber", "flat"}},
+                   {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 30},     {"zeta_min", -0.5},     {"zeta_max", 0.5},
+               {"intensity", 2e11},        {"memory_turns", 4},  {"n_bunches", bunches}, {"bunch_spacing", spacing},
+               {"quadrupolar_x", 1},       {"quadrupolar_y", 1}, {"longitudinal", 1},    {"sources", sources}};
+  auto lattice_with = [&](const char* convolution) {
+    json w = wake;
+    w["convolution"] = convolution;
+    return lattice_from_json(ft::test::wake_test_ring({{"wake", w}}, {"wake"}, 0.01, -0.02), "train_fft.json",
+                             test::builtin_registry());
+  };
+  const Lattice direct = lattice_with("direct"), fft = lattice_with("fft");
+  std::mt19937_64 rng(8);
+  std::normal_distribution<double> gauss(0.0, 1.0);
+  const size_t per_bunch = 400;
+  Particles initial(bunches * per_bunch, direct.reference().beta0());
+  for (size_t i = 0; i < initial.size(); ++i) {
+    const double b = static_cast<double>(i / per_bunch);
+    initial.set(i, 1e-3 * std::cos(b) + 1e-3 * gauss(rng), 2e-5 * gauss(rng), 1e-3 * std::sin(b) + 1e-3 * gauss(rng),
+                2e-5 * gauss(rng), 0.12 * gauss(rng) - b * spacing, 1e-4 * gauss(rng));
+  }
+  TrackOptions opt;
+  opt.turns = 8;
+  opt.threads = 2;
+  Particles a = initial, f = initial, free_particles = initial;
+  make_cpu_backend(direct)->track(a, opt);
+  make_cpu_backend(fft)->track(f, opt);
+  TrackOptions skip = opt;
+  skip.collective = false;
+  make_cpu_backend(direct)->track(free_particles, skip);
+  double wake_kick = 0.0, wake_ptau = 0.0, diff = 0.0, diff_ptau = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) {
+    wake_kick =
+        std::max({wake_kick, std::fabs(a.px[i] - free_particles.px[i]), std::fabs(a.py[i] - free_particles.py[i])});
+    wake_ptau = std::max(wake_ptau, std::fabs(a.ptau[i] - free_particles.ptau[i]));
+    diff = std::max({diff, std::fabs(a.px[i] - f.px[i]), std::fabs(a.py[i] - f.py[i])});
+    diff_ptau = std::max(diff_ptau, std::fabs(a.ptau[i] - f.ptau[i]));
+  }
+  MESSAGE("train: the wakes' change of px, py " << wake_kick << ", of ptau " << wake_ptau << "; FFT - direct " << diff
+                                                << ", " << diff_ptau);
+  CHECK(wake_kick > 1e-6);
+  CHECK(wake_ptau > 0.0);
+  CHECK(diff <= 1e-12 * wake_kick);
+  CHECK(diff_ptau <= 1e-12 * wake_ptau);
+}
+
 TEST_CASE("bunch train: host solve time, 100 bunches x 500 slices, 100 stored turns" * doctest::skip()) {
   const int bunches = 100, memory = 100;
   json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}},
                               {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
-  json wake = {{"type", "TransverseWake"}, {"n_slices", 500}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
-               {"intensity", 1e11}, {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", 1.2},
-               {"sources", sources}};
-  const Lattice lattice =
-      lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02), "solve_bench.json", test::builtin_registry());
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 500},      {"zeta_min", -0.6},
+               {"zeta_max", 0.6},          {"intensity", 1e11},    {"memory_turns", memory},
+               {"n_bunches", bunches},     {"bunch_spacing", 1.2}, {"sources", sources}};
   const size_t per_bunch = 2000;
-  Particles p(static_cast<size_t>(bunches) * per_bunch, lattice.reference().beta0());
-  std::mt19937_64 rng(3);
-  std::normal_distribution<double> g(0.0, 1.0);
-  for (size_t i = 0; i < p.size(); ++i)
-    p.set(i, 1e-3 * g(rng), 1e-5 * g(rng), 1e-3 * g(rng), 1e-5 * g(rng),
-          0.1 * g(rng) - 1.2 * static_cast<double>(i / per_bunch), 0.0);
-  MomentsCollectiveSolver solver(lattice, 0, p.size());
-  solver.reducer().clear();
-  solver.reducer().deposit(p);
-  for (int t = 0; t < memory; ++t) solver.solve();
-  const int turns = 20;
-  const auto t0 = std::chrono::steady_clock::now();
-  for (int t = 0; t < turns; ++t) solver.solve();
-  const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / turns;
-  MESSAGE(bunches, " bunches x 500 slices (", solver.n_slices(), " grid slices), ", memory,
-          " stored turns: host solve ", 1e3 * s, " ms per turn (", std::thread::hardware_concurrency(), " threads)");
-  CHECK(s > 0.0);
+  double seconds[2] = {0.0, 0.0};
+  for (int mode = 0; mode < 2; ++mode) {  // the direct and the FFT convolution, in one run
+    wake["convolution"] = mode == 0 ? "direct" : "fft";
+    const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02),
+                                              "solve_bench.json", test::builtin_registry());
+    Particles p(static_cast<size_t>(bunches) * per_bunch, lattice.reference().beta0());
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (size_t i = 0; i < p.size(); ++i)
+      p.set(i, 1e-3 * g(rng), 1e-5 * g(rng), 1e-3 * g(rng), 1e-5 * g(rng),
+            0.1 * g(rng) - 1.2 * static_cast<double>(i / per_bunch), 0.0);
+    MomentsCollectiveSolver solver(lattice, 0, p.size());
+    solver.reducer().clear();
+    solver.reducer().deposit(p);
+    for (int t = 0; t < memory; ++t) solver.solve();
+    const int turns = 20;
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int t = 0; t < turns; ++t) solver.solve();
+    seconds[mode] = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / turns;
+    MESSAGE(bunches, " bunches x 500 slices (", solver.n_slices(), " grid slices), ", memory, " stored turns, ",
+            std::string(mode == 0 ? "direct" : "FFT"), " convolution: host solve ", 1e3 * seconds[mode],
+            " ms per turn (", std::thread::hardware_concurrency(), " threads)");
+  }
+  MESSAGE("host solve direct / FFT: ", seconds[0] / seconds[1]);
+  CHECK(seconds[1] > 0.0);
 }
 
 TEST_CASE("bunch train: the GPU segment kernels of a train compile with NVRTC (no GPU needed)") {

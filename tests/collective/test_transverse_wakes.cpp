@@ -383,6 +383,62 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
   CHECK(contains(error_of([&] { WakeMemory(res, dt, n, t0, 2, {0.0, 5 * dt}); }), "overlaps"));
 }
 
+TEST_CASE("transverse wakes: the FFT convolution equals the direct sum to rounding, over turns and bunches") {
+  // Every component (a flat-chamber resonator with its longitudinal wake, a resistive wall's singular
+  // kernel, a table with a jump at t = 0), two bunches, a memory of 6 turns over 9; slice counts whose
+  // padded sizes are a power of two, a 2^a 3^b 5^c 7^d size and a single slice.
+  for (int n : {1, 37, 64, 200}) {
+    const int M = 4 * n + 50;
+    const double dt = 1e-9, t0 = M * dt;
+    auto res = std::make_shared<Resonator>(1e6, 0.0731e9, 30.0, ComponentFactors::flat_chamber(true));
+    auto wall = std::make_shared<ResistiveWall>(0.02, 100.0, 1.4e6, ComponentFactors::round_chamber(true));
+    std::array<std::vector<double>, kComponents> columns;
+    for (auto& col : columns) col = {2e13, 1e13, 0.0};
+    auto table = std::make_shared<WakeTable>(std::vector<double>{0.0, 7e-9, 20e-9}, columns);
+    auto source = std::make_shared<WakeSum>(std::vector<std::shared_ptr<const WakeSource>>{res, wall, table});
+    const std::vector<double> offsets{0.0, (n + 3) * dt};
+    WakeMemory direct(source, dt, n, t0, 6, offsets, Convolution::Direct);
+    WakeMemory fft(source, dt, n, t0, 6, offsets, Convolution::Fft);
+    CHECK(fft.convolution() == Convolution::Fft);
+    std::mt19937_64 rng(static_cast<unsigned>(n));
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    std::array<double, kComponents> worst{}, scale{};
+    for (int turn = 0; turn < 9; ++turn) {
+      std::vector<SliceMoments> current(2);
+      for (SliceMoments& m : current)
+        for (int i = 0; i < n; ++i) {
+          m.charge.push_back(1e-9 * u(rng));
+          m.x.push_back(1e-3 * (u(rng) - 0.5));
+          m.y.push_back(1e-3 * (u(rng) - 0.5));
+        }
+      for (int b = 0; b < 2; ++b) {
+        const SliceKicks a = direct.kicks(current, b), f = fft.kicks(current, b);
+        const std::vector<double>* va[kComponents] = {&a.longitudinal, &a.dipolar_x, &a.dipolar_y, &a.quadrupolar_x,
+                                                      &a.quadrupolar_y};
+        const std::vector<double>* vf[kComponents] = {&f.longitudinal, &f.dipolar_x, &f.dipolar_y, &f.quadrupolar_x,
+                                                      &f.quadrupolar_y};
+        for (int c = 0; c < kComponents; ++c)
+          for (int i = 0; i < n; ++i) {
+            worst[c] = std::max(worst[c], std::fabs((*va[c])[i] - (*vf[c])[i]));
+            scale[c] = std::max(scale[c], std::fabs((*va[c])[i]));
+          }
+      }
+      direct.end_turn(current);
+      fft.end_turn(current);
+    }
+    CHECK(fft.stored_turns() == 6);
+    double ratio = 0.0;
+    for (int c = 0; c < kComponents; ++c) ratio = std::max(ratio, worst[c] / scale[c]);
+    MESSAGE(n << " slices: FFT against direct, max deviation / max kick " << ratio);
+    for (int c = 0; c < kComponents; ++c) {
+      INFO(n << " slices, " << component_name(Component(c)) << ": max deviation " << worst[c] << ", max kick "
+             << scale[c]);
+      CHECK(scale[c] > 0.0);
+      CHECK(worst[c] <= 1e-13 * scale[c]);
+    }
+  }
+}
+
 TEST_CASE("transverse wakes: the resonator mode memory equals the stored-turns memory") {
   // Three bunches, 8 turns; the stored-turns memory keeps 400 turns (the wake has decayed by e^-300 by then).
   const int n = 12, M = 100, turns = 8;

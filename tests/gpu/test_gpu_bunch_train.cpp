@@ -38,6 +38,7 @@ Lattice train_ring(int bunches, double spacing, int slices, int memory) {
   json wake = {{"type", "TransverseWake"}, {"n_slices", slices},      {"zeta_min", -0.6},
                {"zeta_max", 0.6},          {"intensity", 3e11},       {"memory_turns", memory},
                {"n_bunches", bunches},     {"bunch_spacing", spacing}, {"sources", sources}};
+  if (const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION")) wake["convolution"] = convolution;
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
                  {"delay", 2},                 {"n_bunches", bunches}, {"bunch_spacing", spacing}};
   json doc = {{"fusetrack_lattice", 1},
@@ -112,7 +113,7 @@ TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (bo
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,
 // 25 m apart, 500 slices per bunch, FUSETRACK_TRAIN_MEMORY (default 100) stored turns, FUSETRACK_TRAIN_TURNS
-// (default 20) turns, fma off. The bunches are shared over the ranks (whole bunches, share_of); the slice
+// (default 20) turns, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared over the ranks (whole bunches, share_of); the slice
 // moments are summed over the ranks as integers. Rank 0 prints turns per second and one hash over the
 // per-bunch hashes of the final particles, which must be the same for 1 and 2 ranks (byte-identical outputs).
 TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over MPI ranks" * doctest::skip()) {

@@ -106,7 +106,8 @@ TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU") {
 // One bunch of 10^6 macroparticles (FUSETRACK_WAKE_PARTICLES), 500 slices, a resonator and the resistive
 // wall with 100 turns of memory, in the FODO ring above: turns per second on the GPU and on the CPU backend
 // with every hardware thread, and the GPU's time split (segment kernels with deposit and kick; the host
-// solve with the moments' download and the kicks' upload).
+// solve with the moments' download and the kicks' upload). FUSETRACK_WAKE_CONVOLUTION=fft: the element's
+// FFT convolution (default: direct).
 TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slices, 100 turns of memory" *
           doctest::skip()) {
   const size_t n =
@@ -116,6 +117,8 @@ TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slice
   sources.push_back({{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}});
   json wake = {{"type", "TransverseWake"}, {"n_slices", 500},    {"zeta_min", -0.6}, {"zeta_max", 0.6},
                {"intensity", 1e11},        {"memory_turns", 100}, {"sources", sources}};
+  const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION");
+  if (convolution) wake["convolution"] = convolution;
   json doc = {{"fusetrack_lattice", 1},
               {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 26e9}}},
               {"elements",
@@ -149,10 +152,12 @@ TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slice
     t0 = std::chrono::steady_clock::now();
     cpu->track(c, o);
     const double cpu_wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    MESSAGE(fmt::format("fma {}: {} macroparticles, 500 slices, 100 turns of memory, {} turns: GPU {:.1f} turns/s "
+    MESSAGE(fmt::format("fma {}: {} macroparticles, 500 slices, 100 turns of memory ({} convolution), {} turns: GPU "
+                        "{:.1f} turns/s "
                         "(segment kernels {:.3f} ms/turn, solve with transfers {:.3f} ms/turn), CPU ({} threads) "
                         "{:.1f} turns/s: GPU / CPU {:.2f}",
-                        fma == FmaMode::On ? "on" : "off", n, turns, turns / gpu_wall, 1e3 * s.segment_seconds / turns,
+                        fma == FmaMode::On ? "on" : "off", n, convolution ? convolution : "direct", turns,
+                        turns / gpu_wall, 1e3 * s.segment_seconds / turns,
                         1e3 * s.solve_seconds / turns, std::thread::hardware_concurrency(), turns / cpu_wall,
                         cpu_wall / gpu_wall));
     if (fma == FmaMode::Off) CHECK(compare_particles(c, g).identical());

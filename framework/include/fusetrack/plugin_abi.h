@@ -11,11 +11,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#define FT_PLUGIN_ABI_VERSION 6u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
+#define FT_PLUGIN_ABI_VERSION 7u  /* 2: ParticleView carries rv0v = 1/rvv; 3: collective element types;
                                      4: grid (space-charge) collective elements;
                                      5: slice-moment (transverse wake, damper) collective elements;
                                         the coordinates each element type reads and writes;
-                                     6: ft_moments_model: feedback delay, bunch trains */
+                                     6: ft_moments_model: feedback delay, bunch trains;
+                                     7: ft_moments_model: the wake convolution (direct or FFT) */
 #define FT_PLUGIN_ENTRY_NAME "fusetrack_plugin_entry"
 
 #ifdef __cplusplus
@@ -264,6 +265,12 @@ enum ft_wake_source_type {
   FT_WAKE_TABLE_XSUITE = 3     /* table_path (pandas to_csv: a header of column names, SI units) */
 };
 
+/* How the framework sums the sources' wakes over the slices (ft::wakes::Convolution). */
+enum ft_wake_convolution {
+  FT_WAKE_CONVOLUTION_DIRECT = 0, /* the slice sum in a fixed order: the same bits on every machine (default) */
+  FT_WAKE_CONVOLUTION_FFT = 1     /* FFTW, equal to the direct sum to rounding: for long memories and many slices */
+};
+
 /* One wake source of a slice-moment element (ft::wakes::Resonator, ResistiveWall, WakeTable). */
 typedef struct ft_wake_source {
   int32_t type;        /* enum ft_wake_source_type */
@@ -296,6 +303,7 @@ typedef struct ft_moments_model {
   int32_t feedback_delay;         /* [turns] >= 0: the kick table's centroids are those of this many turns earlier */
   int32_t n_bunches;              /* a train of n_bunches >= 1 bunches (0 counts as 1), each cut like bunch 0 ... */
   double bunch_spacing;           /* [m] ... and bunch b at zeta - b bunch_spacing (MomentsCollectiveSolver) */
+  int32_t convolution;            /* enum ft_wake_convolution: how the wakes are summed over the slices */
 } ft_moments_model;
 
 typedef int (*ft_moments_create_fn)(const void* params, const char* json_definition, const char* base_directory,

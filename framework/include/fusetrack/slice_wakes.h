@@ -21,6 +21,9 @@
 // total charge and dipole moment at the delay between the cut grids; the long-range approximation of
 // transverse_wake.h), O(n_bunches n_slices^2 + n_bunches^2 memory_turns) per turn. A feedback's bandwidth
 // filters within each bunch. A single bunch (n_bunches 1) is solved as before, bit for bit.
+// The convolution "fft" (ft_moments_model convolution): each bunch's own wake and its stored turns through
+// wakes::WakeMemory's Fft mode, a train's long range as one convolution over the bunch index per stored turn,
+// summed in the frequency domain: O(n_bunches (N log N + memory_turns)) per turn; equal to rounding.
 // Delay (ft_moments_model feedback_delay = d): the kick table's centroids are those solved d turns earlier.
 #pragma once
 #include <cstdint>
@@ -103,6 +106,8 @@ class MomentsCollectiveSolver {
   void delay_centroids();
   /// A train's wakes from the other bunches and the stored turns (point bunches), added to bunch b's kicks.
   void add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const;
+  /// FFT mode: this turn's long-range sums of every bunch into m_lr_sums; stores the turn's totals.
+  void solve_long_range_fft(const std::vector<double>& totals);
   /// The kernel of the long-range table for k turns ago and d bunches ahead (component c).
   double long_range_kernel(int k, int d, int c) const {
     return m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(2 * m_bunches - 1) +
@@ -127,6 +132,10 @@ class MomentsCollectiveSolver {
   std::pair<size_t, size_t> m_kicks_in_use{0, 0};
   std::vector<char> m_local_bunches;  // set by note_local_deposit for the next solve; empty: every bunch
   std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
+  /// The FFT convolution of a train: the long range as convolutions over the bunch index (slice_wakes.cpp).
+  struct LongRangeFft;
+  std::unique_ptr<LongRangeFft> m_lr_fft;
+  std::vector<double> m_lr_sums;                  // FFT mode: this turn's long-range sums [bunch][component]
   std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns
   std::vector<wakes::SliceMoments> m_moments;
   std::vector<double> m_kicks;

@@ -34,6 +34,18 @@ std::vector<std::string> split_words(const char* text) {
 
 }  // namespace
 
+/// The long range of a train in the FFT mode: per stored turn k (0: this turn, the bunches ahead), component c
+/// and bunch b, sum_s K(k, b - s, c) T_k(s) is a convolution over the bunch index of the point-bunch totals T
+/// (Q, Q x, Q y) with the kernel of delays d = -(n_bunches - 1) .. n_bunches - 1 (m_lr_kernel; zero for k = 0,
+/// d <= 0). The kernels' spectra are made once, every stored turn's totals are kept as spectra, and the sum
+/// over the turns is taken in the frequency domain: one inverse transform per component and turn.
+struct MomentsCollectiveSolver::LongRangeFft {
+  wakes::FftConvolver convolver;
+  std::vector<std::array<wakes::FftConvolver::Spectrum, wakes::kComponents>> kernels;  // [k][c], empty if absent
+  std::deque<std::array<wakes::FftConvolver::Spectrum, 3>> history;                    // front: the last turn's totals
+  explicit LongRangeFft(int bunches) : convolver(bunches) {}
+};
+
 MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t sequence_index, size_t macroparticles)
     : m_sequence_index(sequence_index), m_macroparticles(macroparticles) {
   const ElementDefinition& def = lattice.element(sequence_index);
@@ -149,8 +161,11 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
     if (m_model.memory_turns > 0 && !(revolution_time > 0.0))
       bad("memory_turns", "multi-turn memory needs a ring with a positive circumference");
     // A train: the exact memory holds the bunch's own wake of this turn only; the rest is long range.
-    m_memory = std::make_unique<wakes::WakeMemory>(m_wake, m_dt, n, revolution_time,
-                                                   m_bunches > 1 ? 0 : m_model.memory_turns);
+    if (m_model.convolution != FT_WAKE_CONVOLUTION_DIRECT && m_model.convolution != FT_WAKE_CONVOLUTION_FFT)
+      bad("convolution", fmt::format("unknown convolution code {} (0: direct, 1: fft)", m_model.convolution));
+    m_memory = std::make_unique<wakes::WakeMemory>(
+        m_wake, m_dt, n, revolution_time, m_bunches > 1 ? 0 : m_model.memory_turns, std::vector<double>{0.0},
+        m_model.convolution == FT_WAKE_CONVOLUTION_FFT ? wakes::Convolution::Fft : wakes::Convolution::Direct);
     if (m_bunches > 1) {
       // The long-range kernel at the delays d spacing / (beta0 c) + k T0 between the cut grids, for k turns
       // ago (0 .. memory_turns) and d bunches ahead (-(n_bunches - 1) .. n_bunches - 1; used where > 0).
@@ -168,6 +183,18 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
                               wakes::kComponents + static_cast<size_t>(c)] =
                   m_wake->kernel(static_cast<wakes::Component>(c), delay, m_dt);
         }
+      if (m_model.convolution == FT_WAKE_CONVOLUTION_FFT) {
+        m_lr_fft = std::make_unique<LongRangeFft>(m_bunches);
+        m_lr_fft->kernels.resize(static_cast<size_t>(m_model.memory_turns + 1));
+        std::vector<double> kernel(static_cast<size_t>(nd));
+        for (int k = 0; k <= m_model.memory_turns; ++k)
+          for (int c = 0; c < wakes::kComponents; ++c) {
+            if (!m_wake->has(static_cast<wakes::Component>(c))) continue;
+            for (int i = 0; i < nd; ++i) kernel[static_cast<size_t>(i)] = long_range_kernel(k, i - (m_bunches - 1), c);
+            m_lr_fft->kernels[static_cast<size_t>(k)][static_cast<size_t>(c)] =
+                m_lr_fft->convolver.transform(kernel.data(), nd);
+          }
+      }
     }
   }
   m_moments.resize(static_cast<size_t>(m_bunches));
@@ -253,6 +280,7 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
         }
       }
     }
+    if (m_lr_fft) solve_long_range_fft(totals);
     // The bunches' solves are independent (each its own bits): a train's are shared among the OpenMP
     // threads, after bunch 0 has filled the memory's kernel cache (offset 0, read-only from then on).
     auto solve_bunch = [&](int b) {
@@ -280,7 +308,7 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
     for (int i = 1; i < n_solved; ++i) solve_bunch(solved[static_cast<size_t>(i)]);
     if (m_bunches == 1) {
       m_memory->end_turn({m_moments.front()});
-    } else if (m_model.memory_turns > 0) {
+    } else if (m_model.memory_turns > 0 && !m_lr_fft) {  // (the FFT mode stores the totals' spectra)
       m_lr_history.push_front(std::move(totals));
       if (static_cast<int>(m_lr_history.size()) > m_model.memory_turns) m_lr_history.pop_back();
     }
@@ -311,20 +339,53 @@ void MomentsCollectiveSolver::note_local_deposit(const uint64_t* local_acc) {
       m_local_bunches[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
 }
 
+void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& totals) {
+  using Spectrum = wakes::FftConvolver::Spectrum;
+  LongRangeFft& lr = *m_lr_fft;
+  const size_t bunches = static_cast<size_t>(m_bunches);
+  std::array<Spectrum, 3> now;
+  std::vector<double> values(bunches);
+  for (size_t q = 0; q < 3; ++q) {
+    for (size_t b = 0; b < bunches; ++b) values[b] = totals[3 * b + q];
+    now[q] = lr.convolver.transform(values.data(), m_bunches);
+  }
+  constexpr size_t kMoment[wakes::kComponents] = {0, 1, 2, 0, 0};  // Q, Q x, Q y as in add_long_range
+  m_lr_sums.assign(bunches * wakes::kComponents, 0.0);
+  std::vector<double> out(bunches);
+  for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c) {
+    if (lr.kernels[0][c].empty()) continue;
+    Spectrum sum(static_cast<size_t>(lr.convolver.bins()), wakes::Complex(0.0, 0.0));
+    for (size_t k = lr.history.size(); k >= 1; --k)
+      wakes::FftConvolver::multiply_add(lr.kernels[k][c], lr.history[k - 1][kMoment[c]], sum);
+    wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[kMoment[c]], sum);
+    lr.convolver.inverse(sum, c == 0 ? -1.0 : 1.0, out.data());
+    for (size_t b = 0; b < bunches; ++b) m_lr_sums[b * wakes::kComponents + c] = out[b];
+  }
+  if (m_model.memory_turns > 0) {
+    lr.history.push_front(std::move(now));
+    if (static_cast<int>(lr.history.size()) > m_model.memory_turns) lr.history.pop_back();
+  }
+}
+
 void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const {
   // Fixed order (every rank the same bits): the stored turns from the oldest, bunches in train order, then the
   // bunches ahead in this turn. Point bunches: V = -sum Q W_long, D = sum Q x W_dip, G = sum Q W_quad.
   double sum[wakes::kComponents] = {0.0, 0.0, 0.0, 0.0, 0.0};
-  auto add = [&](int k, int d, const double* t) {
-    sum[0] -= long_range_kernel(k, d, 0) * t[0];
-    sum[1] += long_range_kernel(k, d, 1) * t[1];
-    sum[2] += long_range_kernel(k, d, 2) * t[2];
-    sum[3] += long_range_kernel(k, d, 3) * t[0];
-    sum[4] += long_range_kernel(k, d, 4) * t[0];
-  };
-  for (int k = static_cast<int>(m_lr_history.size()); k >= 1; --k)
-    for (int s = 0; s < m_bunches; ++s) add(k, b - s, m_lr_history[static_cast<size_t>(k - 1)].data() + 3 * s);
-  for (int s = 0; s < b; ++s) add(0, b - s, totals.data() + 3 * s);
+  if (m_lr_fft) {  // the FFT mode's sums of this turn (solve_long_range_fft)
+    for (int c = 0; c < wakes::kComponents; ++c)
+      sum[c] = m_lr_sums[static_cast<size_t>(b) * wakes::kComponents + static_cast<size_t>(c)];
+  } else {
+    auto add = [&](int k, int d, const double* t) {
+      sum[0] -= long_range_kernel(k, d, 0) * t[0];
+      sum[1] += long_range_kernel(k, d, 1) * t[1];
+      sum[2] += long_range_kernel(k, d, 2) * t[2];
+      sum[3] += long_range_kernel(k, d, 3) * t[0];
+      sum[4] += long_range_kernel(k, d, 4) * t[0];
+    };
+    for (int k = static_cast<int>(m_lr_history.size()); k >= 1; --k)
+      for (int s = 0; s < m_bunches; ++s) add(k, b - s, m_lr_history[static_cast<size_t>(k - 1)].data() + 3 * s);
+    for (int s = 0; s < b; ++s) add(0, b - s, totals.data() + 3 * s);
+  }
   std::vector<double>* out[wakes::kComponents] = {&kicks.longitudinal, &kicks.dipolar_x, &kicks.dipolar_y,
                                                    &kicks.quadrupolar_x, &kicks.quadrupolar_y};
   for (int c = 0; c < wakes::kComponents; ++c) {

@@ -2,6 +2,8 @@
 // (fusetrack/transverse_wakes.h, where the conventions and sources are stated).
 #include "fusetrack/transverse_wakes.h"
 
+#include <fftw3.h>
+
 #include <algorithm>
 #include <cerrno>
 #include <cmath>
@@ -9,8 +11,11 @@
 #include <cstdlib>
 #include <fstream>
 #include <limits>
+#include <mutex>
+#include <new>
 #include <sstream>
 
+#include "../core/fftw_planner.hpp"
 #include "fusetrack/error.h"
 
 namespace ft::wakes {
@@ -563,9 +568,123 @@ SliceKicks convolve(const SampledWake& wake, const SliceMoments& bunch) {
 
 // ---- Memory --------------------------------------------------------------------------------------
 
+namespace {
+/// The smallest 2^a 3^b 5^c 7^d >= n (sizes FFTW transforms fastest).
+int smooth_fft_size(int n) {
+  for (int m = std::max(n, 1);; ++m) {
+    int r = m;
+    for (int p : {2, 3, 5, 7})
+      while (r % p == 0) r /= p;
+    if (r == 1) return m;
+  }
+}
+}  // namespace
+
+FftConvolver::FftConvolver(int n) : m_n(n), m_size(smooth_fft_size(2 * n - 1)) {
+  if (n < 1) throw Error("FftConvolver: needs at least one point");
+  std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+  double* real = fftw_alloc_real(static_cast<size_t>(m_size));
+  fftw_complex* spectrum = fftw_alloc_complex(static_cast<size_t>(bins()));
+  // Out of place; executed later on other fftw_alloc'ed arrays (new-array execution: the same alignment).
+  fftw_plan forward = fftw_plan_dft_r2c_1d(m_size, real, spectrum, FFTW_ESTIMATE);
+  fftw_plan backward = fftw_plan_dft_c2r_1d(m_size, spectrum, real, FFTW_ESTIMATE);
+  fftw_free(real);
+  fftw_free(spectrum);
+  if (!forward || !backward) throw Error("FftConvolver: FFTW could not plan a transform of " + std::to_string(m_size));
+  m_forward = forward;
+  m_backward = backward;
+}
+
+FftConvolver::~FftConvolver() {
+  std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+  fftw_destroy_plan(static_cast<fftw_plan>(m_forward));
+  fftw_destroy_plan(static_cast<fftw_plan>(m_backward));
+}
+
+namespace {
+/// Arrays of FFTW's alignment (fftw_alloc) for new-array execution of the plans.
+struct FftwArray {
+  void* data;
+  explicit FftwArray(size_t bytes) : data(fftw_malloc(bytes)) {
+    if (!data) throw std::bad_alloc();
+  }
+  ~FftwArray() { fftw_free(data); }
+  FftwArray(const FftwArray&) = delete;
+  FftwArray& operator=(const FftwArray&) = delete;
+};
+}  // namespace
+
+FftConvolver::Spectrum FftConvolver::transform(const double* values, int count) const {
+  FftwArray in(sizeof(double) * static_cast<size_t>(m_size)), out(sizeof(fftw_complex) * static_cast<size_t>(bins()));
+  double* real = static_cast<double*>(in.data);
+  const int used = std::min(count, m_size);
+  std::copy(values, values + used, real);
+  std::fill(real + used, real + m_size, 0.0);
+  fftw_execute_dft_r2c(static_cast<fftw_plan>(m_forward), real, static_cast<fftw_complex*>(out.data));
+  const Complex* bins_out = static_cast<const Complex*>(out.data);
+  return Spectrum(bins_out, bins_out + bins());
+}
+
+void FftConvolver::multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& sum) {
+  const size_t n = std::min({a.size(), b.size(), sum.size()});
+  for (size_t i = 0; i < n; ++i)  // the complex product written out (no NaN-recovering library call)
+    sum[i] += Complex(a[i].real() * b[i].real() - a[i].imag() * b[i].imag(),
+                      a[i].real() * b[i].imag() + a[i].imag() * b[i].real());
+}
+
+void FftConvolver::inverse(Spectrum& spectrum, double scale, double* out) const {
+  FftwArray in(sizeof(fftw_complex) * static_cast<size_t>(bins())),
+      result(sizeof(double) * static_cast<size_t>(m_size));
+  std::copy(spectrum.begin(), spectrum.begin() + std::min<size_t>(spectrum.size(), static_cast<size_t>(bins())),
+            static_cast<Complex*>(in.data));
+  const double* real = static_cast<const double*>(result.data);
+  fftw_execute_dft_c2r(static_cast<fftw_plan>(m_backward), static_cast<fftw_complex*>(in.data),
+                       static_cast<double*>(result.data));
+  const double factor = scale / m_size;  // FFTW's transforms are unnormalized
+  for (int i = 0; i < m_n; ++i) out[i] = factor * real[i + m_n - 1];
+}
+
+/// The Fft mode (Convolution::Fft): the convolver of n slices, the kernel spectra per delay offset and the
+/// stored turns' bunches as spectra.
+struct WakeMemory::Fft {
+  using MomentSpectra = std::array<FftConvolver::Spectrum, 3>;  // Q, Q x, Q y
+  FftConvolver convolver;
+  std::map<double, std::array<FftConvolver::Spectrum, kComponents>> kernels;  // empty where absent
+  std::vector<std::vector<MomentSpectra>> history;                            // [turn][bunch], [0]: the last turn
+
+  std::array<bool, 3> needed{false, false, false};  // Q (longitudinal, quadrupolar), Q x, Q y: the sources' components
+
+  Fft(int n_slices, const WakeSource& source) : convolver(n_slices) {
+    needed[0] = source.has(Component::longitudinal) || source.has(Component::quadrupolar_x) ||
+                source.has(Component::quadrupolar_y);
+    needed[1] = source.has(Component::dipolar_x);
+    needed[2] = source.has(Component::dipolar_y);
+  }
+  /// The spectra of a bunch's moments that the sources use (the others left empty).
+  MomentSpectra moments(const SliceMoments& m) const {
+    const int n = convolver.n();
+    MomentSpectra out;
+    if (needed[0]) out[0] = convolver.transform(m.charge.data(), n);
+    for (int plane = 0; plane < 2; ++plane) {
+      if (!needed[static_cast<size_t>(plane + 1)]) continue;
+      const std::vector<double>& offset = plane == 0 ? m.x : m.y;
+      std::vector<double> moment(static_cast<size_t>(n));
+      for (size_t j = 0; j < moment.size(); ++j) moment[j] = m.charge[j] * (offset.empty() ? 0.0 : offset[j]);
+      out[static_cast<size_t>(plane + 1)] = convolver.transform(moment.data(), n);
+    }
+    return out;
+  }
+};
+
+WakeMemory::~WakeMemory() = default;
+
 WakeMemory::WakeMemory(std::shared_ptr<const WakeSource> source, double dt, int n_slices, double revolution_time,
-                       int memory_turns, std::vector<double> bunch_offsets)
-    : m_source(std::move(source)), m_dt(dt), m_t0(revolution_time), m_n(n_slices), m_memory(memory_turns),
+                       int memory_turns, std::vector<double> bunch_offsets, Convolution convolution)
+    : m_source(std::move(source)),
+      m_dt(dt),
+      m_t0(revolution_time),
+      m_n(n_slices),
+      m_memory(memory_turns),
       m_offsets(std::move(bunch_offsets)) {
   if (!m_source) throw Error("WakeMemory: no wake source");
   if (!(dt > 0.0) || n_slices < 1) throw Error("WakeMemory: needs dt > 0 and at least one slice");
@@ -577,6 +696,7 @@ WakeMemory::WakeMemory(std::shared_ptr<const WakeSource> source, double dt, int 
       throw Error("WakeMemory: bunch " + std::to_string(b) + " at " + number(m_offsets[b]) +
                   " s overlaps the bunch ahead (offsets must increase by at least n_slices dt = " +
                   number(n_slices * dt) + " s)");
+  if (convolution == Convolution::Fft) m_fft = std::make_unique<Fft>(n_slices, *m_source);
 }
 
 const WakeMemory::Kernel& WakeMemory::kernel_at(double offset) const {
@@ -594,6 +714,7 @@ SliceKicks WakeMemory::kicks(const std::vector<SliceMoments>& current, int witne
     throw Error("WakeMemory: " + std::to_string(current.size()) + " bunches given, " +
                 std::to_string(m_offsets.size()) + " declared");
   if (witness < 0 || witness >= static_cast<int>(current.size())) throw Error("WakeMemory: no such witness bunch");
+  if (m_fft) return fft_kicks(current, witness);
   SliceKicks kicks;
   kicks.resize(m_n);
   // Fixed order: the stored turns from the oldest, then this turn; bunches in train order.
@@ -604,8 +725,62 @@ SliceKicks WakeMemory::kicks(const std::vector<SliceMoments>& current, int witne
   return kicks;
 }
 
+SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int witness) const {
+  using Spectrum = FftConvolver::Spectrum;
+  const Fft& f = *m_fft;
+  for (const SliceMoments& m : current)
+    if (static_cast<int>(m.charge.size()) != m_n)
+      throw Error("wake convolution: the source bunch has " + std::to_string(m.charge.size()) + " slices, expected " +
+                  std::to_string(m_n));
+  // The kernel spectra at a delay offset (cached: the first witness fills the cache, later ones only read it).
+  auto kernel_spectra = [&](double offset) -> const std::array<Spectrum, kComponents>& {
+    auto it = f.kernels.find(offset);
+    if (it != f.kernels.end()) return it->second;
+    const Kernel k = make_kernel(*m_source, offset, m_dt, m_n);
+    std::array<Spectrum, kComponents> spectra;
+    for (int c = 0; c < kComponents; ++c)
+      if (!k[static_cast<size_t>(c)].empty())
+        spectra[static_cast<size_t>(c)] = f.convolver.transform(k[static_cast<size_t>(c)].data(), 2 * m_n - 1);
+    return m_fft->kernels.emplace(offset, std::move(spectra)).first->second;
+  };
+  // Which moment each component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
+  constexpr int kMoment[kComponents] = {0, 1, 2, 0, 0};
+  std::array<Spectrum, kComponents> sum;
+  for (int c = 0; c < kComponents; ++c)
+    if (m_source->has(Component(c)))
+      sum[static_cast<size_t>(c)].assign(static_cast<size_t>(f.convolver.bins()), Complex(0.0, 0.0));
+  auto add = [&](const Fft::MomentSpectra& src, double offset) {
+    const auto& kernel = kernel_spectra(offset);
+    for (int c = 0; c < kComponents; ++c)
+      if (!kernel[static_cast<size_t>(c)].empty())
+        FftConvolver::multiply_add(kernel[static_cast<size_t>(c)], src[static_cast<size_t>(kMoment[c])],
+                                   sum[static_cast<size_t>(c)]);
+  };
+  // The same order as the direct sum: the stored turns from the oldest, then this turn; bunches in train order.
+  const double witness_offset = m_offsets[static_cast<size_t>(witness)];
+  for (int k = static_cast<int>(f.history.size()); k >= 1; --k)
+    for (size_t b = 0; b < f.history[static_cast<size_t>(k - 1)].size(); ++b)
+      add(f.history[static_cast<size_t>(k - 1)][b], witness_offset - m_offsets[b] + k * m_t0);
+  for (int b = 0; b <= witness; ++b)
+    add(f.moments(current[static_cast<size_t>(b)]), witness_offset - m_offsets[static_cast<size_t>(b)]);
+  SliceKicks kicks;
+  kicks.resize(m_n);
+  std::vector<double>* out[kComponents] = {&kicks.longitudinal, &kicks.dipolar_x, &kicks.dipolar_y,
+                                           &kicks.quadrupolar_x, &kicks.quadrupolar_y};
+  for (int c = 0; c < kComponents; ++c)
+    if (!sum[static_cast<size_t>(c)].empty())  // V = -sum Q W_long
+      f.convolver.inverse(sum[static_cast<size_t>(c)], c == 0 ? -1.0 : 1.0, out[c]->data());
+  return kicks;
+}
+
 void WakeMemory::end_turn(std::vector<SliceMoments> current) {
   if (m_memory == 0) return;
+  if (m_fft) {
+    std::vector<Fft::MomentSpectra> spectra;
+    for (const SliceMoments& m : current) spectra.push_back(m_fft->moments(m));
+    m_fft->history.insert(m_fft->history.begin(), std::move(spectra));
+    if (static_cast<int>(m_fft->history.size()) > m_memory) m_fft->history.pop_back();
+  }
   m_history.insert(m_history.begin(), std::move(current));
   if (static_cast<int>(m_history.size()) > m_memory) m_history.pop_back();
 }

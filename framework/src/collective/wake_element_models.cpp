@@ -183,11 +183,22 @@ void TransverseWake_create_moments(const TransverseWake& e, const char* json_def
     state->sources.push_back(s);
   }
 
+  int32_t convolution = FT_WAKE_CONVOLUTION_DIRECT;
+  if (def.contains("convolution")) {
+    const json& c = def.at("convolution");
+    const std::string name = c.is_string() ? c.get<std::string>() : c.dump();
+    if (name == "fft")
+      convolution = FT_WAKE_CONVOLUTION_FFT;
+    else if (name != "direct")
+      fail("convolution", "unknown convolution " + name + "; known: \"direct\" (default, reproducible), \"fft\"");
+  }
+
   model = ft_moments_model{};
   model.grid = ft_profile_grid{e.n_slices, 0, e.zeta_min, e.zeta_max};
   model.ranges[0] = model.ranges[2] = e.moment_range_xy;
   model.ranges[1] = model.ranges[3] = e.moment_range_pxy;
   model.bunch_charge = reference.q0 * kElementaryCharge * e.intensity;
+  model.convolution = convolution;
   for (int c = 0; c < 5; ++c) model.components[c] = switches[c];
   model.memory_turns = e.memory_turns;
   model.n_bunches = e.n_bunches;
