@@ -8,20 +8,20 @@
 #include <filesystem>
 
 #include "cli_common.h"
-#include "fusetrack/parallel.h"
-#include "fusetrack/particle_files.h"
+#include "fusetrack/bunch_train.h"
+#include "fusetrack/collective.h"
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_optimize.h"
-#include "fusetrack/variants.h"
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/matched_bunch.h"
 #include "fusetrack/monitor.h"
 #include "fusetrack/optics.h"
-#include "fusetrack/collective.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/particle_files.h"
 #include "fusetrack/reduction.h"
 #include "fusetrack/session.h"
-#include "fusetrack/slice_wakes.h"
+#include "fusetrack/variants.h"
 
 namespace ft::cli {
 
@@ -65,17 +65,10 @@ struct TrackArgs {
 };
 
 /// A train's bunch count and zeta spacing: --bunches and --bunch-spacing [s] (beta0 c seconds), checked
-/// against the slice-moment elements that declare a train (n_bunches > 1, bunch_spacing [m]; a train read
-/// with --particles: theirs by default); `centre`: the middle of such an element's cuts (bunch 0), else 0.
-struct TrainSpec {
-  int bunches = 1;
-  double spacing = 0.0;  // [m] of zeta
-  double centre = 0.0;   // [m]
-};
-
-TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
-  TrainSpec t;
-  t.bunches = a.bunches;
+/// against the train the lattice's slice-moment elements declare (declared_train: n_bunches > 1,
+/// bunch_spacing [m]; a train read with --particles: theirs by default); `centre`: the middle of that
+/// element's cuts (bunch 0), else 0.
+BunchTrain train_spec(const TrackArgs& a, const Lattice& lattice) {
   InputLocation at;
   at.field = "--bunches";
   if (a.bunches < 1) throw InputError(at, fmt::format("must be >= 1, got {}", a.bunches));
@@ -83,62 +76,34 @@ TrainSpec train_spec(const TrackArgs& a, const Lattice& lattice) {
   if (!(a.bunch_spacing >= 0.0) || !std::isfinite(a.bunch_spacing))
     throw InputError(at, fmt::format("must be a finite time >= 0 [s], got {}", a.bunch_spacing));
   const double beta_c = lattice.reference().beta0() * 299792458.0;
-  double declared = 0.0;
-  int declared_bunches = 0;
-  std::string declared_by;
-  if (lattice.has_collective())
-    for (size_t e : TurnProgram::build(lattice).collective) {
-      if (!lattice.element(e).type->is_moments_collective()) continue;
-      const MomentsCollectiveSolver solver(lattice, e, 1);
-      if (solver.n_bunches() < 2) continue;
-      const ft_profile_grid& g = solver.model().grid;
-      declared = solver.model().bunch_spacing, declared_bunches = solver.n_bunches();
-      declared_by = solver.element_name();
-      t.centre = 0.5 * (g.zeta_min + g.zeta_max);
-    }
-  t.spacing = a.bunch_spacing > 0.0 ? a.bunch_spacing * beta_c : declared;
+  const BunchTrain declared = declared_train(lattice);
+  const int declared_bunches = declared.declared_by.empty() ? 0 : declared.bunches;
+  BunchTrain t;
+  t.bunches = a.bunches;
+  t.centre = declared.centre;
+  t.declared_by = declared.declared_by;
+  t.spacing = a.bunch_spacing > 0.0 ? a.bunch_spacing * beta_c : declared.spacing;
   if (a.bunches == 1 && !a.particles_file.empty() && declared_bunches > 1) t.bunches = declared_bunches;  // a file's train
   if (t.bunches > 1 && !(t.spacing > 0.0))
     throw InputError(at, "a train of --bunches > 1 needs a spacing: --bunch-spacing T [s], or the lattice's "
                          "TransverseWake/TransverseDamper n_bunches and bunch_spacing");
   if (a.bunches > 1 && declared_bunches > 0 &&
-      (declared_bunches != t.bunches || std::fabs(t.spacing - declared) > 1e-9 * declared)) {
+      (declared_bunches != t.bunches || std::fabs(t.spacing - declared.spacing) > 1e-9 * declared.spacing)) {
     at.file = lattice.source_file();  // the lattice's element that declares the train
-    at.element_name = declared_by;
+    at.element_name = declared.declared_by;
     throw InputError(at, fmt::format("--bunches {} at {:.12g} m do not match element '{}': n_bunches {} at "
                                      "bunch_spacing {:.12g} m",
-                                     t.bunches, t.spacing, declared_by, declared_bunches, declared));
+                                     t.bunches, t.spacing, declared.declared_by, declared_bunches, declared.spacing));
   }
   return t;
 }
 
-/// A train of bunches made by `bunch(b)`, bunch b shifted by -b spacing in zeta.
-template <class MakeBunch>
-Particles make_train(const TrainSpec& t, MakeBunch bunch) {
-  Particles train(0, 1.0);
-  for (int b = 0; b < t.bunches; ++b) {
-    Particles copy = bunch(b);
-    if (b == 0) train = Particles(0, copy.beta0);
-    for (size_t i = 0; i < copy.size(); ++i)
-      copy.set(i, copy.x[i], copy.px[i], copy.y[i], copy.py[i], copy.zeta[i] - b * t.spacing, copy.delta[i]);
-    append_particles(train, copy);
-  }
-  return train;
-}
-
-/// Per turn and bunch of a train: the centroids and the geometric rms emittances, from integer moments
-/// summed over the ranks (SliceMomentReducer: the same numbers for any rank count), written by rank 0.
-/// Bunch b: zeta within half a spacing of centre - b spacing; declared ranges |x|, |y| < 0.1 m, |px|, |py| <
-/// 0.01, |delta| < 0.1 (particles beyond are counted in out_of_range and left out).
+/// Per turn and bunch of a train: the centroids and the geometric rms emittances (bunch_moments: integer
+/// moments summed over the ranks, the same numbers for any rank count), written by rank 0.
 class BunchesWriter {
  public:
-  BunchesWriter(const std::string& path, const TrainSpec& t, size_t total_particles, bool root)
-      : m_root(root), m_path(path) {
-    const double s = t.bunches > 1 ? t.spacing : 1.0;
-    const double lo = t.centre - (t.bunches - 1) * s - 0.5 * s, hi = t.centre + 0.5 * s;
-    m_grid = SliceGrid{t.bunches, 0, lo, hi, static_cast<double>(t.bunches) / (hi - lo)};
-    m_ranges = {0.1, 0.01, 0.1, 0.01, std::max(std::fabs(lo), std::fabs(hi)), 0.1};
-    m_total = std::max<size_t>(1, total_particles);
+  BunchesWriter(const std::string& path, const BunchTrain& t, size_t total_particles, bool root)
+      : m_root(root), m_path(path), m_train(t), m_total(std::max<size_t>(1, total_particles)) {
     if (m_root) {
       m_file = std::fopen(path.c_str(), "w");
       if (!m_file) throw Error(fmt::format("{}: cannot write the per-bunch moments", path));
@@ -153,21 +118,14 @@ class BunchesWriter {
   BunchesWriter& operator=(const BunchesWriter&) = delete;
 
   void record(int64_t turn, const Particles& local) {
-    SliceMomentReducer r(m_grid, m_ranges, m_total);
-    r.deposit(local);
-    Communicator& comm = world();
-    if (comm.size() > 1) r.allreduce(comm);
+    const TrainMoments m = bunch_moments(local, m_train, m_total, &world());
     if (!m_root) return;
-    const SliceMoments m = r.moments();
-    const int n = m_grid.n_slices;
-    for (int b = 0; b < n; ++b) {
-      const size_t k = static_cast<size_t>(n - 1 - b);
-      const auto& c = m.second_central[k];
-      const double ex = std::sqrt(std::max(0.0, c[0] * c[4] - c[1] * c[1]));
-      const double ey = std::sqrt(std::max(0.0, c[7] * c[9] - c[8] * c[8]));
+    for (int b = 0; b < m_train.bunches; ++b) {
+      const size_t k = static_cast<size_t>(b);
       const auto& u = m.mean[k];
       fmt::print(m_file, "{},{},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{:.17g},{}\n", turn, b,
-                 m.macroparticles[k], u[0], u[1], u[2], u[3], u[4], u[5], ex, ey, r.out_of_range());
+                 m.macroparticles[k], u[0], u[1], u[2], u[3], u[4], u[5], m.emittance_x[k], m.emittance_y[k],
+                 m.out_of_range);
     }
   }
   void finish() {
@@ -181,8 +139,7 @@ class BunchesWriter {
  private:
   bool m_root;
   std::string m_path;
-  SliceGrid m_grid{};
-  std::array<double, 6> m_ranges{};
+  BunchTrain m_train;
   size_t m_total = 1;
   std::FILE* m_file = nullptr;
 };
@@ -267,7 +224,8 @@ Particles one_bunch_particles(const TrackArgs& a, const Lattice& lattice);
 Particles whole_initial_particles(const TrackArgs& a, const Lattice& lattice) {
   if (a.bunches > 1 && a.particles_file.empty()) {
     // --gaussian: bunch b drawn with seed + b (independent bunches); --grid: copies.
-    return make_train(train_spec(a, lattice), [&](int b) {
+    const BunchTrain train = train_spec(a, lattice);
+    return make_bunch_train(train.bunches, train.spacing, [&](int b) {
       TrackArgs one = a;
       one.seed = a.seed + static_cast<uint64_t>(b);
       return one_bunch_particles(one, lattice);
@@ -416,7 +374,7 @@ void run_track(const TrackArgs& a) {
   size_t bunch_size = 0;
   Particles particles;
   MatchedRun matched;
-  const TrainSpec train = train_spec(a, lattice);  // checks --bunches, --bunch-spacing against the elements
+  const BunchTrain train = train_spec(a, lattice);  // checks --bunches, --bunch-spacing against the elements
   at.field = "--bunches";
   if (a.bunches > 1 && (a.matched > 0 || !a.variants.empty()))
     throw InputError(at, "a train is made from --gaussian or --grid (or read with --particles), not with --matched "

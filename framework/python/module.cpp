@@ -5,11 +5,10 @@
 // Memory: Particles arrays are NumPy views of the C++ vectors (zero-copy, kept alive by the
 // Particles object); the tracker works on those vectors in place (on a GPU: copied to the device
 // and back into the same vectors).
+#include <fmt/format.h>
 #include <pybind11/numpy.h>
 #include <pybind11/pybind11.h>
 #include <pybind11/stl.h>
-
-#include <fmt/format.h>
 
 #include <array>
 #include <atomic>
@@ -21,10 +20,10 @@
 #include <string>
 #include <vector>
 
+#include "fusetrack/bunch_train.h"
 #include "fusetrack/collider.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/da.h"
-#include "fusetrack/variants.h"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/longitudinal.h"
@@ -37,6 +36,7 @@
 #include "fusetrack/registry.h"
 #include "fusetrack/session.h"
 #include "fusetrack/space_charge_install.h"
+#include "fusetrack/variants.h"
 
 namespace py = pybind11;
 using json = nlohmann::ordered_json;
@@ -1204,4 +1204,50 @@ PYBIND11_MODULE(_fusetrack, m) {
         py::arg("output_dir"), py::arg("device"), py::arg("fma"));
   m.def("_repro", &repro, py::arg("lattice"), py::arg("particles"), py::arg("turns"), py::arg("fma"),
         py::arg("threads"), py::arg("kernel_cache"));
+  // Bunch trains (fusetrack/bunch_train.h).
+  m.def(
+      "_declared_train",
+      [](const LatticePtr& h) {
+        const ft::BunchTrain t = ft::declared_train(h->lattice);
+        py::dict d;
+        d["bunches"] = t.bunches;
+        d["spacing"] = t.spacing;
+        d["centre"] = t.centre;
+        d["element"] = t.declared_by;
+        return d;
+      },
+      py::arg("lattice"));
+  m.def(
+      "_make_train",
+      [](const std::vector<ft::Particles>& bunches, double spacing) {
+        if (bunches.empty()) argument_error("bunches", "a train needs at least one bunch");
+        for (const ft::Particles& b : bunches)
+          if (b.beta0 != bunches.front().beta0) argument_error("bunches", "the bunches have different beta0");
+        return ft::make_bunch_train(static_cast<int>(bunches.size()), spacing,
+                                    [&](int b) { return bunches[static_cast<size_t>(b)]; });
+      },
+      py::arg("bunches"), py::arg("spacing"));
+  m.def(
+      "_bunch_moments",
+      [](const ft::Particles& p, int bunches, double spacing, double centre, size_t total, int threads) {
+        ft::BunchTrain t;
+        t.bunches = bunches;
+        t.spacing = spacing;
+        t.centre = centre;
+        const ft::TrainMoments moments = ft::bunch_moments(p, t, total == 0 ? p.size() : total, nullptr, threads);
+        const char* names[6] = {"mean_x", "mean_px", "mean_y", "mean_py", "mean_zeta", "mean_delta"};
+        py::dict d;
+        d["macroparticles"] = py::array_t<double>(moments.macroparticles.size(), moments.macroparticles.data());
+        for (size_t c = 0; c < 6; ++c) {
+          std::vector<double> v;
+          for (const auto& u : moments.mean) v.push_back(u[c]);
+          d[names[c]] = py::array_t<double>(v.size(), v.data());
+        }
+        d["emittance_x"] = py::array_t<double>(moments.emittance_x.size(), moments.emittance_x.data());
+        d["emittance_y"] = py::array_t<double>(moments.emittance_y.size(), moments.emittance_y.data());
+        d["out_of_range"] = moments.out_of_range;
+        return d;
+      },
+      py::arg("particles"), py::arg("bunches"), py::arg("spacing"), py::arg("centre"), py::arg("total"),
+      py::arg("threads"));
 }

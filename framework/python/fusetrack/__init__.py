@@ -35,6 +35,7 @@ from ._fusetrack import DeviceError, Element, Error, InputError, PluginError
 __all__ = [
     "Lattice", "Element", "Particles", "Tracker", "Monitor", "optics", "twiss_table", "da_scan", "repro", "collide",
     "install_space_charge", "remove_space_charge", "tune_footprint", "SpaceChargeBeamSizes",
+    "declared_train", "bunch_moments",
     "element_types", "load_plugin", "plugins", "gpu_unavailable_reason", "gpus", "load_particle_arrays",
     "Error", "InputError", "PluginError", "DeviceError",
 ]
@@ -256,6 +257,16 @@ def _particles_repr(self):
     return f"<fusetrack.Particles: {len(self)} particles, {self.alive_count} alive>"
 
 
+def _train(bunches, spacing: float) -> Particles:
+    """A bunch train (as ``fusetrack track --bunches``): ``bunches`` is a list of :class:`Particles`, one per
+    bunch (bunch 0 leading), concatenated in that order with bunch b shifted by ``-b * spacing`` [m] in zeta.
+    The slice-moment elements of a lattice that declares the train (``declared_train``) expect this layout."""
+    if isinstance(bunches, _ft.Particles):
+        bunches = [bunches]
+    return _ft._make_train(list(bunches), float(spacing))
+
+
+Particles.train = staticmethod(_train)
 Particles.from_arrays = staticmethod(_from_arrays)
 Particles.grid = staticmethod(_grid)
 Particles.matched_gaussian = staticmethod(_matched_gaussian)
@@ -374,6 +385,31 @@ def optics(lattice: Lattice, force_4d: bool = False, delta0: float = 0.0, tracki
     dpy``, chromaticities ``dqx dqy``, slip factor ``eta``, ``alpha_c``, ``gamma_tr``, ``six_d``
     and ``method``; with ``tracking_turns`` (>= 16) also ``tunes_from_tracking``."""
     return _ft._optics(lattice, force_4d, delta0, int(tracking_turns), int(threads))
+
+
+def declared_train(lattice: Lattice) -> dict:
+    """The bunch train that the lattice's slice-moment elements (TransverseWake, TransverseDamper with
+    ``n_bunches`` > 1) declare: ``bunches``, ``spacing`` [m], ``centre`` [m] (the middle of bunch 0's cuts)
+    and the declaring ``element`` ('' and one bunch when none does)."""
+    return _ft._declared_train(lattice)
+
+
+def bunch_moments(particles: Particles, lattice: Optional[Lattice] = None, bunches: int = 0,
+                  spacing: float = 0.0, centre: Optional[float] = None, threads: int = 0) -> dict:
+    """Per-bunch moments of a train's alive particles, the numbers of ``fusetrack track --bunches-output``:
+    ``macroparticles``, ``mean_x`` ... ``mean_delta`` and the geometric rms ``emittance_x``, ``emittance_y``
+    (NumPy arrays indexed by bunch) from exact integer sums (independent of particle order and threads),
+    and ``out_of_range`` (particles beyond |x|, |y| < 0.1 m, |px|, |py| < 0.01, |delta| < 0.1, left out).
+    Bunch b holds the particles within half a spacing of ``centre - b * spacing``. The train is the
+    lattice's (``declared_train``) unless ``bunches`` and ``spacing`` are given."""
+    train = declared_train(lattice) if lattice is not None else {"bunches": 1, "spacing": 0.0, "centre": 0.0}
+    if bunches:
+        train["bunches"] = int(bunches)
+    if spacing:
+        train["spacing"] = float(spacing)
+    if centre is not None:
+        train["centre"] = float(centre)
+    return _ft._bunch_moments(particles, train["bunches"], train["spacing"], train["centre"], len(particles), threads)
 
 
 def install_space_charge(lattice: Lattice, intensity: float, emittances: Sequence[float], sigma_zeta: float,
