@@ -77,7 +77,7 @@ BunchTrain train_spec(const TrackArgs& a, const Lattice& lattice) {
     throw InputError(at, fmt::format("must be a finite time >= 0 [s], got {}", a.bunch_spacing));
   const double beta_c = lattice.reference().beta0() * 299792458.0;
   const BunchTrain declared = declared_train(lattice);
-  const int declared_bunches = declared.declared_by.empty() ? 0 : declared.bunches;
+  const int declared_bunches = declared.bunches > 1 ? declared.bunches : 0;
   BunchTrain t;
   t.bunches = a.bunches;
   t.centre = declared.centre;

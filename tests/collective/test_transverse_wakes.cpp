@@ -427,6 +427,12 @@ TEST_CASE("transverse wakes: the FFT convolution equals the direct sum to roundi
       fft.end_turn(current);
     }
     CHECK(fft.stored_turns() == 6);
+    // a stored bunch of the wrong size is refused (the transform would read past it)
+    std::vector<SliceMoments> wrong(2);
+    wrong[0].charge.assign(static_cast<size_t>(n) + 1, 1e-9);
+    wrong[1].charge.assign(static_cast<size_t>(n), 1e-9);
+    CHECK(contains(error_of([&] { fft.end_turn(wrong); }), "a stored bunch has " + std::to_string(n + 1) + " slices"));
+    CHECK(contains(error_of([&] { fft.end_turn({wrong[1]}); }), "1 bunches stored, 2 declared"));
     double ratio = 0.0;
     for (int c = 0; c < kComponents; ++c) ratio = std::max(ratio, worst[c] / scale[c]);
     MESSAGE(n << " slices: FFT against direct, max deviation / max kick " << ratio);

@@ -97,3 +97,5 @@ def test_bad_train_arguments(train_lattice):
         ft.Particles.train([bunch, bunch], 0.0)
     with pytest.raises(ft.Error, match="at least one bunch"):
         ft.Particles.train([], 1.0)
+    with pytest.raises(ft.InputError, match="whole number"):
+        ft.bunch_moments(bunch, bunches=2.5, spacing=1.0)

@@ -26,8 +26,9 @@ struct BunchTrain {
 };
 
 /// The train that the lattice's slice-moment elements declare (the last one with n_bunches > 1), else one
-/// bunch. Only the elements' models are built (their wake tables are not read); bad input names the lattice
-/// file, the element and the field.
+/// bunch. Only the elements' models are built (their wake tables are not read): the element's own checks of
+/// its fields apply (errors name the lattice file, the element and the field); the solver's checks against
+/// the ring (a train longer than the ring) come when the tracker builds it.
 BunchTrain declared_train(const Lattice& lattice);
 
 /// `bunches` copies made by bunch(b), bunch b shifted by -b spacing [m] in zeta, appended in bunch order.
@@ -44,7 +45,8 @@ struct TrainMoments {
 };
 
 /// The moments of `particles` per bunch of `train` from exact integer sums (SliceMomentReducer): bunch b holds
-/// the particles with zeta within half a spacing of centre - b spacing. Declared ranges: |x|, |y| < 0.1 m,
+/// the particles with zeta within half a spacing of centre - b spacing (one bunch: |zeta - centre| < 0.5 m,
+/// the spacing unused). Declared ranges: |x|, |y| < 0.1 m,
 /// |px|, |py| < 0.01, |delta| < 0.1; particles beyond are counted in out_of_range and left out.
 /// `total_particles`: the macroparticles of the whole train (all ranks); `comm`: the integers are summed over
 /// its ranks first (null: this process's particles only).

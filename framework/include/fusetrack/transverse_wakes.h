@@ -25,6 +25,7 @@
 #include <complex>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -206,7 +207,8 @@ SliceKicks convolve(const SampledWake& wake, const SliceMoments& bunch);
 /// index m + n - 1), both zero-padded to N >= 2n - 1 points (the smallest 2^a 3^b 5^c 7^d), so that no term
 /// wraps around: out_i = sum_j kernel[i - j + n - 1] w_j, i, j < n. Spectra can be summed before the inverse
 /// transform (several sources, kernels and turns in one). Thread-safe after construction (new-array
-/// execution of plans made once, FFTW_ESTIMATE: the same bits for the same input on one machine).
+/// execution of plans made once). FFTW_ESTIMATE plans: the same bits for the same input on one CPU type
+/// (FFTW picks its SIMD code from the CPU at run time).
 class FftConvolver {
  public:
   using Spectrum = std::vector<Complex>;
@@ -221,9 +223,9 @@ class FftConvolver {
   Spectrum transform(const double* values, int count) const;
   /// sum += a * b, bin by bin.
   static void multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& sum);
-  /// out[i] = scale * (inverse transform of `spectrum`)[i + n - 1] / size(), i < n: the convolution's values;
-  /// `spectrum` is overwritten.
-  void inverse(Spectrum& spectrum, double scale, double* out) const;
+  /// out[i] = scale * (inverse transform of `spectrum`)[i + n - 1] / size(), i < n: the convolution's values
+  /// (missing bins count as zero).
+  void inverse(const Spectrum& spectrum, double scale, double* out) const;
 
  private:
   int m_n, m_size;
@@ -239,7 +241,7 @@ class FftConvolver {
 ///           its delay, summed in the frequency domain over the stored turns, one inverse transform per
 ///           component. O(N log N + memory_turns N) per witness instead of O(memory_turns n^2). It equals
 ///           Direct to rounding (about 1e-15 of the largest kick), not bit for bit; the same input gives the
-///           same bits on one machine (FFTW_ESTIMATE plans), so every rank of a run agrees.
+///           same bits on one CPU type (FFTW_ESTIMATE plans), so ranks on identical nodes agree.
 enum class Convolution { Direct, Fft };
 
 /// Multi-bunch, multi-turn wake memory (stored-turns version): keeps the slice moments of every bunch
@@ -259,7 +261,7 @@ class WakeMemory {
   WakeMemory& operator=(const WakeMemory&) = delete;
   /// Kicks on bunch `witness` of the current turn from the current turn's leading bunches (and itself)
   /// and from every bunch of the stored turns. `current[b]` are this turn's moments (time_offset ignored:
-  /// bunch_offsets[b] is used).
+  /// bunch_offsets[b] is used). May be called from several threads at once (the kernel caches are locked).
   SliceKicks kicks(const std::vector<SliceMoments>& current, int witness) const;
   /// Stores this turn's moments (the oldest stored turn is dropped beyond memory_turns).
   void end_turn(std::vector<SliceMoments> current);
@@ -279,6 +281,7 @@ class WakeMemory {
   std::vector<double> m_offsets;
   std::vector<std::vector<SliceMoments>> m_history;  // [0]: the last turn
   mutable std::map<double, Kernel> m_cache;
+  mutable std::mutex m_cache_mutex;  // the caches (kernels, the Fft mode's spectra) are filled lazily by kicks()
   std::unique_ptr<Fft> m_fft;
 };
 

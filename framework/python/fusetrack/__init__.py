@@ -394,18 +394,21 @@ def declared_train(lattice: Lattice) -> dict:
     return _ft._declared_train(lattice)
 
 
-def bunch_moments(particles: Particles, lattice: Optional[Lattice] = None, bunches: int = 0,
-                  spacing: float = 0.0, centre: Optional[float] = None, threads: int = 0) -> dict:
+def bunch_moments(particles: Particles, lattice: Optional[Lattice] = None, bunches: Optional[int] = None,
+                  spacing: Optional[float] = None, centre: Optional[float] = None, threads: int = 0) -> dict:
     """Per-bunch moments of a train's alive particles, the numbers of ``fusetrack track --bunches-output``:
     ``macroparticles``, ``mean_x`` ... ``mean_delta`` and the geometric rms ``emittance_x``, ``emittance_y``
     (NumPy arrays indexed by bunch) from exact integer sums (independent of particle order and threads),
     and ``out_of_range`` (particles beyond |x|, |y| < 0.1 m, |px|, |py| < 0.01, |delta| < 0.1, left out).
-    Bunch b holds the particles within half a spacing of ``centre - b * spacing``. The train is the
-    lattice's (``declared_train``) unless ``bunches`` and ``spacing`` are given."""
+    Bunch b holds the particles within half a spacing of ``centre - b * spacing`` (a single bunch: within
+    0.5 m of ``centre``). The train is the lattice's (``declared_train``); ``bunches``, ``spacing`` and
+    ``centre`` given replace its values."""
     train = declared_train(lattice) if lattice is not None else {"bunches": 1, "spacing": 0.0, "centre": 0.0}
-    if bunches:
+    if bunches is not None:
+        if int(bunches) != bunches:
+            raise InputError(f"bunches: expected a whole number, got {bunches}")
         train["bunches"] = int(bunches)
-    if spacing:
+    if spacing is not None:
         train["spacing"] = float(spacing)
     if centre is not None:
         train["centre"] = float(centre)

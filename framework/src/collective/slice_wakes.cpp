@@ -282,7 +282,7 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
     }
     if (m_lr_fft) solve_long_range_fft(totals);
     // The bunches' solves are independent (each its own bits): a train's are shared among the OpenMP
-    // threads, after bunch 0 has filled the memory's kernel cache (offset 0, read-only from then on).
+    // threads, after the first solved bunch has filled the memory's kernel cache (offset 0; the cache is locked).
     auto solve_bunch = [&](int b) {
       wakes::SliceKicks wk = m_memory->kicks({m_moments[static_cast<size_t>(b)]}, 0);
       if (m_bunches > 1) add_long_range(b, totals, wk);

@@ -590,7 +590,11 @@ FftConvolver::FftConvolver(int n) : m_n(n), m_size(smooth_fft_size(2 * n - 1)) {
   fftw_plan backward = fftw_plan_dft_c2r_1d(m_size, spectrum, real, FFTW_ESTIMATE);
   fftw_free(real);
   fftw_free(spectrum);
-  if (!forward || !backward) throw Error("FftConvolver: FFTW could not plan a transform of " + std::to_string(m_size));
+  if (!forward || !backward) {
+    if (forward) fftw_destroy_plan(forward);
+    if (backward) fftw_destroy_plan(backward);
+    throw Error("FftConvolver: FFTW could not plan a transform of " + std::to_string(m_size));
+  }
   m_forward = forward;
   m_backward = backward;
 }
@@ -632,11 +636,13 @@ void FftConvolver::multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& 
                       a[i].real() * b[i].imag() + a[i].imag() * b[i].real());
 }
 
-void FftConvolver::inverse(Spectrum& spectrum, double scale, double* out) const {
+void FftConvolver::inverse(const Spectrum& spectrum, double scale, double* out) const {
   FftwArray in(sizeof(fftw_complex) * static_cast<size_t>(bins())),
       result(sizeof(double) * static_cast<size_t>(m_size));
-  std::copy(spectrum.begin(), spectrum.begin() + std::min<size_t>(spectrum.size(), static_cast<size_t>(bins())),
-            static_cast<Complex*>(in.data));
+  Complex* bins_in = static_cast<Complex*>(in.data);
+  const size_t given = std::min<size_t>(spectrum.size(), static_cast<size_t>(bins()));
+  std::copy(spectrum.begin(), spectrum.begin() + static_cast<std::ptrdiff_t>(given), bins_in);
+  std::fill(bins_in + given, bins_in + bins(), Complex(0.0, 0.0));  // missing bins count as zero
   const double* real = static_cast<const double*>(result.data);
   fftw_execute_dft_c2r(static_cast<fftw_plan>(m_backward), static_cast<fftw_complex*>(in.data),
                        static_cast<double*>(result.data));
@@ -700,6 +706,7 @@ WakeMemory::WakeMemory(std::shared_ptr<const WakeSource> source, double dt, int 
 }
 
 const WakeMemory::Kernel& WakeMemory::kernel_at(double offset) const {
+  std::lock_guard<std::mutex> lock(m_cache_mutex);  // (map references stay valid when others are inserted)
   auto it = m_cache.find(offset);
   if (it == m_cache.end()) it = m_cache.emplace(offset, make_kernel(*m_source, offset, m_dt, m_n)).first;
   return it->second;
@@ -732,8 +739,9 @@ SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int w
     if (static_cast<int>(m.charge.size()) != m_n)
       throw Error("wake convolution: the source bunch has " + std::to_string(m.charge.size()) + " slices, expected " +
                   std::to_string(m_n));
-  // The kernel spectra at a delay offset (cached: the first witness fills the cache, later ones only read it).
+  // The kernel spectra at a delay offset, cached (locked: witnesses may be solved on several threads).
   auto kernel_spectra = [&](double offset) -> const std::array<Spectrum, kComponents>& {
+    std::lock_guard<std::mutex> lock(m_cache_mutex);
     auto it = f.kernels.find(offset);
     if (it != f.kernels.end()) return it->second;
     const Kernel k = make_kernel(*m_source, offset, m_dt, m_n);
@@ -774,6 +782,15 @@ SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int w
 }
 
 void WakeMemory::end_turn(std::vector<SliceMoments> current) {
+  if (current.size() != m_offsets.size())
+    throw Error("WakeMemory: " + std::to_string(current.size()) + " bunches stored, " +
+                std::to_string(m_offsets.size()) + " declared");
+  for (const SliceMoments& m : current)
+    if (static_cast<int>(m.charge.size()) != m_n || (!m.x.empty() && m.x.size() != m.charge.size()) ||
+        (!m.y.empty() && m.y.size() != m.charge.size()))
+      throw Error("WakeMemory: a stored bunch has " + std::to_string(m.charge.size()) + " slices (x " +
+                  std::to_string(m.x.size()) + ", y " + std::to_string(m.y.size()) + "), expected " +
+                  std::to_string(m_n));
   if (m_memory == 0) return;
   if (m_fft) {
     std::vector<Fft::MomentSpectra> spectra;
