@@ -422,8 +422,15 @@ void MomentsCollectiveSolver::filter_centroids(int first, int n) {
   // Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the bandwidth f_c:
   // sigma = sqrt(ln 2) / (2 pi f_c). Charge-weighted, so that a rigid bunch keeps its centroid; the sums
   // run over the source slices in increasing order (reproducible).
+  // The Gaussian depends on i - j only: its 2n - 1 values are computed once per call (the same expression
+  // as per pair, so the same bits), not n^2 exponentials.
   const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
   const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
+  std::vector<double> gaussian(static_cast<size_t>(2 * n - 1));
+  for (int m = -(n - 1); m <= n - 1; ++m) {
+    const double delay = static_cast<double>(m) * m_dt;
+    gaussian[static_cast<size_t>(m + n - 1)] = std::exp(-delay * delay * inv_two_sigma2);
+  }
   std::vector<double> filtered(static_cast<size_t>(n) * 4, 0.0);
   double* const table = m_kicks.data() + static_cast<size_t>(first) * FT_SLICE_KICK_VALUES;
   for (int i = 0; i < n; ++i) {
@@ -431,8 +438,7 @@ void MomentsCollectiveSolver::filter_centroids(int first, int n) {
     for (int j = 0; j < n; ++j) {
       const double* src = table + static_cast<size_t>(j) * FT_SLICE_KICK_VALUES;
       if (src[9] == 0.0) continue;
-      const double delay = static_cast<double>(i - j) * m_dt;
-      const double w = src[9] * std::exp(-delay * delay * inv_two_sigma2);
+      const double w = src[9] * gaussian[static_cast<size_t>(i - j + n - 1)];
       weight_sum += w;
       for (int q = 0; q < 4; ++q) sums[q] += w * src[5 + q];
     }
