@@ -23,6 +23,7 @@
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/transverse_wakes.h"
+#include "support/largest_changes.h"
 #include "support/rank_sum.h"
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
@@ -316,19 +317,13 @@ TEST_CASE("transverse wake: the FFT convolution tracks like the direct one to ro
   TrackOptions skip = opt;
   skip.collective = false;
   make_cpu_backend(direct)->track(free_particles, skip);
-  double wake_px = 0.0, wake_ptau = 0.0, diff_px = 0.0, diff_ptau = 0.0;
-  for (size_t i = 0; i < a.size(); ++i) {
-    wake_px = std::max({wake_px, std::fabs(a.px[i] - free_particles.px[i]), std::fabs(a.py[i] - free_particles.py[i])});
-    wake_ptau = std::max(wake_ptau, std::fabs(a.ptau[i] - free_particles.ptau[i]));
-    diff_px = std::max({diff_px, std::fabs(a.px[i] - b.px[i]), std::fabs(a.py[i] - b.py[i])});
-    diff_ptau = std::max(diff_ptau, std::fabs(a.ptau[i] - b.ptau[i]));
-  }
-  MESSAGE("wake's change of px, py " << wake_px << ", of ptau " << wake_ptau << "; FFT - direct: " << diff_px << ", "
-                                     << diff_ptau);
-  CHECK(wake_px > 1e-6);
-  CHECK(wake_ptau > 0.0);
-  CHECK(diff_px <= 1e-12 * wake_px);
-  CHECK(diff_ptau <= 1e-12 * wake_ptau);
+  const test::LargestChanges effect = test::largest_changes(a, free_particles), diff = test::largest_changes(a, b);
+  MESSAGE("wake's change of px, py " << effect.transverse << ", of ptau " << effect.ptau
+                                     << "; FFT - direct: " << diff.transverse << ", " << diff.ptau);
+  CHECK(effect.transverse > 1e-6);
+  CHECK(effect.ptau > 0.0);
+  CHECK(diff.transverse <= 1e-12 * effect.transverse);
+  CHECK(diff.ptau <= 1e-12 * effect.ptau);
 }
 
 TEST_CASE("transverse wake and damper: bad input is named (file, element, field)") {

@@ -265,7 +265,7 @@ class WakeMemory {
   SliceKicks kicks(const std::vector<SliceMoments>& current, int witness) const;
   /// Stores this turn's moments (the oldest stored turn is dropped beyond memory_turns).
   void end_turn(std::vector<SliceMoments> current);
-  int stored_turns() const { return static_cast<int>(m_history.size()); }
+  int stored_turns() const;
   int n_slices() const { return m_n; }
   Convolution convolution() const { return m_fft ? Convolution::Fft : Convolution::Direct; }
 
@@ -279,7 +279,7 @@ class WakeMemory {
   double m_dt, m_t0;
   int m_n, m_memory;
   std::vector<double> m_offsets;
-  std::vector<std::vector<SliceMoments>> m_history;  // [0]: the last turn
+  std::vector<std::vector<SliceMoments>> m_history;  // [0]: the last turn (the Direct mode; Fft keeps spectra)
   mutable std::map<double, Kernel> m_cache;
   mutable std::mutex m_cache_mutex;  // the caches (kernels, the Fft mode's spectra) are filled lazily by kicks()
   std::unique_ptr<Fft> m_fft;

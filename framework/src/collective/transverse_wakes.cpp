@@ -781,6 +781,8 @@ SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int w
   return kicks;
 }
 
+int WakeMemory::stored_turns() const { return static_cast<int>(m_fft ? m_fft->history.size() : m_history.size()); }
+
 void WakeMemory::end_turn(std::vector<SliceMoments> current) {
   if (current.size() != m_offsets.size())
     throw Error("WakeMemory: " + std::to_string(current.size()) + " bunches stored, " +
@@ -797,6 +799,7 @@ void WakeMemory::end_turn(std::vector<SliceMoments> current) {
     for (const SliceMoments& m : current) spectra.push_back(m_fft->moments(m));
     m_fft->history.insert(m_fft->history.begin(), std::move(spectra));
     if (static_cast<int>(m_fft->history.size()) > m_memory) m_fft->history.pop_back();
+    return;  // the spectra are all the Fft mode reads
   }
   m_history.insert(m_history.begin(), std::move(current));
   if (static_cast<int>(m_history.size()) > m_memory) m_history.pop_back();
