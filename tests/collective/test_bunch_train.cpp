@@ -247,7 +247,9 @@ TEST_CASE("bunch train: the damper kicks each bunch with its own centroid (as si
 
 TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bitwise") {
   // A 4-bunch train (resonator and resistive wall with 3 stored turns, a delayed damper), the particles split
-  // over ranks at arbitrary places (bunches cut across ranks): every rank solves the same integer sums.
+  // over ranks at arbitrary places (bunches cut across ranks: every rank solves the same integer sums) and at
+  // whole bunches (each rank solves its own bunches from its own integers; the ranks exchange only which
+  // bunches they hold and the bunches' point totals, never the whole table).
   const double spacing = 2.0;
   const int bunches = 4;
   json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 5e7}, {"q", 2.0}, {"frequency", 3e8}},
@@ -275,35 +277,48 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
   opt.threads = 1;
   Particles whole = initial;
   make_cpu_backend(lattice)->track(whole, opt);
-  for (const int ranks : {2, 3}) {
-    CAPTURE(ranks);
-    ft::test::RankSum sum(ranks);
-    std::vector<size_t> cuts = {0};
-    for (int r = 1; r < ranks; ++r) cuts.push_back(initial.size() * static_cast<size_t>(r) / ranks + 37);
-    cuts.push_back(initial.size());
-    std::vector<Particles> part;
-    for (int r = 0; r < ranks; ++r) part.push_back(slice_particles(initial, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]));
-    std::vector<std::string> errors(static_cast<size_t>(ranks));
-    std::vector<std::thread> threads;
-    for (int r = 0; r < ranks; ++r)
-      threads.emplace_back([&, r] {
-        try {
-          TrackOptions ro = opt;
-          ro.macroparticles = initial.size();
-          ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
-          make_cpu_backend(lattice)->track(part[static_cast<size_t>(r)], ro);
-        } catch (const std::exception& e) {
-          errors[static_cast<size_t>(r)] = e.what();
-        }
-      });
-    for (std::thread& t : threads) t.join();
-    for (int r = 0; r < ranks; ++r) {
-      REQUIRE(errors[static_cast<size_t>(r)].empty());
-      CHECK(compare_particles(slice_particles(whole, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]),
-                              part[static_cast<size_t>(r)])
-                .identical());
+  // The larger of the two elements' tables (sequence 0: the wake, 1: the damper): slices, then the out-of-range count.
+  const int table_slices = std::max(MomentsCollectiveSolver(lattice, 0, initial.size()).n_slices(),
+                                    MomentsCollectiveSolver(lattice, 1, initial.size()).n_slices());
+  const size_t table_words = static_cast<size_t>(table_slices) * kSliceCentroidAccumulators + 1;
+  for (const bool whole_bunches : {false, true})
+    for (const int ranks : {2, 3}) {
+      CAPTURE(ranks);
+      CAPTURE(whole_bunches);
+      ft::test::RankSum sum(ranks);
+      std::vector<size_t> cuts = {0};
+      for (int r = 1; r < ranks; ++r)
+        cuts.push_back(whole_bunches ? per_bunch * static_cast<size_t>(r * bunches / ranks)
+                                     : initial.size() * static_cast<size_t>(r) / ranks + 37);
+      cuts.push_back(initial.size());
+      std::vector<Particles> part;
+      for (int r = 0; r < ranks; ++r)
+        part.push_back(slice_particles(initial, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]));
+      std::vector<std::string> errors(static_cast<size_t>(ranks));
+      std::vector<std::thread> threads;
+      for (int r = 0; r < ranks; ++r)
+        threads.emplace_back([&, r] {
+          try {
+            TrackOptions ro = opt;
+            ro.macroparticles = initial.size();
+            ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
+            make_cpu_backend(lattice)->track(part[static_cast<size_t>(r)], ro);
+          } catch (const std::exception& e) {
+            errors[static_cast<size_t>(r)] = e.what();
+          }
+        });
+      for (std::thread& t : threads) t.join();
+      for (int r = 0; r < ranks; ++r) {
+        REQUIRE(errors[static_cast<size_t>(r)].empty());
+        CHECK(compare_particles(slice_particles(whole, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]),
+                                part[static_cast<size_t>(r)])
+                  .identical());
+      }
+      if (whole_bunches)
+        CHECK(sum.largest() < 3 * bunches + 1);  // holders (bunches + 1 words) and totals (3 per bunch) only
+      else
+        CHECK(sum.largest() == table_words);
     }
-  }
 }
 
 TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable mode against the analytic rate") {

@@ -113,8 +113,10 @@ TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (bo
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,
 // 25 m apart, 500 slices per bunch, FUSETRACK_TRAIN_MEMORY (default 100) stored turns, FUSETRACK_TRAIN_TURNS
-// (default 20) turns, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared over the ranks (whole bunches, share_of); the slice
-// moments are summed over the ranks as integers. Rank 0 prints turns per second and one hash over the
+// (default 20) turns, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
+// over the ranks (whole bunches, share_of): each rank solves its own bunches, the ranks exchange which bunches
+// they hold and the bunches' point totals (MomentsCollectiveSolver::solve_over_ranks; FUSETRACK_FULL_RANK_SUM=1:
+// the whole integer table summed over the ranks, the baseline). Rank 0 prints turns per second and one hash over the
 // per-bunch hashes of the final particles, which must be the same for 1 and 2 ranks (byte-identical outputs).
 TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over MPI ranks" * doctest::skip()) {
   auto env = [](const char* name, double fallback) {
@@ -159,10 +161,15 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   for (uint64_t h : hashes) all = (all ^ h) * 1099511628211ull;
   const CudaRunStats& s = gpu.last_stats();
   if (comm.is_root())
-    MESSAGE(fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns) on {} rank(s): "
-                        "{:.2f} turns/s over {} turns (rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
-                        "{:.3f} ms/turn); hash of the final bunches {:016x}",
-                        bunches, per_bunch, bunch_spacing, memory, comm.size(), (turns - 1) / wall, turns - 1,
-                        1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1), all));
+    MESSAGE(
+        fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns) on {} rank(s): "
+                    "{:.2f} turns/s over {} turns (rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
+                    "{:.3f} ms/turn: transfers {:.3f}, sums over ranks {:.3f}, host solve {:.3f}){}; hash of the final "
+                    "bunches {:016x}",
+                    bunches, per_bunch, bunch_spacing, memory, comm.size(), (turns - 1) / wall, turns - 1,
+                    1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1),
+                    1e3 * s.moments_transfer_seconds / (turns - 1), 1e3 * s.moments_sum_seconds / (turns - 1),
+                    1e3 * s.moments_host_seconds / (turns - 1),
+                    std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)" : "", all));
   CHECK(p.size() == share.size() * per_bunch);
 }

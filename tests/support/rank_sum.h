@@ -16,6 +16,7 @@ class RankSum {
   void reduce(uint64_t* data, size_t n) {
     std::unique_lock<std::mutex> lock(m_mutex);
     m_cv.wait(lock, [&] { return m_left == 0; });
+    m_largest = std::max(m_largest, n);
     if (m_arrived == 0)
       m_sum.assign(data, data + n);
     else
@@ -32,9 +33,15 @@ class RankSum {
     std::copy(m_sum.begin(), m_sum.end(), data);
     if (--m_left == 0) m_cv.notify_all();
   }
+  /// The longest array summed so far.
+  size_t largest() {
+    std::lock_guard<std::mutex> lock(m_mutex);
+    return m_largest;
+  }
 
  private:
   int m_ranks;
+  size_t m_largest = 0;
   std::mutex m_mutex;
   std::condition_variable m_cv;
   std::vector<uint64_t> m_sum;

@@ -71,6 +71,11 @@ struct CudaRunStats {
   double grid_transfer_seconds = 0.0;  // grid download + field upload (and the adapted grid's moments)
   double grid_solve_seconds = 0.0;     // the Poisson solve: on the GPU (one rank), else GridCollectiveSolver::solve on the host
   uint64_t grid_bytes_transferred = 0;
+  // Slice-moment elements (wakes, feedback; always measured, wall time on the host): the integers down and the
+  // kicks up, the sums over ranks (waiting for the other ranks included), the host solve.
+  double moments_transfer_seconds = 0.0;
+  double moments_sum_seconds = 0.0;
+  double moments_host_seconds = 0.0;
 };
 
 class CudaBackend : public Backend {

@@ -28,6 +28,7 @@
 #pragma once
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -78,15 +79,22 @@ class MomentsCollectiveSolver {
   /// Solves from integers summed over ranks (kSliceCentroidAccumulators per slice, zeta order) and the
   /// out-of-range count; stores this turn's moments in the wake memory.
   void solve(const uint64_t* acc, uint64_t out_of_range);
-  /// Before a solve from integers summed over ranks: this process's own integers (the same layout), so that
-  /// the next solve computes the wake kicks of the bunches this process holds particles of only (a train's
-  /// bunches spread over MPI ranks share the solve). Each bunch's kicks are the same bits either way.
-  void note_local_deposit(const uint64_t* local_acc);
+  /// The sum over the ranks of a run (TrackOptions::reduce_profile): every rank's array added in place.
+  using RankSum = std::function<void(uint64_t* values, size_t n)>;
+  /// A solve from this process's own integers over ranks: `local` holds kSliceCentroidAccumulators per slice,
+  /// then the out-of-range count (overwritten). The kicks of this process's bunches are the bits of
+  /// note_local_deposit + `sum` of the whole table + solve(). A train whose bunches each have particles on one
+  /// rank only (whole bunches per rank, as trains are shared) exchanges instead which bunches each rank holds
+  /// (n_bunches + 1 words) and, for the long range, the bunches' point totals (3 n_bunches words, each from its
+  /// one rank: the others add zeros, so the bits travel exactly); each rank solves from its own integers. A bunch
+  /// on several ranks (or FUSETRACK_FULL_RANK_SUM=1, the benchmarks' baseline): the whole table is summed.
+  /// After the exchange, bunch_moments() hold only this process's bunches.
+  void solve_over_ranks(uint64_t* local, const RankSum& sum);
 
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
   /// The values [begin, end) of kicks() that the last solve wrote for this process's bunches (after
-  /// note_local_deposit; else the whole table): the part a GPU needs uploaded.
+  /// solve_over_ranks; else the whole table): the part a GPU needs uploaded.
   std::pair<size_t, size_t> kicks_in_use() const { return m_kicks_in_use; }
   ft_slice_kicks slice_kicks() const;
   /// This turn's moments of bunch 0 in the library's form (time order: slice 0 is the head, the largest zeta).
@@ -106,6 +114,13 @@ class MomentsCollectiveSolver {
   void delay_centroids();
   /// A train's wakes from the other bunches and the stored turns (point bunches), added to bunch b's kicks.
   void add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const;
+  /// Before a solve from integers summed over ranks: this process's own integers (the same layout), so that
+  /// the next solve computes the wake kicks of the bunches this process holds particles of only (a train's
+  /// bunches spread over MPI ranks share the solve). Each bunch's kicks are the same bits either way.
+  void note_local_deposit(const uint64_t* local_acc);
+  /// solve(acc, out_of_range); with `share_totals` (solve_over_ranks' fast path) the train's point totals of this
+  /// process's bunches are summed over the ranks before the long range.
+  void solve(const uint64_t* acc, uint64_t out_of_range, const RankSum* share_totals);
   /// FFT mode: this turn's long-range sums of every bunch into m_lr_sums; stores the turn's totals.
   void solve_long_range_fft(const std::vector<double>& totals);
   /// The kernel of the long-range table for k turns ago and d bunches ahead (component c).

@@ -332,11 +332,10 @@ void slice_moments_step(MomentsCollectiveSolver& m, const Particles& particles, 
   reducer.deposit(particles, threads);
   std::vector<uint64_t> all(reducer.accumulators());  // the slices, then the particles out of range
   all.push_back(reducer.out_of_range());
-  if (options.reduce_profile) {
-    m.note_local_deposit(all.data());  // the ranks share a train's solve: each its own bunches
-    options.reduce_profile(all.data(), all.size());
-  }
-  m.solve(all.data(), all.back());
+  if (options.reduce_profile)
+    m.solve_over_ranks(all.data(), options.reduce_profile);  // a train's ranks: each solves its own bunches
+  else
+    m.solve(all.data(), all.back());
 }
 
 void CpuBackend::track_collective(Particles& particles, const TrackOptions& options) {

@@ -1145,19 +1145,32 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   // Slice moments: the integers down (a few per slice), summed over ranks, the host solve (the CPU's
   // code: the same kicks), the kick table up.
   auto moments_solve = [&](DeviceCollective& dc) {
+    const auto t_down = std::chrono::steady_clock::now();
     host_moments.resize(dc.deposit_words);
     download(d, host_moments, dc.counts, 0, dc.deposit_words);
-    if (options.reduce_profile) {
-      dc.moments->note_local_deposit(host_moments.data());  // the ranks share a train's solve: each its own bunches
-      options.reduce_profile(host_moments.data(), host_moments.size());
+    const auto t_host = std::chrono::steady_clock::now();
+    m_stats.moments_transfer_seconds += seconds_since(t_down);
+    double sum_seconds = 0.0;
+    if (options.reduce_profile) {  // a train's ranks: each solves its own bunches
+      const MomentsCollectiveSolver::RankSum timed_sum = [&](uint64_t* values, size_t count) {
+        const auto t_sum = std::chrono::steady_clock::now();
+        options.reduce_profile(values, count);
+        sum_seconds += seconds_since(t_sum);
+      };
+      dc.moments->solve_over_ranks(host_moments.data(), timed_sum);
+    } else {
+      dc.moments->solve(host_moments.data(), host_moments.back());
     }
-    dc.moments->solve(host_moments.data(), host_moments.back());
+    m_stats.moments_sum_seconds += sum_seconds;
+    m_stats.moments_host_seconds += seconds_since(t_host) - sum_seconds;
     // Up: the kicks of this rank's bunches (a train over ranks), else the whole table.
+    const auto t_up = std::chrono::steady_clock::now();
     const auto [begin, end] = dc.moments->kicks_in_use();
     if (end > begin)
       check(d.memcpy_htod(dc.field + begin * sizeof(double), dc.moments->kicks().data() + begin,
                           (end - begin) * sizeof(double)),
             "cuMemcpyHtoD(slice kicks)");
+    m_stats.moments_transfer_seconds += seconds_since(t_up);
   };
   auto solve = [&](DeviceCollective& dc) {
     if (dc.grid) {

@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
+#include <cstring>
 #include <sstream>
 
 #include "fusetrack/collective.h"
@@ -234,7 +236,31 @@ void MomentsCollectiveSolver::solve() {
   solve(acc.data(), m_reducer->out_of_range());
 }
 
-void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) {
+void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) { solve(acc, out_of_range, nullptr); }
+
+void MomentsCollectiveSolver::solve_over_ranks(uint64_t* local, const RankSum& sum) {
+  const size_t words = static_cast<size_t>(m_total_slices) * kSliceCentroidAccumulators + 1;
+  if (m_bunches <= 1) {
+    sum(local, words);
+    solve(local, local[words - 1], nullptr);
+    return;
+  }
+  note_local_deposit(local);
+  // Per bunch the number of ranks with its particles, and the out-of-range count.
+  std::vector<uint64_t> holders(static_cast<size_t>(m_bunches) + 1);
+  for (size_t b = 0; b < static_cast<size_t>(m_bunches); ++b) holders[b] = m_local_bunches[b] ? 1 : 0;
+  holders.back() = local[words - 1];
+  sum(holders.data(), holders.size());
+  if (std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; }) ||
+      std::getenv("FUSETRACK_FULL_RANK_SUM")) {
+    sum(local, words);  // a bunch over several ranks: its integers summed
+    solve(local, local[words - 1], nullptr);
+    return;
+  }
+  solve(local, holders.back(), &sum);
+}
+
+void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, const RankSum* share_totals) {
   const int n = slices_per_bunch();
   const SliceMomentScales& scales = m_reducer->scales();
   // bunch_charge is per bunch; a train's macroparticles (all ranks) are spread evenly over its bunches.
@@ -278,6 +304,13 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) 
           t[1] += m.charge[static_cast<size_t>(r)] * m.x[static_cast<size_t>(r)];
           t[2] += m.charge[static_cast<size_t>(r)] * m.y[static_cast<size_t>(r)];
         }
+      }
+      if (share_totals) {  // each bunch's totals from its one rank (the others' are +0.0, all-zero bits)
+        std::vector<uint64_t> bits(totals.size(), 0);
+        for (size_t b = 0; b < static_cast<size_t>(m_bunches); ++b)
+          if (m_local_bunches[b]) std::memcpy(&bits[3 * b], &totals[3 * b], 3 * sizeof(double));
+        (*share_totals)(bits.data(), bits.size());
+        std::memcpy(totals.data(), bits.data(), bits.size() * sizeof(double));
       }
     }
     if (m_lr_fft) solve_long_range_fft(totals);
