@@ -88,7 +88,8 @@ class MomentsCollectiveSolver {
   /// (n_bunches + 1 words) and, for the long range, the bunches' point totals (3 n_bunches words, each from its
   /// one rank: the others add zeros, so the bits travel exactly); each rank solves from its own integers. A bunch
   /// on several ranks (or FUSETRACK_FULL_RANK_SUM=1, the benchmarks' baseline): the whole table is summed.
-  /// After the exchange, bunch_moments() hold only this process's bunches.
+  /// After the exchange only this process's bunches are measured: kicks() outside kicks_in_use() and the
+  /// other bunches' bunch_moments() keep older values.
   void solve_over_ranks(uint64_t* local, const RankSum& sum);
 
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
@@ -110,8 +111,9 @@ class MomentsCollectiveSolver {
   /// The feedback bandwidth's low-pass of the kick table's centroids (model().feedback_bandwidth > 0) over
   /// `count` slices from `first`.
   void filter_centroids(int first, int count);
-  /// The feedback delay: the kick table's centroids of this turn stored, those of feedback_delay turns ago used.
-  void delay_centroids();
+  /// The feedback delay: the kick table's centroids of this turn stored, those of feedback_delay turns ago used
+  /// (the measured bunches').
+  void delay_centroids(const std::vector<int>& measured);
   /// A train's wakes from the other bunches and the stored turns (point bunches), added to bunch b's kicks.
   void add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const;
   /// Before a solve from integers summed over ranks: this process's own integers (the same layout), so that

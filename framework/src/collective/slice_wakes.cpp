@@ -251,13 +251,17 @@ void MomentsCollectiveSolver::solve_over_ranks(uint64_t* local, const RankSum& s
   for (size_t b = 0; b < static_cast<size_t>(m_bunches); ++b) holders[b] = m_local_bunches[b] ? 1 : 0;
   holders.back() = local[words - 1];
   sum(holders.data(), holders.size());
-  if (std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; }) ||
+  // Particles outside the moment ranges are in no slice's integers, so a rank may hold particles of a bunch
+  // it does not see: then every rank solves every bunch from the summed table.
+  const bool out_of_range = holders.back() > 0;
+  if (out_of_range || std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; }) ||
       std::getenv("FUSETRACK_FULL_RANK_SUM")) {
     sum(local, words);  // a bunch over several ranks: its integers summed
+    if (out_of_range) m_local_bunches.clear();
     solve(local, local[words - 1], nullptr);
     return;
   }
-  solve(local, holders.back(), &sum);
+  solve(local, 0, &sum);
 }
 
 void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, const RankSum* share_totals) {
@@ -266,52 +270,63 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
   // bunch_charge is per bunch; a train's macroparticles (all ranks) are spread evenly over its bunches.
   const double charge_per_weight = m_model.bunch_charge * static_cast<double>(m_bunches) /
                                    (static_cast<double>(m_macroparticles) * static_cast<double>(kProfileUnit));
-  for (wakes::SliceMoments& m : m_moments) {
+  // The bunches solved here (with particles here after note_local_deposit, else all), and those measured: every
+  // bunch when `acc` holds them all (a train's long range needs every bunch's totals), else the solved ones.
+  std::vector<int> solved, measured;
+  for (int b = 0; b < m_bunches; ++b) {
+    const bool here = m_local_bunches.empty() || m_local_bunches[static_cast<size_t>(b)];
+    if (here) solved.push_back(b);
+    if (here || !share_totals) measured.push_back(b);
+  }
+  const bool long_range = m_memory && m_bunches > 1;
+  // A train's point-bunch totals (Q, Q x, Q y) of this turn, for the long range.
+  std::vector<double> totals(long_range ? static_cast<size_t>(m_bunches) * 3 : 0, 0.0);
+  // Per measured bunch, its slices and the gap above its head (grid index k in zeta order; slice j = k -
+  // bunch_first_slice(b), the library's time order r = n - 1 - j: the head first): the centroids and weights
+  // into the kick table (kicks zeroed; gap slices keep no centroid), the moments, the totals, the feedback's
+  // bandwidth filter. Bunches touch disjoint slices, so they are measured on the OpenMP threads.
+  auto measure_bunch = [&](int b) {
+    wakes::SliceMoments& m = m_moments[static_cast<size_t>(b)];
     m.charge.assign(static_cast<size_t>(n), 0.0);
     m.x.assign(static_cast<size_t>(n), 0.0);
     m.y.assign(static_cast<size_t>(n), 0.0);
-  }
-  std::fill(m_kicks.begin(), m_kicks.end(), 0.0);
-  // Centroids per slice (grid index k in zeta order; bunch b's slice j = k - bunch_first_slice(b), the library's
-  // time order r = n - 1 - j: the head first). Slices between the bunches' cuts keep no centroid.
-  for (int k = 0; k < m_total_slices; ++k) {
-    const uint64_t* a = acc + static_cast<size_t>(k) * kSliceCentroidAccumulators;
-    double* out = m_kicks.data() + static_cast<size_t>(k) * FT_SLICE_KICK_VALUES;
-    const double w = static_cast<double>(a[0]);
-    out[9] = w / static_cast<double>(kProfileUnit);
-    const int j = k % m_stride, b = m_bunches - 1 - k / m_stride;
-    if (a[0] == 0 || j >= n) continue;
-    for (int q = 0; q < 4; ++q) out[5 + q] = static_cast<double>(static_cast<int64_t>(a[1 + q])) / (scales.scale[1 + q] * w);
-    const size_t r = static_cast<size_t>(n - 1 - j);
-    wakes::SliceMoments& m = m_moments[static_cast<size_t>(b)];
-    m.charge[r] = w * charge_per_weight;
-    m.x[r] = out[5];
-    m.y[r] = out[7];
-  }
-  if (m_model.feedback_bandwidth > 0.0)
-    for (int b = 0; b < m_bunches; ++b) filter_centroids(bunch_first_slice(b), n);
-  if (m_model.feedback_delay > 0) delay_centroids();
+    const int first = bunch_first_slice(b);
+    const int end = b == 0 ? m_total_slices : first + m_stride;
+    for (int k = first; k < end; ++k) {
+      const uint64_t* a = acc + static_cast<size_t>(k) * kSliceCentroidAccumulators;
+      double* out = m_kicks.data() + static_cast<size_t>(k) * FT_SLICE_KICK_VALUES;
+      const double w = static_cast<double>(a[0]);
+      std::fill(out, out + 9, 0.0);
+      out[9] = w / static_cast<double>(kProfileUnit);
+      const int j = k - first;
+      if (a[0] == 0 || j >= n) continue;
+      for (int q = 0; q < 4; ++q)
+        out[5 + q] = static_cast<double>(static_cast<int64_t>(a[1 + q])) / (scales.scale[1 + q] * w);
+      const size_t r = static_cast<size_t>(n - 1 - j);
+      m.charge[r] = w * charge_per_weight;
+      m.x[r] = out[5];
+      m.y[r] = out[7];
+    }
+    if (long_range) {
+      double* t = totals.data() + static_cast<size_t>(b) * 3;
+      for (int r = 0; r < n; ++r) {
+        t[0] += m.charge[static_cast<size_t>(r)];
+        t[1] += m.charge[static_cast<size_t>(r)] * m.x[static_cast<size_t>(r)];
+        t[2] += m.charge[static_cast<size_t>(r)] * m.y[static_cast<size_t>(r)];
+      }
+    }
+    if (m_model.feedback_bandwidth > 0.0) filter_centroids(first, n);
+  };
+  const int n_measured = static_cast<int>(measured.size());
+#pragma omp parallel for schedule(dynamic, 1) if (n_measured > 2)
+  for (int i = 0; i < n_measured; ++i) measure_bunch(measured[static_cast<size_t>(i)]);
+  if (m_model.feedback_delay > 0) delay_centroids(measured);
   if (m_memory) {
-    // A train's point-bunch totals (Q, Q x, Q y) of this turn, for the long range.
-    std::vector<double> totals;
-    if (m_bunches > 1) {
-      totals.assign(static_cast<size_t>(m_bunches) * 3, 0.0);
-      for (int b = 0; b < m_bunches; ++b) {
-        const wakes::SliceMoments& m = m_moments[static_cast<size_t>(b)];
-        double* t = totals.data() + static_cast<size_t>(b) * 3;
-        for (int r = 0; r < n; ++r) {
-          t[0] += m.charge[static_cast<size_t>(r)];
-          t[1] += m.charge[static_cast<size_t>(r)] * m.x[static_cast<size_t>(r)];
-          t[2] += m.charge[static_cast<size_t>(r)] * m.y[static_cast<size_t>(r)];
-        }
-      }
-      if (share_totals) {  // each bunch's totals from its one rank (the others' are +0.0, all-zero bits)
-        std::vector<uint64_t> bits(totals.size(), 0);
-        for (size_t b = 0; b < static_cast<size_t>(m_bunches); ++b)
-          if (m_local_bunches[b]) std::memcpy(&bits[3 * b], &totals[3 * b], 3 * sizeof(double));
-        (*share_totals)(bits.data(), bits.size());
-        std::memcpy(totals.data(), bits.data(), bits.size() * sizeof(double));
-      }
+    if (long_range && share_totals) {  // each bunch's totals from its one rank (the others' are +0.0, all-zero bits)
+      std::vector<uint64_t> bits(totals.size(), 0);
+      std::memcpy(bits.data(), totals.data(), bits.size() * sizeof(double));
+      (*share_totals)(bits.data(), bits.size());
+      std::memcpy(totals.data(), bits.data(), bits.size() * sizeof(double));
     }
     if (m_lr_fft) solve_long_range_fft(totals);
     // The bunches' solves are independent (each its own bits): a train's are shared among the OpenMP
@@ -331,10 +346,6 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
         out[4] = m_energy_per_volt * at(wk.longitudinal);
       }
     };
-    // The bunches with particles here (all without note_local_deposit); the first fills the kernel cache.
-    std::vector<int> solved;
-    for (int b = 0; b < m_bunches; ++b)
-      if (m_local_bunches.empty() || m_local_bunches[static_cast<size_t>(b)]) solved.push_back(b);
     if (!solved.empty()) solve_bunch(solved.front());
     const int n_solved = static_cast<int>(solved.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n_solved > 2)
@@ -350,11 +361,10 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
   m_kicks_in_use = {0, m_kicks.size()};
   if (!m_local_bunches.empty()) {
     int low = m_total_slices, high = 0;
-    for (int b = 0; b < m_bunches; ++b)
-      if (m_local_bunches[static_cast<size_t>(b)]) {
-        low = std::min(low, bunch_first_slice(b));
-        high = std::max(high, std::min(m_total_slices, bunch_first_slice(b) + m_stride));
-      }
+    for (int b : solved) {
+      low = std::min(low, bunch_first_slice(b));
+      high = std::max(high, std::min(m_total_slices, bunch_first_slice(b) + m_stride));
+    }
     m_kicks_in_use = low < high ? std::make_pair(static_cast<size_t>(low) * FT_SLICE_KICK_VALUES,
                                                  static_cast<size_t>(high) * FT_SLICE_KICK_VALUES)
                                 : std::make_pair(size_t(0), size_t(0));
@@ -429,19 +439,19 @@ void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& t
   }
 }
 
-void MomentsCollectiveSolver::delay_centroids() {
-  // Store this turn's centroids (the bunches' slices), then put those of feedback_delay turns ago in the table
-  // (zeros in the first turns: nothing measured yet).
+void MomentsCollectiveSolver::delay_centroids(const std::vector<int>& measured) {
+  // Store this turn's centroids (the measured bunches' slices; the others' stay 0), then put those of
+  // feedback_delay turns ago in the table (zeros in the first turns: nothing measured yet).
   const int n = slices_per_bunch();
-  std::vector<double> now(static_cast<size_t>(m_bunches) * static_cast<size_t>(n) * 4);
-  for (int b = 0; b < m_bunches; ++b)
+  std::vector<double> now(static_cast<size_t>(m_bunches) * static_cast<size_t>(n) * 4, 0.0);
+  for (int b : measured)
     for (int j = 0; j < n; ++j)
       for (int q = 0; q < 4; ++q)
         now[(static_cast<size_t>(b) * static_cast<size_t>(n) + static_cast<size_t>(j)) * 4 + static_cast<size_t>(q)] =
             m_kicks[static_cast<size_t>(bunch_first_slice(b) + j) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)];
   m_delayed.push_back(std::move(now));
   const bool ready = static_cast<int>(m_delayed.size()) > m_model.feedback_delay;
-  for (int b = 0; b < m_bunches; ++b)
+  for (int b : measured)
     for (int j = 0; j < n; ++j)
       for (int q = 0; q < 4; ++q)
         m_kicks[static_cast<size_t>(bunch_first_slice(b) + j) * FT_SLICE_KICK_VALUES + 5 + static_cast<size_t>(q)] =
