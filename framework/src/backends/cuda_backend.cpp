@@ -62,6 +62,10 @@ struct DeviceCollective {
   // `field` its kick table (FT_SLICE_KICK_VALUES doubles per slice).
   std::unique_ptr<MomentsCollectiveSolver> moments;
   size_t deposit_words = 0;  // integers of the deposit in `counts` (profile kind: n_slices)
+  // Page-locked host memory for the moments' round trip: the integers down (cuMemAllocHost) and the solver's
+  // kick table up (cuMemHostRegister; left pageable where the driver refuses).
+  uint64_t* host_moments = nullptr;
+  void* registered_kicks = nullptr;
   CUdeviceptr grid_acc = 0, extent_acc = 0, ex = 0, ey = 0, ez = 0;
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
   CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
@@ -100,6 +104,8 @@ struct CudaBackend::Impl {
                             c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
                             c.memory, c.grid_acc, c.extent_acc, c.ex, c.ey, c.ez})
         if (p) d->mem_free(p);
+      if (c.registered_kicks) d->mem_host_unregister(c.registered_kicks);
+      if (c.host_moments) d->mem_free_host(c.host_moments);
       if (c.plan_forward) cufftDestroy(c.plan_forward);
       if (c.plan_inverse) cufftDestroy(c.plan_inverse);
     }
@@ -882,6 +888,13 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         dc.profile_in_shared = dc.deposit_words * sizeof(uint64_t) <= 96 * 1024;
         grids.push_back(dc.moments->slice_grid());
         impl.collective.push_back(std::move(dc));
+        DeviceCollective& kept = impl.collective.back();  // (its buffers freed by free_collective from here on)
+        void* host = nullptr;
+        check(d.mem_alloc_host(&host, kept.deposit_words * sizeof(uint64_t)), "cuMemAllocHost(slice moments)");
+        kept.host_moments = static_cast<uint64_t*>(host);
+        void* kicks = const_cast<double*>(kept.moments->kicks().data());  // (the table is never reallocated)
+        if (d.mem_host_register(kicks, kept.moments->kicks().size() * sizeof(double), 0) == CUDA_SUCCESS)
+          kept.registered_kicks = kicks;
         continue;
       }
       if (m_lattice.element(program.collective[c]).type->is_grid_collective()) {
@@ -1139,15 +1152,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     m_stats.grid_transfer_seconds += seconds_since(t_transfer) - solve_wall;
     m_stats.grid_bytes_transferred += (nodes + 1) * sizeof(uint64_t) + (dc.ez ? 3 : 2) * nodes * sizeof(double);
   };
-  std::vector<uint64_t> host_moments;
   bool any_moments = false;
   for (const DeviceCollective& c : impl.collective) any_moments |= c.moments != nullptr;
   // Slice moments: the integers down (a few per slice), summed over ranks, the host solve (the CPU's
   // code: the same kicks), the kick table up.
   auto moments_solve = [&](DeviceCollective& dc) {
     const auto t_down = std::chrono::steady_clock::now();
-    host_moments.resize(dc.deposit_words);
-    download(d, host_moments, dc.counts, 0, dc.deposit_words);
+    check(d.memcpy_dtoh(dc.host_moments, dc.counts, dc.deposit_words * sizeof(uint64_t)),
+          "cuMemcpyDtoH(slice moments)");
     const auto t_host = std::chrono::steady_clock::now();
     m_stats.moments_transfer_seconds += seconds_since(t_down);
     double sum_seconds = 0.0;
@@ -1157,9 +1169,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         options.reduce_profile(values, count);
         sum_seconds += seconds_since(t_sum);
       };
-      dc.moments->solve_over_ranks(host_moments.data(), timed_sum);
+      dc.moments->solve_over_ranks(dc.host_moments, timed_sum);
     } else {
-      dc.moments->solve(host_moments.data(), host_moments.back());
+      dc.moments->solve(dc.host_moments, dc.host_moments[dc.deposit_words - 1]);
     }
     m_stats.moments_sum_seconds += sum_seconds;
     m_stats.moments_host_seconds += seconds_since(t_host) - sum_seconds;

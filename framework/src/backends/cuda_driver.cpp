@@ -52,6 +52,10 @@ Loaded load() {
   resolve(lib, "cuFuncGetAttribute", d.func_get_attribute, missing);
   resolve(lib, "cuMemAlloc_v2", d.mem_alloc, missing);
   resolve(lib, "cuMemFree_v2", d.mem_free, missing);
+  resolve(lib, "cuMemAllocHost_v2", d.mem_alloc_host, missing);
+  resolve(lib, "cuMemFreeHost", d.mem_free_host, missing);
+  resolve(lib, "cuMemHostRegister_v2", d.mem_host_register, missing);
+  resolve(lib, "cuMemHostUnregister", d.mem_host_unregister, missing);
   resolve(lib, "cuMemcpyHtoD_v2", d.memcpy_htod, missing);
   resolve(lib, "cuMemcpyDtoH_v2", d.memcpy_dtoh, missing);
   resolve(lib, "cuMemcpyDtoD_v2", d.memcpy_dtod, missing);

@@ -24,6 +24,10 @@ struct Driver {
   decltype(&::cuFuncGetAttribute) func_get_attribute = nullptr;
   decltype(&::cuMemAlloc) mem_alloc = nullptr;
   decltype(&::cuMemFree) mem_free = nullptr;
+  decltype(&::cuMemAllocHost) mem_alloc_host = nullptr;
+  decltype(&::cuMemFreeHost) mem_free_host = nullptr;
+  decltype(&::cuMemHostRegister) mem_host_register = nullptr;
+  decltype(&::cuMemHostUnregister) mem_host_unregister = nullptr;
   decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
