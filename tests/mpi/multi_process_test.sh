@@ -232,7 +232,8 @@ JSON
     ;;
   track_train_mpi)
     # A 4-bunch train (TransverseWake with a 30-turn resistive-wall memory, a delayed TransverseDamper), its
-    # particles shared over 1, 2, 3 ranks (bunches cut across ranks): the particles and the per-bunch CSV are
+    # particles shared over 1, 2, 3 ranks (2: whole bunches per rank, the ranks exchange only holders and totals;
+    # 3: bunches cut across ranks, the whole table summed): the particles and the per-bunch CSV are
     # byte-identical to one process.
     need_mpirun
     cat >train.json <<'JSON'
