@@ -171,5 +171,18 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
                     1e3 * s.moments_transfer_seconds / (turns - 1), 1e3 * s.moments_sum_seconds / (turns - 1),
                     1e3 * s.moments_host_seconds / (turns - 1),
                     std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)" : "", all));
+  // Every rank's split (the waits in the sums show which rank is the slower).
+  std::vector<uint64_t> split(4 * static_cast<size_t>(comm.size()), 0);
+  const double mine[4] = {s.segment_seconds, s.moments_transfer_seconds, s.moments_sum_seconds, s.moments_host_seconds};
+  std::memcpy(&split[4 * static_cast<size_t>(comm.rank())], mine, sizeof(mine));  // each slot from its one rank
+  comm.allreduce_sum(split.data(), split.size());
+  if (comm.is_root() && comm.size() > 1)
+    for (int r = 0; r < comm.size(); ++r) {
+      double t[4];
+      std::memcpy(t, &split[4 * static_cast<size_t>(r)], sizeof(t));
+      MESSAGE(fmt::format("rank {}: segment kernels {:.3f}, transfers {:.3f}, sums {:.3f}, host solve {:.3f} ms/turn",
+                          r, 1e3 * t[0] / (turns - 1), 1e3 * t[1] / (turns - 1), 1e3 * t[2] / (turns - 1),
+                          1e3 * t[3] / (turns - 1)));
+    }
   CHECK(p.size() == share.size() * per_bunch);
 }
