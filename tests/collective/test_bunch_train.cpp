@@ -10,8 +10,6 @@
 #include <chrono>
 #include <cmath>
 #include <complex>
-#include <condition_variable>
-#include <mutex>
 #include <nlohmann/json.hpp>
 #include <random>
 #include <thread>
@@ -23,8 +21,8 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
+#include "support/emulated_ranks.h"
 #include "support/largest_changes.h"
-#include "support/rank_sum.h"
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
@@ -291,29 +289,11 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
         cuts.push_back(whole_bunches ? per_bunch * static_cast<size_t>(r * bunches / ranks)
                                      : initial.size() * static_cast<size_t>(r) / ranks + 37);
       cuts.push_back(initial.size());
-      std::vector<Particles> part;
+      const std::vector<Particles> part = ft::test::track_on_emulated_ranks(lattice, initial, cuts, opt, sum);
       for (int r = 0; r < ranks; ++r)
-        part.push_back(slice_particles(initial, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]));
-      std::vector<std::string> errors(static_cast<size_t>(ranks));
-      std::vector<std::thread> threads;
-      for (int r = 0; r < ranks; ++r)
-        threads.emplace_back([&, r] {
-          try {
-            TrackOptions ro = opt;
-            ro.macroparticles = initial.size();
-            ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
-            make_cpu_backend(lattice)->track(part[static_cast<size_t>(r)], ro);
-          } catch (const std::exception& e) {
-            errors[static_cast<size_t>(r)] = e.what();
-          }
-        });
-      for (std::thread& t : threads) t.join();
-      for (int r = 0; r < ranks; ++r) {
-        REQUIRE(errors[static_cast<size_t>(r)].empty());
         CHECK(compare_particles(slice_particles(whole, cuts[static_cast<size_t>(r)], cuts[static_cast<size_t>(r) + 1]),
                                 part[static_cast<size_t>(r)])
                   .identical());
-      }
       if (whole_bunches)
         CHECK(sum.largest() < 3 * bunches + 1);  // holders (bunches + 1 words) and totals (3 per bunch) only
       else

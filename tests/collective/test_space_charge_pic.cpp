@@ -7,14 +7,10 @@
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
 #include <cmath>
-#include <condition_variable>
-#include <mutex>
+#include <nlohmann/json.hpp>
 #include <random>
-#include <thread>
 
 #include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
@@ -22,8 +18,8 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/space_charge.h"
+#include "support/emulated_ranks.h"
 #include "support/registry.h"
-#include "support/rank_sum.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
@@ -227,23 +223,8 @@ TEST_CASE("space charge PIC: two emulated MPI ranks give the single run's partic
   make_cpu_backend(lattice)->track(whole, opt);
 
   RankSum sum;
-  Particles part[2] = {slice_of(initial, 0, 700), slice_of(initial, 700, initial.size())};
-  std::string errors[2];
-  auto rank = [&](int r) {
-    try {
-      TrackOptions ro = opt;
-      ro.macroparticles = initial.size();
-      ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
-      make_cpu_backend(lattice)->track(part[r], ro);
-    } catch (const std::exception& e) {
-      errors[r] = e.what();
-    }
-  };
-  std::thread t0(rank, 0), t1(rank, 1);
-  t0.join();
-  t1.join();
-  REQUIRE(errors[0].empty());
-  REQUIRE(errors[1].empty());
+  const std::vector<Particles> part =
+      ft::test::track_on_emulated_ranks(lattice, initial, {0, 700, initial.size()}, opt, sum);
   CHECK(compare_particles(slice_of(whole, 0, 700), part[0]).identical());
   CHECK(compare_particles(slice_of(whole, 700, whole.size()), part[1]).identical());
 }

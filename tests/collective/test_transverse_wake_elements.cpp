@@ -23,8 +23,8 @@
 #include "fusetrack/parallel.h"
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/transverse_wakes.h"
+#include "support/emulated_ranks.h"
 #include "support/largest_changes.h"
-#include "support/rank_sum.h"
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
@@ -133,23 +133,8 @@ TEST_CASE("transverse wake: two emulated MPI ranks give the single run's particl
   make_cpu_backend(lattice)->track(whole, opt);
 
   test::RankSum sum;
-  Particles part[2] = {slice_particles(initial, 0, 700), slice_particles(initial, 700, initial.size())};
-  std::string errors[2];
-  auto rank = [&](int r) {
-    try {
-      TrackOptions ro = opt;
-      ro.macroparticles = initial.size();
-      ro.reduce_profile = [&sum](uint64_t* counts, size_t n) { sum.reduce(counts, n); };
-      make_cpu_backend(lattice)->track(part[r], ro);
-    } catch (const std::exception& e) {
-      errors[r] = e.what();
-    }
-  };
-  std::thread t0(rank, 0), t1(rank, 1);
-  t0.join();
-  t1.join();
-  REQUIRE(errors[0].empty());
-  REQUIRE(errors[1].empty());
+  const std::vector<Particles> part =
+      test::track_on_emulated_ranks(lattice, initial, {0, 700, initial.size()}, opt, sum);
   CHECK(compare_particles(slice_particles(whole, 0, 700), part[0]).identical());
   CHECK(compare_particles(slice_particles(whole, 700, whole.size()), part[1]).identical());
 }

@@ -20,13 +20,12 @@
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/parallel.h"
 #include "support/registry.h"
+#include "support/wake_test_ring.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-constexpr double kProtonMass = 938272088.16;  // [eV]
 
 /// The FODO ring of the single-bunch GPU wake test (160 m) with a train of `bunches` bunches `spacing` m
 /// apart: a TransverseWake first (resonator and resistive wall, `memory` stored turns, `slices` per bunch)
@@ -41,16 +40,8 @@ Lattice train_ring(int bunches, double spacing, int slices, int memory) {
   if (const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION")) wake["convolution"] = convolution;
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
                  {"delay", 2},                 {"n_bunches", bunches}, {"bunch_spacing", spacing}};
-  json doc = {{"fusetrack_lattice", 1},
-              {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 26e9}}},
-              {"elements",
-               {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
-                {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
-                {"d", {{"type", "Drift"}, {"length", 40.0}}},
-                {"wake", wake},
-                {"damper", damper}}},
-              {"sequence",
-               {"wake", "qf_half", "d", "qd", "damper", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"}}};
+  const json doc =
+      ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02, 26e9, "damper");
   return lattice_from_json(doc, "gpu_train_ring.json", ft::test::builtin_registry());
 }
 

@@ -16,13 +16,12 @@
 #include "fusetrack/compare.h"
 #include "fusetrack/cuda_backend.h"
 #include "support/registry.h"
+#include "support/wake_test_ring.h"
 
 using namespace ft;
 using json = nlohmann::ordered_json;
 
 namespace {
-
-constexpr double kProtonMass = 938272088.16;  // [eV]
 
 /// Two thin-quadrupole FODO cells (160 m) with a TransverseWake first (a flat-chamber resonator and a
 /// resistive wall, every component, 3 turns of memory) and a slice-by-slice TransverseDamper after qd.
@@ -35,16 +34,8 @@ Lattice wake_ring() {
                {"longitudinal", 1},        {"sources", sources}};
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
                  {"n_slices", 8}};
-  json doc = {{"fusetrack_lattice", 1},
-              {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 26e9}}},
-              {"elements",
-               {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
-                {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
-                {"d", {{"type", "Drift"}, {"length", 40.0}}},
-                {"wake", wake},
-                {"damper", damper}}},
-              {"sequence",
-               {"wake", "qf_half", "d", "qd", "damper", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"}}};
+  const json doc =
+      ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02, 26e9, "damper");
   return lattice_from_json(doc, "gpu_wake_ring.json", ft::test::builtin_registry());
 }
 
@@ -119,14 +110,7 @@ TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slice
                {"intensity", 1e11},        {"memory_turns", 100}, {"sources", sources}};
   const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION");
   if (convolution) wake["convolution"] = convolution;
-  json doc = {{"fusetrack_lattice", 1},
-              {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 26e9}}},
-              {"elements",
-               {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
-                {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
-                {"d", {{"type", "Drift"}, {"length", 40.0}}},
-                {"wake", wake}}},
-              {"sequence", {"wake", "qf_half", "d", "qd", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"}}};
+  const json doc = ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02);
   const Lattice lattice = lattice_from_json(doc, "bench_wake.json", ft::test::builtin_registry());
   const Particles initial = kicked_bunch(lattice.reference().beta0(), n, 11);
   const int turns = 120;  // the memory fills after 100

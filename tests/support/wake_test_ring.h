@@ -4,6 +4,7 @@
 #pragma once
 #include <cmath>
 #include <nlohmann/json.hpp>
+#include <string>
 
 namespace ft::test {
 
@@ -11,17 +12,21 @@ inline nlohmann::ordered_json wake_ring_reference(double p0c = 26e9) {
   return {{"mass0", 938272088.16}, {"q0", 1}, {"p0c", p0c}};
 }
 
-/// The ring's lattice document with `elements_in` added and the names in `first` at its start.
+/// The ring's lattice document with `elements_in` added, the names in `first` at its start and, if given, the
+/// element `after_first_qd` after the first cell's qd.
 inline nlohmann::ordered_json wake_test_ring(const nlohmann::ordered_json& elements_in,
                                              const nlohmann::ordered_json& first, double k1l_qf_half, double k1l_qd,
-                                             double p0c = 26e9) {
+                                             double p0c = 26e9, const char* after_first_qd = nullptr) {
   nlohmann::ordered_json elements = elements_in;
   elements["qf_half"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qf_half}}};
   elements["qd"] = {{"type", "Multipole"}, {"knl", {0.0, k1l_qd}}};
   elements["d"] = {{"type", "Drift"}, {"length", 40.0}};
   nlohmann::ordered_json sequence = first;
   for (int cell = 0; cell < 2; ++cell)
-    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) sequence.push_back(e);
+    for (const char* e : {"qf_half", "d", "qd", "d", "qf_half"}) {
+      sequence.push_back(e);
+      if (cell == 0 && after_first_qd && std::string(e) == "qd") sequence.push_back(after_first_qd);
+    }
   return {{"fusetrack_lattice", 1},
           {"description", "transverse wake test ring"},
           {"reference", wake_ring_reference(p0c)},

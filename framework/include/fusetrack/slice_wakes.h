@@ -154,6 +154,7 @@ class MomentsCollectiveSolver {
   std::unique_ptr<LongRangeFft> m_lr_fft;
   std::vector<double> m_lr_sums;                  // FFT mode: this turn's long-range sums [bunch][component]
   std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns
+  std::vector<double> m_filter_gaussian;          // bandwidth: the low-pass weights by slice distance + n - 1
   std::vector<wakes::SliceMoments> m_moments;
   std::vector<double> m_kicks;
   uint64_t m_warn_out_of_range = 0;

@@ -208,6 +208,18 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
                                                                            m_model.ranges[2], m_model.ranges[3]},
                                                      macroparticles);
   m_kicks.assign(static_cast<size_t>(m_total_slices) * FT_SLICE_KICK_VALUES, 0.0);
+  if (m_model.feedback_bandwidth > 0.0) {
+    // The feedback's Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the
+    // bandwidth f_c: sigma = sqrt(ln 2) / (2 pi f_c). It depends on the slice distance i - j only: its 2n - 1
+    // values, computed once (filter_centroids).
+    const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
+    const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
+    m_filter_gaussian.resize(static_cast<size_t>(2 * n - 1));
+    for (int m = -(n - 1); m <= n - 1; ++m) {
+      const double delay = static_cast<double>(m) * m_dt;
+      m_filter_gaussian[static_cast<size_t>(m + n - 1)] = std::exp(-delay * delay * inv_two_sigma2);
+    }
+  }
   guard.armed = false;  // built: the destructor releases the model
 }
 
@@ -462,18 +474,9 @@ void MomentsCollectiveSolver::delay_centroids(const std::vector<int>& measured) 
 }
 
 void MomentsCollectiveSolver::filter_centroids(int first, int n) {
-  // Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the bandwidth f_c:
-  // sigma = sqrt(ln 2) / (2 pi f_c). Charge-weighted, so that a rigid bunch keeps its centroid; the sums
-  // run over the source slices in increasing order (reproducible).
-  // The Gaussian depends on i - j only: its 2n - 1 values are computed once per call (the same expression
-  // as per pair, so the same bits), not n^2 exponentials.
-  const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
-  const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
-  std::vector<double> gaussian(static_cast<size_t>(2 * n - 1));
-  for (int m = -(n - 1); m <= n - 1; ++m) {
-    const double delay = static_cast<double>(m) * m_dt;
-    gaussian[static_cast<size_t>(m + n - 1)] = std::exp(-delay * delay * inv_two_sigma2);
-  }
+  // The Gaussian low-pass (m_filter_gaussian, by slice distance), charge-weighted so that a rigid bunch keeps
+  // its centroid; the sums run over the source slices in increasing order (reproducible).
+  const std::vector<double>& gaussian = m_filter_gaussian;
   std::vector<double> filtered(static_cast<size_t>(n) * 4, 0.0);
   double* const table = m_kicks.data() + static_cast<size_t>(first) * FT_SLICE_KICK_VALUES;
   for (int i = 0; i < n; ++i) {

@@ -579,62 +579,48 @@ bool add_type(const ft_element_type_desc& desc);
     return desc;                                                                                      \
   }
 
-#define FT_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                                  \
-  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
-    using Self = NAME;                                                                                \
-    static const ft_field_desc fields[] = {                                                           \
-        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
-        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
-    static const ft_collective_desc collective = {                                                    \
-        #NAME "_kick", &::ft::element_sdk::create_model<NAME, &NAME##_create_model>,                  \
-        &::ft::element_sdk::kick_block<NAME, &NAME##_kick>, FT_COLLECTIVE_PROFILE, nullptr, nullptr,    \
-        nullptr, nullptr};                                                                            \
-    static const ft_element_type_desc desc = {                                                        \
-        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
-        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
-        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
-        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
-    return desc;                                                                                      \
+// The descriptor of a collective type (thin, its kick NAME_kick); the variadic arguments initialise its
+// ft_collective_desc (one of the three kinds below).
+#define FT_COLLECTIVE_DESCRIPTOR_WITH_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC, ...)                                  \
+  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                                 \
+    using Self = NAME;                                                                                                \
+    static const ft_field_desc fields[] = {                                                                           \
+        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_) JSON_FIELDS(FT_FIELD_JSON_)}; \
+    static const ft_collective_desc collective = {__VA_ARGS__};                                                       \
+    static const ft_element_type_desc desc = {#NAME,                                                                  \
+                                              DOC,                                                                    \
+                                              #NAME "_kick",                                                          \
+                                              ::ft::element_sdk::base_name(__FILE__),                                 \
+                                              static_cast<uint32_t>(sizeof(NAME)),                                    \
+                                              static_cast<uint32_t>(alignof(NAME)),                                   \
+                                              fields,                                                                 \
+                                              static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])),              \
+                                              static_cast<uint32_t>(FT_THIN),                                         \
+                                              -1,                                                                     \
+                                              PREPARE,                                                                \
+                                              nullptr,                                                                \
+                                              &collective,                                                            \
+                                              ::ft::element_sdk::coordinate_use<NAME>::read,                          \
+                                              ::ft::element_sdk::coordinate_use<NAME>::written};                      \
+    return desc;                                                                                                      \
   }
 
-#define FT_GRID_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                              \
-  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
-    using Self = NAME;                                                                                \
-    static const ft_field_desc fields[] = {                                                           \
-        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
-        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
-    static const ft_collective_desc collective = {                                                    \
-        #NAME "_kick", nullptr, nullptr, FT_COLLECTIVE_GRID,                                          \
-        &::ft::element_sdk::create_grid<NAME, &NAME##_create_grid>,                                   \
-        &::ft::element_sdk::grid_kick_block<NAME, &NAME##_kick>, nullptr, nullptr};                   \
-    static const ft_element_type_desc desc = {                                                        \
-        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
-        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
-        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
-        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
-    return desc;                                                                                      \
-  }
+#define FT_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                                           \
+  FT_COLLECTIVE_DESCRIPTOR_WITH_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC, #NAME "_kick",                             \
+                                 &::ft::element_sdk::create_model<NAME, &NAME##_create_model>,                       \
+                                 &::ft::element_sdk::kick_block<NAME, &NAME##_kick>, FT_COLLECTIVE_PROFILE, nullptr, \
+                                 nullptr, nullptr, nullptr)
 
-#define FT_MOMENTS_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                           \
-  inline const ft_element_type_desc& ft_element_descriptor_##NAME() {                                 \
-    using Self = NAME;                                                                                \
-    static const ft_field_desc fields[] = {                                                           \
-        FIELDS(FT_FIELD_REQUIRED_, FT_FIELD_PARAM_, FT_FIELD_ARRAY_, FT_FIELD_DERIVED_)               \
-        JSON_FIELDS(FT_FIELD_JSON_)};                                                                 \
-    static const ft_collective_desc collective = {                                                    \
-        #NAME "_kick", nullptr, nullptr, FT_COLLECTIVE_MOMENTS, nullptr, nullptr,                     \
-        &::ft::element_sdk::create_moments<NAME, &NAME##_create_moments>,                             \
-        &::ft::element_sdk::moments_kick_block<NAME, &NAME##_kick>};                                  \
-    static const ft_element_type_desc desc = {                                                        \
-        #NAME, DOC, #NAME "_kick", ::ft::element_sdk::base_name(__FILE__),                            \
-        static_cast<uint32_t>(sizeof(NAME)), static_cast<uint32_t>(alignof(NAME)), fields,           \
-        static_cast<uint32_t>(sizeof(fields) / sizeof(fields[0])), static_cast<uint32_t>(FT_THIN),    \
-        -1, PREPARE, nullptr, &collective, ::ft::element_sdk::coordinate_use<NAME>::read,            \
-        ::ft::element_sdk::coordinate_use<NAME>::written};                                            \
-    return desc;                                                                                      \
-  }
+#define FT_GRID_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                                  \
+  FT_COLLECTIVE_DESCRIPTOR_WITH_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC, #NAME "_kick", nullptr, nullptr,       \
+                                 FT_COLLECTIVE_GRID, &::ft::element_sdk::create_grid<NAME, &NAME##_create_grid>, \
+                                 &::ft::element_sdk::grid_kick_block<NAME, &NAME##_kick>, nullptr, nullptr)
+
+#define FT_MOMENTS_COLLECTIVE_DESCRIPTOR_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC)                         \
+  FT_COLLECTIVE_DESCRIPTOR_WITH_(NAME, FIELDS, JSON_FIELDS, PREPARE, DOC, #NAME "_kick", nullptr, nullptr, \
+                                 FT_COLLECTIVE_MOMENTS, nullptr, nullptr,                                  \
+                                 &::ft::element_sdk::create_moments<NAME, &NAME##_create_moments>,         \
+                                 &::ft::element_sdk::moments_kick_block<NAME, &NAME##_kick>)
 
 #if defined(FT_BUILDING_PLUGIN)
 // Inside a plugin, including the header registers the type (once per shared library).
