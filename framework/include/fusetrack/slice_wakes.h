@@ -82,8 +82,8 @@ class MomentsCollectiveSolver {
   /// The sum over the ranks of a run (TrackOptions::reduce_profile): every rank's array added in place.
   using RankSum = std::function<void(uint64_t* values, size_t n)>;
   /// A solve from this process's own integers over ranks: `local` holds kSliceCentroidAccumulators per slice,
-  /// then the out-of-range count (overwritten). The kicks of this process's bunches are the bits of
-  /// note_local_deposit + `sum` of the whole table + solve(). A train whose bunches each have particles on one
+  /// then the out-of-range count (overwritten). The kicks of this process's bunches are the bits of a solve()
+  /// of the whole table summed over the ranks. A train whose bunches each have particles on one
   /// rank only (whole bunches per rank, as trains are shared) exchanges instead which bunches each rank holds
   /// (n_bunches + 1 words) and, for the long range, the bunches' point totals (3 n_bunches words, each from its
   /// one rank: the others add zeros, so the bits travel exactly); each rank solves from its own integers. A bunch
@@ -116,13 +116,13 @@ class MomentsCollectiveSolver {
   void delay_centroids(const std::vector<int>& measured);
   /// A train's wakes from the other bunches and the stored turns (point bunches), added to bunch b's kicks.
   void add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const;
-  /// Before a solve from integers summed over ranks: this process's own integers (the same layout), so that
-  /// the next solve computes the wake kicks of the bunches this process holds particles of only (a train's
-  /// bunches spread over MPI ranks share the solve). Each bunch's kicks are the same bits either way.
-  void note_local_deposit(const uint64_t* local_acc);
-  /// solve(acc, out_of_range); with `share_totals` (solve_over_ranks' fast path) the train's point totals of this
-  /// process's bunches are summed over the ranks before the long range.
-  void solve(const uint64_t* acc, uint64_t out_of_range, const RankSum* share_totals);
+  /// Per bunch 1 where this process's own integers (the layout of `local_acc`) hold particles of it.
+  std::vector<char> local_bunches(const uint64_t* local_acc) const;
+  /// solve(acc, out_of_range) for the bunches marked in `local` only (a train's bunches spread over MPI ranks
+  /// share the solve; each bunch's kicks are the same bits either way); null or empty: every bunch. With
+  /// `share_totals` (solve_over_ranks' exchange) only the local bunches are measured and the train's point totals
+  /// are summed over the ranks before the long range.
+  void solve(const uint64_t* acc, uint64_t out_of_range, const std::vector<char>* local, const RankSum* share_totals);
   /// FFT mode: this turn's long-range sums of every bunch into m_lr_sums; stores the turn's totals.
   void solve_long_range_fft(const std::vector<double>& totals);
   /// The kernel of the long-range table for k turns ago and d bunches ahead (component c).
@@ -147,7 +147,7 @@ class MomentsCollectiveSolver {
   double m_train_zeta_min = 0.0;      // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
   std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
   std::pair<size_t, size_t> m_kicks_in_use{0, 0};
-  std::vector<char> m_local_bunches;  // set by note_local_deposit for the next solve; empty: every bunch
+  bool m_full_rank_sum = false;  // FUSETRACK_FULL_RANK_SUM: solve_over_ranks always sums the whole table
   std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
   /// The FFT convolution of a train: the long range as convolutions over the bunch index (slice_wakes.cpp).
   struct LongRangeFft;

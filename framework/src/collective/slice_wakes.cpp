@@ -208,6 +208,7 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
                                                                            m_model.ranges[2], m_model.ranges[3]},
                                                      macroparticles);
   m_kicks.assign(static_cast<size_t>(m_total_slices) * FT_SLICE_KICK_VALUES, 0.0);
+  m_full_rank_sum = std::getenv("FUSETRACK_FULL_RANK_SUM") != nullptr;
   if (m_model.feedback_bandwidth > 0.0) {
     // The feedback's Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the
     // bandwidth f_c: sigma = sqrt(ln 2) / (2 pi f_c). It depends on the slice distance i - j only: its 2n - 1
@@ -248,45 +249,48 @@ void MomentsCollectiveSolver::solve() {
   solve(acc.data(), m_reducer->out_of_range());
 }
 
-void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) { solve(acc, out_of_range, nullptr); }
+void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range) {
+  solve(acc, out_of_range, nullptr, nullptr);
+}
 
 void MomentsCollectiveSolver::solve_over_ranks(uint64_t* local, const RankSum& sum) {
   const size_t words = static_cast<size_t>(m_total_slices) * kSliceCentroidAccumulators + 1;
-  if (m_bunches <= 1) {
+  if (m_bunches <= 1) {  // one bunch: always solved from the summed table
     sum(local, words);
-    solve(local, local[words - 1], nullptr);
+    solve(local, local[words - 1], nullptr, nullptr);
     return;
   }
-  note_local_deposit(local);
+  std::vector<char> here = local_bunches(local);
   // Per bunch the number of ranks with its particles, and the out-of-range count.
-  std::vector<uint64_t> holders(static_cast<size_t>(m_bunches) + 1);
-  for (size_t b = 0; b < static_cast<size_t>(m_bunches); ++b) holders[b] = m_local_bunches[b] ? 1 : 0;
-  holders.back() = local[words - 1];
+  std::vector<uint64_t> holders(here.begin(), here.end());
+  holders.push_back(local[words - 1]);
   sum(holders.data(), holders.size());
   // Particles outside the moment ranges are in no slice's integers, so a rank may hold particles of a bunch
   // it does not see: then every rank solves every bunch from the summed table.
   const bool out_of_range = holders.back() > 0;
-  if (out_of_range || std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; }) ||
-      std::getenv("FUSETRACK_FULL_RANK_SUM")) {
+  if (out_of_range || m_full_rank_sum ||
+      std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; })) {
     sum(local, words);  // a bunch over several ranks: its integers summed
-    if (out_of_range) m_local_bunches.clear();
-    solve(local, local[words - 1], nullptr);
+    if (out_of_range) here.clear();
+    solve(local, local[words - 1], &here, nullptr);
     return;
   }
-  solve(local, 0, &sum);
+  solve(local, 0, &here, &sum);
 }
 
-void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, const RankSum* share_totals) {
+void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, const std::vector<char>* local,
+                                    const RankSum* share_totals) {
+  const bool every_bunch = !local || local->empty();
   const int n = slices_per_bunch();
   const SliceMomentScales& scales = m_reducer->scales();
   // bunch_charge is per bunch; a train's macroparticles (all ranks) are spread evenly over its bunches.
   const double charge_per_weight = m_model.bunch_charge * static_cast<double>(m_bunches) /
                                    (static_cast<double>(m_macroparticles) * static_cast<double>(kProfileUnit));
-  // The bunches solved here (with particles here after note_local_deposit, else all), and those measured: every
-  // bunch when `acc` holds them all (a train's long range needs every bunch's totals), else the solved ones.
+  // The bunches solved here (those marked in `local`, else all), and those measured: every bunch when `acc`
+  // holds them all (a train's long range needs every bunch's totals), else the solved ones.
   std::vector<int> solved, measured;
   for (int b = 0; b < m_bunches; ++b) {
-    const bool here = m_local_bunches.empty() || m_local_bunches[static_cast<size_t>(b)];
+    const bool here = every_bunch || (*local)[static_cast<size_t>(b)];
     if (here) solved.push_back(b);
     if (here || !share_totals) measured.push_back(b);
   }
@@ -371,7 +375,7 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
   }
   // The kick values of this process's bunches (their slices, contiguous from the last bunch to the first).
   m_kicks_in_use = {0, m_kicks.size()};
-  if (!m_local_bunches.empty()) {
+  if (!every_bunch) {
     int low = m_total_slices, high = 0;
     for (int b : solved) {
       low = std::min(low, bunch_first_slice(b));
@@ -381,17 +385,16 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
                                                  static_cast<size_t>(high) * FT_SLICE_KICK_VALUES)
                                 : std::make_pair(size_t(0), size_t(0));
   }
-  m_local_bunches.clear();
   m_warn_out_of_range += out_of_range;
   ++m_warn_turns;
 }
 
-void MomentsCollectiveSolver::note_local_deposit(const uint64_t* local_acc) {
-  if (m_bunches <= 1) return;  // one bunch: always solved
-  m_local_bunches.assign(static_cast<size_t>(m_bunches), 0);
+std::vector<char> MomentsCollectiveSolver::local_bunches(const uint64_t* local_acc) const {
+  std::vector<char> here(static_cast<size_t>(m_bunches), 0);
   for (int k = 0; k < m_total_slices; ++k)
     if (local_acc[static_cast<size_t>(k) * kSliceCentroidAccumulators] != 0)
-      m_local_bunches[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
+      here[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
+  return here;
 }
 
 void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& totals) {
