@@ -950,16 +950,21 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
     if (moments_deposit)
       s += "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
            "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
-           "      unsigned long long* ft_acc = profile_in_shared ? ft_block_profile : profile;\n"
            "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
-           "      if (m < 0) atomicAdd(&ft_acc[ft_deposit_words - 1], 1ull);\n"
-           "      for (int a = 0; a < ft::kSliceCentroidAccumulators && m > 0; ++a)\n"
-           "        atomicAdd(&ft_acc[ft_bin * ft::kSliceCentroidAccumulators + a], static_cast<unsigned long long>(ft_out[a]));\n"
+           "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
+           "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
+           "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
+           "        if (profile_in_shared) ft::shared_add_u64(ft_block_profile, ft_word0 + a, ft_v);\n"
+           "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
+           "      }\n"
            "    }\n";
     else if (deposit >= 0 && !grid_deposit)
       s += "    int bins[2];\n    unsigned long long weights[2];\n"
            "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
-           "    for (int q = 0; q < m; ++q) atomicAdd(profile_in_shared ? &ft_block_profile[bins[q]] : &profile[bins[q]], weights[q]);\n";
+           "    for (int q = 0; q < m; ++q) {\n"
+           "      if (profile_in_shared) ft::shared_add_u64(ft_block_profile, bins[q], weights[q]);\n"
+           "      else atomicAdd(&profile[bins[q]], weights[q]);\n"
+           "    }\n";
     s += "  }\n";
     if (grid_deposit)
       s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"

@@ -45,7 +45,7 @@ extern "C" __global__ void collider_arrival(Bb6dParams p, ft::SliceGrid g, ft::S
     if (m < 0) { ++lane_rejected; continue; }
     for (int j = 0; j < m; ++j)
       for (int k = 0; k < ft::kSliceAccumulators; ++k)
-        atomicAdd(block_acc + bins[j] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[j][k]));
+        ft::shared_add_u64(block_acc, bins[j] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[j][k]));
   }
   for (int k = 0; k < kColliderSums; ++k) lanes[lane * kColliderSums + k] = s[k];
   if (lane_rejected) atomicAdd(rejected, lane_rejected);

@@ -18,6 +18,21 @@ namespace ft {
 constexpr int kProfileWeightBits = 24;
 constexpr unsigned long long kProfileUnit = 1ull << kProfileWeightBits;
 
+#if defined(FT_DEVICE_COMPILE)
+/// Adds v to the 64-bit word `index` of a shared-memory array with native 32-bit atomics: the low
+/// half with its carry detected from the returned old value, then the high half plus the carry.
+/// The pair read back as one little-endian 64-bit word is the exact sum modulo 2^64, in any thread
+/// order. (A 64-bit atomicAdd on shared memory is a compare-and-swap loop on sm_70..sm_90, which
+/// serialises the threads of a warp that hit the same slice; the 32-bit add is one instruction.)
+__device__ __forceinline__ void shared_add_u64(unsigned long long* words, int index, unsigned long long v) {
+  unsigned int* const half = reinterpret_cast<unsigned int*>(words + index);
+  const unsigned int low = static_cast<unsigned int>(v);
+  const unsigned int old = atomicAdd(half, low);
+  const unsigned int high = static_cast<unsigned int>(v >> 32) + (old + low < old ? 1u : 0u);
+  if (high != 0u) atomicAdd(half + 1, high);
+}
+#endif
+
 /// Slices of zeta between fixed cuts; inv_dz = n_slices / (zeta_max - zeta_min) is computed
 /// once on the host, so both sides bin with the same number.
 struct SliceGrid {
