@@ -6,9 +6,11 @@
 
 #include <array>
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 
 #include "../../plugins/taylor_map/taylor_map.h"
+#include "fusetrack/codegen.h"
 #include "plugins/plugin_test_support.h"
 #include "support/element_testing.h"
 #include "support/registry.h"
@@ -277,4 +279,28 @@ TEST_CASE("the bundled example: rotation and a thin sextupole composed to second
     CHECK(ft_test::close(p.zeta[i], c[ZETA] + slip * c[DELTA], 1e-15, 1e-19));
     CHECK(p.delta[i] == c[DELTA]);
   }
+}
+
+TEST_CASE("a collective lattice with a plugin type that does not declare its coordinates moves rpp and rvv") {
+  // TaylorMap declares nothing (FT_ELEMENT_COORDINATES): it may write rpp or rvv its own way, so the
+  // collective kernels load and store them instead of recomputing them from delta and ptau.
+  std::ifstream in(ft::plugin_test::example_lattice("taylor_map"));
+  json lattice_json = json::parse(in);
+  lattice_json["elements"]["impedance"] = {{"type", "LongitudinalImpedance"}, {"n_slices", 64},
+                                           {"zeta_min", -1.0},                {"zeta_max", 1.0},
+                                           {"intensity", 1e10},               {"method", "time"},
+                                           {"sources", json::array({{{"type", "Resonator"},
+                                                                     {"r_shunt", 1e3},
+                                                                     {"frequency", 1e9},
+                                                                     {"q", 1.0}}})}};
+  lattice_json["sequence"].push_back("impedance");
+  const std::string path = std::string(FT_EXAMPLES_BUILD_DIR) + "/taylor_map/lattice_with_impedance.json";
+  std::ofstream(path) << lattice_json.dump(2);
+  auto registry = ft::plugin_test::registry_with();
+  const Lattice lattice = load_lattice(path, *registry);
+  CHECK_FALSE(collective_energy_is_derived(lattice));
+  const CollectiveTurnTraffic t = collective_turn_traffic(lattice);
+  CHECK(t.wrap.loaded == FT_COORD_ALL);
+  CHECK(t.wrap.stored == FT_COORD_ALL);
+  CHECK_FALSE(t.wrap.derived_energy);
 }

@@ -108,9 +108,15 @@ std::string segment_kernel_name(size_t segment);
 /// checks add what the turn writes) and stores those written. On the first turn of a run the
 /// kernels also load the rest (full_load = 1): after that turn's checks, a coordinate that no kernel
 /// writes cannot fail a later check, so the later turns need not load it.
+///
+/// rpp and rvv are never loaded or stored when the lattice's energy coordinates are derived
+/// (collective_energy_is_derived): a kernel that reads them loads delta and ptau and recomputes them
+/// (ft::particle_with_derived_energy, the formula every writer ends with), so the GPU arrays of rpp
+/// and rvv are stale during a run and the backend recomputes them after each download.
 struct KernelTraffic {
   uint32_t loaded = 0;
   uint32_t stored = 0;
+  bool derived_energy = false;  // rpp and rvv recomputed from delta and ptau at the load
   /// Bytes per particle: 8 per coordinate loaded or stored, 4 for the state (written on a loss only).
   double bytes() const;
 };
@@ -130,6 +136,15 @@ struct CollectiveTurnTraffic {
   double bytes_per_turn_needed() const;
 };
 CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice);
+
+/// Whether the collective kernels of `lattice` recompute rpp and rvv instead of moving them: when every
+/// element type declares the coordinates it touches (FT_ELEMENT_COORDINATES; a built-in type writes the
+/// energy only through ParticleView::update_delta and add_to_energy). A type that declares nothing may
+/// write rpp or rvv any way it likes, so they are then moved as every other coordinate.
+/// FUSETRACK_FULL_LOADS=1 (the benchmark's baseline: the kernels before the coordinate masks) turns it off.
+/// ptau is never derived: add_to_energy adds to the stored ptau, and recomputing ptau from delta,
+/// sqrt(delta^2 beta0^2 + 2 delta beta0^2 + 1) - 1, loses digits to cancellation at small delta.
+bool collective_energy_is_derived(const Lattice& lattice);
 
 /// The kernel that runs the last segment of a turn and the first of the next in one pass (the
 /// end-of-turn checks in between; losses in the second part count for the next turn).

@@ -675,7 +675,7 @@ uint32_t collective_framework_reads(const ElementType& type) {
 /// of `segments`, the end-of-turn checks (`turn_end`: they read what the turn writes) and the
 /// deposit for `deposit` (-1: none).
 KernelTraffic kernel_traffic(const Lattice& lattice, const TurnProgram& program, int kick,
-                             const std::vector<size_t>& segments, bool turn_end, int deposit) {
+                             const std::vector<size_t>& segments, bool turn_end, int deposit, bool derived_energy) {
   CoordinateUse use;
   auto add = [&](const CoordinateUse& u) {
     use.read |= u.read;
@@ -696,22 +696,35 @@ KernelTraffic kernel_traffic(const Lattice& lattice, const TurnProgram& program,
     for (size_t e : program.collective) use.read |= element_coordinate_use(lattice, e).written;
   }
   // A possibly written coordinate is loaded too: a lost particle, or a conditional write, keeps it.
-  return KernelTraffic{use.read | use.written, use.written};
+  KernelTraffic traffic{use.read | use.written, use.written, false};
+  if (derived_energy) {
+    constexpr uint32_t derived = FT_COORD_RPP | FT_COORD_RVV;
+    if (traffic.loaded & derived) traffic.loaded |= FT_COORD_DELTA | FT_COORD_PTAU;
+    traffic.derived_energy = (traffic.loaded & derived) != 0;
+    traffic.loaded &= ~derived;
+    traffic.stored &= ~derived;
+  }
+  return traffic;
 }
 
 int coordinate_count(uint32_t mask) { return __builtin_popcount(mask & FT_COORD_ALL); }
 
 constexpr const char* kCoordinateNames[9] = {"x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv"};
 
-/// The ParticleView of particle i with the coordinates of `loaded`; the others only when
+/// The ParticleView of particle i with the coordinates the kernel loads; the others only when
 /// full_load is set (the first turn), else neutral values (0; 1 for rpp and rvv) that pass every check.
-std::string particle_load(uint32_t loaded) {
+/// With derived energy, rpp and rvv are recomputed from delta and ptau, or 1 when nothing reads them.
+std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
   std::string args;
-  for (int c = 0; c < 9; ++c) {
+  const int last = derived_energy ? 7 : 9;
+  for (int c = 0; c < last; ++c) {
     const std::string array = fmt::format("P.{}[i]", kCoordinateNames[c]);
-    args += (loaded >> c) & 1u ? array : fmt::format("(ft_full ? {} : {})", array, c >= 7 ? "1.0" : "0.0");
+    args += (traffic.loaded >> c) & 1u ? array : fmt::format("(ft_full ? {} : {})", array, c >= 7 ? "1.0" : "0.0");
     args += ", ";
   }
+  if (traffic.derived_energy)
+    return "    ft::ParticleView p = ft::particle_with_derived_energy(" + args + "beta0, P.state[i]);\n";
+  if (derived_energy) args += "1.0, 1.0, ";  // rpp and rvv: nothing in this kernel reads them
   return "    ft::ParticleView p{" + args + "beta0, P.state[i]};\n";
 }
 
@@ -744,14 +757,22 @@ double CollectiveTurnTraffic::bytes_per_turn_needed() const {
   return 8.0 * (coordinate_count(r | w) + coordinate_count(w)) + 4.0;
 }
 
+bool collective_energy_is_derived(const Lattice& lattice) {
+  if (std::getenv("FUSETRACK_FULL_LOADS") != nullptr) return false;
+  for (size_t e = 0; e < lattice.sequence().size(); ++e)
+    if (!lattice.element(e).type->coordinates_declared) return false;
+  return true;
+}
+
 CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice) {
   const TurnProgram program = TurnProgram::build(lattice);
+  const bool derived = collective_energy_is_derived(lattice);
   CollectiveTurnTraffic t;
   const size_t K = program.collective.size();
   for (size_t k = 0; k < program.segments.size(); ++k)
     t.segments.push_back(kernel_traffic(lattice, program, k > 0 ? static_cast<int>(k) - 1 : -1, {k}, k == K,
-                                        k < K ? static_cast<int>(k) : -1));
-  if (K > 0) t.wrap = kernel_traffic(lattice, program, static_cast<int>(K) - 1, {K, 0}, true, 0);
+                                        k < K ? static_cast<int>(k) : -1, derived));
+  if (K > 0) t.wrap = kernel_traffic(lattice, program, static_cast<int>(K) - 1, {K, 0}, true, 0, derived);
   for (size_t k = 0; k < program.segments.size(); ++k) {
     // The physics: elements and kicks as declared, plus the deposits' reads.
     for (size_t e = program.segments[k].begin; e < program.segments[k].end; ++e) {
@@ -775,6 +796,7 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   src.dispatch = choose_dispatch(lattice, requested);
   if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
   const TurnProgram program = TurnProgram::build(lattice);
+  const bool derived_energy = collective_energy_is_derived(lattice);
   if (grids.size() != program.collective.size())
     throw Error("collective codegen: one slice grid per collective element is needed");
   std::string s = source_preamble(lattice, src, fma);
@@ -825,7 +847,7 @@ struct FtParticleArrays {
       if (part.kind == Part::Elements) kernel_segments.push_back(part.segment);
       turn_end |= part.kind == Part::TurnEnd;
     }
-    const KernelTraffic traffic = kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit);
+    const KernelTraffic traffic = kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit, derived_energy);
     s += fmt::format(R"(
 // {1}
 extern "C" __global__ void __launch_bounds__(256) {0}(
@@ -862,7 +884,7 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
     }
     s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n"
          "    if (P.state[i] <= 0) continue;\n";
-    s += particle_load(traffic.loaded);
+    s += particle_load(traffic, derived_energy);
     s += "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";
     if (kick >= 0 && is_grid(kick)) {

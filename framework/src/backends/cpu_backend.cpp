@@ -11,6 +11,7 @@
 
 #include <iostream>
 
+#include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/space_charge.h"
@@ -376,6 +377,8 @@ void CpuBackend::track_collective(Particles& particles, const TrackOptions& opti
     }
   }
 
+  // rpp and rvv as the GPU's collective kernels recompute them (a no-op for particles made here).
+  if (collective_energy_is_derived(m_lattice)) particles.derive_energy();
   const GlobalLimits limits = m_lattice.limits();
   const size_t n = particles.size();
   const size_t n_blocks = (n + kBlockSize - 1) / kBlockSize;

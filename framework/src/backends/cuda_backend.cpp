@@ -1024,7 +1024,13 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     return particles;
   };
   // Back to the host: the particles, and the last turn's profiles and fields.
-  auto down_particles = [&] { buffers.download(host_particles(), 0, n); };
+  // The kernels do not store rpp and rvv when they are derived from delta and ptau (codegen.h):
+  // the host recomputes them after each download, with the same formula.
+  const bool derived_energy = collective_energy_is_derived(m_lattice);
+  auto down_particles = [&] {
+    buffers.download(host_particles(), 0, n);
+    if (derived_energy) host_particles().derive_energy();
+  };
   auto down_snapshots = [&] {
     for (size_t c = 0; c < K; ++c) {
       if (!impl.collective[c].solver) continue;  // grid elements keep their state on the host
@@ -1043,6 +1049,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       source->on_initial(particles);
     }
   } else if (n > 0) {
+    if (derived_energy) particles.derive_energy();  // as every kernel will see them (a no-op for our own particles)
     buffers.upload(particles, 0, n);
   }
 
@@ -1264,6 +1271,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   // hold for the later turns: collective_turn_traffic in codegen.h); FUSETRACK_FULL_LOADS=1 keeps
   // every turn so (the benchmark's baseline).
   const bool always_full = std::getenv("FUSETRACK_FULL_LOADS") != nullptr;
+  const unsigned blocks_per_sm_override = [] {
+    const char* v = std::getenv("FUSETRACK_BLOCKS_PER_SM");
+    return v ? static_cast<unsigned>(std::max(0, std::atoi(v))) : 0u;
+  }();
   int full_load = 1;
   auto run_segment = [&](CUfunction f, size_t kick_c, size_t deposit_c, bool kick, bool deposit, int turn) {
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
@@ -1312,7 +1323,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                                 any_grid ? std::end(grid_args) : std::end(profile_args));
     if (any_moments) args_all.push_back(&deposit_scales);  // kMomentSegmentParameters (codegen)
     void** args = args_all.data();
-    const unsigned per_sm = in_shared ? 2u : 8u;
+    // Resident blocks per multiprocessor: 8 of 256 threads, fewer when the block's profile in shared
+    // memory would not leave room for 8 (about 200 KiB of shared memory per SM on sm_90).
+    // FUSETRACK_BLOCKS_PER_SM overrides it (benchmarks of the occupancy).
+    const unsigned per_sm = blocks_per_sm_override > 0 ? blocks_per_sm_override
+                                                       : (in_shared ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
     const unsigned blocks =
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     launch(f, blocks, kThreads, shared, args);

@@ -58,6 +58,14 @@ size_t Particles::alive_count() const {
   return n;
 }
 
+void Particles::derive_energy() {
+  for (size_t i = 0; i < size(); ++i) {
+    ParticleView p = particle_with_derived_energy(x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], beta0, state[i]);
+    rpp[i] = p.rpp;
+    rvv[i] = p.rvv;
+  }
+}
+
 ft_particle_block Particles::block(size_t first, size_t count) {
   ft_particle_block b{};
   b.x = x.data() + first;

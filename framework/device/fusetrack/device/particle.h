@@ -35,15 +35,24 @@ struct ParticleView {
       : x(x_), px(px_), y(y_), py(py_), zeta(zeta_), delta(delta_), ptau(ptau_), rpp(rpp_), rvv(rvv_),
         beta0(beta0_), state(state_), rv0v(1.0 / rvv_) {}
 
+  /// rpp and rvv from delta and ptau: 1 / (1 + delta) and (1 + delta) / (1 + ptau beta0), the
+  /// velocity ratio being (P / P0) / (E / E0). Every writer of the energy coordinates ends with this
+  /// one formula, so that a kernel which loads only delta and ptau recomputes rpp and rvv bit for bit
+  /// (the collective kernels do: fusetrack/codegen.h, KernelTraffic::derived_energy). xtrack divides
+  /// by 1 + ptau_beta0 before ptau_beta0 is rounded through ptau; the results differ in the last bit.
+  FT_FUNCTION void set_derived_energy() {
+    rvv = (1.0 + delta) / (1.0 + ptau * beta0);
+    rv0v = 1.0 / rvv;
+    rpp = 1.0 / (1.0 + delta);
+  }
+
   /// Set delta and keep ptau, rpp and rvv consistent (xtrack Particles.update_delta).
   FT_FUNCTION void update_delta(double new_delta) {
     const double delta_beta0 = new_delta * beta0;
     const double ptau_beta0 = sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
     delta = new_delta;
-    rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
-    rv0v = 1.0 / rvv;
-    rpp = 1.0 / (1.0 + new_delta);
     ptau = ptau_beta0 / beta0;
+    set_derived_energy();
   }
 
   /// Add an energy change given as a fraction of the reference energy E0 = P0 c / beta0,
@@ -53,17 +62,23 @@ struct ParticleView {
   FT_FUNCTION void add_to_energy(double energy_change_over_e0) {
     const double ptau_beta0 = ptau * beta0 + energy_change_over_e0;
     const double new_ptau = ptau_beta0 / beta0;
-    const double new_delta = sqrt(new_ptau * new_ptau + 2.0 * new_ptau / beta0 + 1.0) - 1.0;
     ptau = new_ptau;
-    delta = new_delta;
-    rvv = (1.0 + new_delta) / (1.0 + ptau_beta0);
-    rv0v = 1.0 / rvv;
-    rpp = 1.0 / (1.0 + new_delta);
+    delta = sqrt(new_ptau * new_ptau + 2.0 * new_ptau / beta0 + 1.0) - 1.0;
+    set_derived_energy();
   }
 
   FT_FUNCTION bool alive() const { return state > 0; }
   FT_FUNCTION void mark_lost() { state = kLostOnAperture; }
 };
+
+/// The particle with rpp and rvv recomputed from delta and ptau (set_derived_energy): what a kernel
+/// that loads only delta and ptau sees, bit for bit what the writer of the energy held.
+FT_FUNCTION ParticleView particle_with_derived_energy(double x, double px, double y, double py, double zeta,
+                                                      double delta, double ptau, double beta0, int state) {
+  ParticleView p{x, px, y, py, zeta, delta, ptau, 1.0, 1.0, beta0, state};
+  p.set_derived_energy();
+  return p;
+}
 
 /// A live particle at (x, px, y, py, zeta, delta), with ptau, rpp and rvv made consistent.
 FT_FUNCTION ParticleView make_particle(double x, double px, double y, double py, double zeta, double delta,

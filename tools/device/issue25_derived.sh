@@ -1,0 +1,34 @@
+#!/bin/bash
+# Issue 25, third step on one GPU: rpp and rvv recomputed from delta and ptau in the collective
+# kernels (never loaded or stored), 32-bit shared-memory atomics in the deposit, and the deposit
+# kernels' occupancy. Build, the collective GPU tests (bitwise against the CPU), then the collective
+# bench at 10^8 with the issue's FFT size (frequency_resolution 5.6 MHz: 2048 points for 1000 slices),
+# each row against the same-run full-load baseline (FUSETRACK_FULL_LOADS=1: the kernels before the
+# coordinate masks), once with the old occupancy (FUSETRACK_BLOCKS_PER_SM=2); the PS example at 10^7.
+# Usage (device): OUT=... bash tools/device/issue25_derived.sh
+set -u
+OUT=${OUT:-/tmp/fusetrack-out}
+mkdir -p "$OUT"
+ROOT=$(pwd)
+export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
+export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
+export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
+cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
+  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+BIN=build-gpu/bin/fusetrack
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+bench() {  # label, lattice, extra arguments
+  local label=$1 lat=$2
+  shift 2
+  echo "== $label: $lat $*" | tee -a "$OUT/bench.log"
+  timeout 200 $BIN bench "$lat" --slices 1000 --gpu-turns 40 -N 20000 -n 5 "$@" 2>&1 \
+    | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+}
+small_fft=(--set impedance.frequency_resolution=5.6e6 --collective-particles 1e8)
+bench "longitudinal-only" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
+FUSETRACK_BLOCKS_PER_SM=2 bench "longitudinal-only, 2 blocks per SM" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
+bench "6D bench ring" lattices/longitudinal_bench_ring.json "${small_fft[@]}"
+bench "PS example" lattices/ps_injection_longitudinal.json --collective-particles 1e7
+timeout 280 build-gpu/bin/test_gpu -tc="collective*,bunch train on the GPU: 4*,transverse wake and damper on the GPU*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,fma=off: frozen*,collider on the GPU*,matched bunch*,GPU slice moments*,fma=off: every element*,fma=off: bundled rings*" 2>&1 \
+  | grep -E "MESSAGE|TEST CASE|test cases|assertions|ERROR|FAILED|skipped" | tee "$OUT/tests.log" | tail -40
