@@ -108,12 +108,13 @@ TEST_CASE("collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FUL
   CHECK(r.lost > 0);
 }
 
-TEST_CASE("collective fma=off: a longitudinal-only ring's kernels load and store only zeta and the energy: CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
+TEST_CASE("collective fma=off: a longitudinal-only ring's kernels load and store only zeta, delta and ptau (rpp and rvv recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
   ElementRegistry registry;
   registry.load_default_plugins();
   const Lattice lattice = load_lattice(std::string(FT_SOURCE_DIR) + "/lattices/longitudinal_only_bench_ring.json", registry);
   const CollectiveTurnTraffic traffic = collective_turn_traffic(lattice);
-  REQUIRE(traffic.wrap.loaded == (FT_COORD_ZETA | FT_COORD_ENERGY));
+  REQUIRE(traffic.wrap.loaded == (FT_COORD_ZETA | FT_COORD_DELTA | FT_COORD_PTAU));
+  REQUIRE(traffic.wrap.derived_energy);
   Particles initial = ft::test::collective_bunch(lattice, 20000);
   // Coordinates no kernel loads after the first turn: beyond the global x limit (lost at the first
   // element), not finite (lost at the end of the first turn), large but inside the limit (kept).

@@ -149,6 +149,9 @@ bool collective_energy_is_derived(const Lattice& lattice);
 /// The kernel that runs the last segment of a turn and the first of the next in one pass (the
 /// end-of-turn checks in between; losses in the second part count for the next turn).
 constexpr const char* kWrapKernelName = "fusetrack_segment_wrap";
+/// The kernel that writes rpp and rvv from delta and ptau for every particle (set_derived_energy,
+/// with the segments' numerics), run before a download when the segments do not store them.
+constexpr const char* kDeriveEnergyKernelName = "fusetrack_derive_energy";
 
 /// One step of the switch kernel's sequence table, packed in 32 bits so that long lattices'
 /// tables stay cache-resident: the type's case id in the top 8 bits, the parameter block's

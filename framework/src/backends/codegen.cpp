@@ -808,6 +808,18 @@ struct FtParticleArrays {
 };
 )";
   s += kCollectiveSolverKernels;
+  s += fmt::format(R"(
+// rpp and rvv of every particle from its delta and ptau, before a download (the segments do not
+// store them when they are derived: collective_energy_is_derived).
+extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0) {{
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {{
+    const ft::ParticleView p = ft::particle_with_derived_energy(0.0, 0.0, 0.0, 0.0, 0.0, P.delta[i], P.ptau[i], beta0, 1);
+    P.rpp[i] = p.rpp;
+    P.rvv[i] = p.rvv;
+  }}
+}}
+)",
+                   kDeriveEnergyKernelName);
   const size_t K = program.collective.size();
   // Grid collective elements (space charge): the segment kernels take the grid arguments (the
   // grids change every turn when adapted to the bunch), and two stand-alone kernels make the moment

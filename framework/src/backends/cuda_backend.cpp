@@ -80,6 +80,7 @@ struct CollectiveKernels {
   CUmodule module = nullptr;
   std::vector<CUfunction> segments;
   CUfunction wrap = nullptr;  // last segment + first segment of the next turn
+  CUfunction derive_energy = nullptr;  // rpp and rvv from delta and ptau, before a download
   CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
@@ -971,6 +972,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       }
     }
     check(d.module_get_function(&kk.wrap, kk.module, kWrapKernelName), "cuModuleGetFunction");
+    check(d.module_get_function(&kk.derive_energy, kk.module, kDeriveEnergyKernelName), "cuModuleGetFunction");
     if (impl.collective[0].profile_in_shared) {
       const int bytes = static_cast<int>(impl.collective[0].deposit_words * sizeof(uint64_t));
       check(d.func_set_attribute(kk.wrap, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, bytes),
@@ -1024,12 +1026,18 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     return particles;
   };
   // Back to the host: the particles, and the last turn's profiles and fields.
-  // The kernels do not store rpp and rvv when they are derived from delta and ptau (codegen.h):
-  // the host recomputes them after each download, with the same formula.
+  // The kernels do not store rpp and rvv when they are derived from delta and ptau (codegen.h): a
+  // kernel with the segments' numerics writes them before each download.
   const bool derived_energy = collective_energy_is_derived(m_lattice);
   auto down_particles = [&] {
+    if (derived_energy && n > 0) {
+      int count = static_cast<int>(n);
+      double b0 = source ? source->share.beta0() : particles.beta0;
+      void* args[] = {&dp, &count, &b0};
+      const unsigned blocks = std::min(blocks_for(n, 256), static_cast<unsigned>(m_gpu.multiprocessors) * 8u);
+      check(d.launch_kernel(kk.derive_energy, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
+    }
     buffers.download(host_particles(), 0, n);
-    if (derived_energy) host_particles().derive_energy();
   };
   auto down_snapshots = [&] {
     for (size_t c = 0; c < K; ++c) {
@@ -1049,7 +1057,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       source->on_initial(particles);
     }
   } else if (n > 0) {
-    if (derived_energy) particles.derive_energy();  // as every kernel will see them (a no-op for our own particles)
     buffers.upload(particles, 0, n);
   }
 
