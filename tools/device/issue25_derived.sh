@@ -26,6 +26,15 @@ bench() {  # label, lattice, extra arguments
     | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
 }
 small_fft=(--set impedance.frequency_resolution=5.6e6 --collective-particles 1e8)
+stage=${STAGE:-all}
+if [ "$stage" = occupancy ]; then
+  # The segment kernels' register budget: FUSETRACK_COLLECTIVE_MIN_BLOCKS=N blocks of 256 threads per SM.
+  for mb in 0 5 6; do
+    FUSETRACK_COLLECTIVE_MIN_BLOCKS=$mb bench "longitudinal-only, min blocks $mb" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
+  done
+  FUSETRACK_COLLECTIVE_MIN_BLOCKS=5 bench "6D bench ring, min blocks 5" lattices/longitudinal_bench_ring.json "${small_fft[@]}"
+  exit 0
+fi
 bench "longitudinal-only" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
 FUSETRACK_BLOCKS_PER_SM=2 bench "longitudinal-only, 2 blocks per SM" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
 bench "6D bench ring" lattices/longitudinal_bench_ring.json "${small_fft[@]}"

@@ -797,6 +797,12 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
   const TurnProgram program = TurnProgram::build(lattice);
   const bool derived_energy = collective_energy_is_derived(lattice);
+  // Blocks of 256 threads; FUSETRACK_COLLECTIVE_MIN_BLOCKS=N asks the compiler to fit N of them on a
+  // multiprocessor (fewer registers per thread, spills allowed): a benchmark knob for the occupancy.
+  const char* min_blocks = std::getenv("FUSETRACK_COLLECTIVE_MIN_BLOCKS");
+  const std::string segment_launch_bounds =
+      min_blocks && std::atoi(min_blocks) > 0 ? fmt::format("__launch_bounds__(256, {})", std::atoi(min_blocks))
+                                              : std::string("__launch_bounds__(256)");
   if (grids.size() != program.collective.size())
     throw Error("collective codegen: one slice grid per collective element is needed");
   std::string s = source_preamble(lattice, src, fma);
@@ -862,7 +868,7 @@ extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0)
     const KernelTraffic traffic = kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit, derived_energy);
     s += fmt::format(R"(
 // {1}
-extern "C" __global__ void __launch_bounds__(256) {0}(
+extern "C" __global__ void {3} {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int turn, int n_elements, ft::GlobalLimits limits,
     const double* __restrict__ kick_field, unsigned long long* __restrict__ profile, int profile_in_shared,
@@ -871,7 +877,8 @@ extern "C" __global__ void __launch_bounds__(256) {0}(
   extern __shared__ unsigned long long ft_block_profile[];
 )",
                      name, comment,
-                     std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""));
+                     std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""),
+                     segment_launch_bounds);
     const bool grid_deposit = is_grid(deposit);
     if (grid_deposit)
       s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
