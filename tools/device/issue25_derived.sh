@@ -22,17 +22,18 @@ bench() {  # label, lattice, extra arguments
   local label=$1 lat=$2
   shift 2
   echo "== $label: $lat $*" | tee -a "$OUT/bench.log"
-  timeout 200 $BIN bench "$lat" --slices 1000 --gpu-turns 40 -N 20000 -n 5 "$@" 2>&1 \
+  timeout ${BENCH_TIMEOUT:-200} stdbuf -oL $BIN bench "$lat" --slices 1000 --gpu-turns 40 -N 20000 -n 5 "$@" 2>&1 \
     | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
 }
 small_fft=(--set impedance.frequency_resolution=5.6e6 --collective-particles 1e8)
 stage=${STAGE:-all}
 if [ "$stage" = occupancy ]; then
   # The segment kernels' register budget: FUSETRACK_COLLECTIVE_MIN_BLOCKS=N blocks of 256 threads per SM.
-  for mb in 0 5 6; do
-    FUSETRACK_COLLECTIVE_MIN_BLOCKS=$mb bench "longitudinal-only, min blocks $mb" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
+  # (Each bench at 10^8 samples the bunch on the host several times: minutes per lattice.)
+  for mb in ${MIN_BLOCKS:-5 0}; do
+    BENCH_TIMEOUT=$((570 - SECONDS)) FUSETRACK_COLLECTIVE_MIN_BLOCKS=$mb \
+      bench "longitudinal-only, min blocks $mb" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
   done
-  FUSETRACK_COLLECTIVE_MIN_BLOCKS=5 bench "6D bench ring, min blocks 5" lattices/longitudinal_bench_ring.json "${small_fft[@]}"
   exit 0
 fi
 bench "longitudinal-only" lattices/longitudinal_only_bench_ring.json "${small_fft[@]}"
