@@ -417,10 +417,11 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
         if (fma == FmaMode::Off && !same_particles(p, f))
           throw Error("bench: the run with every coordinate loaded differs from the masked run");
         if (fma == FmaMode::On)
-          fmt::print("# fma on: the run with every coordinate loaded differs from the masked run by at most {:.3g} in zeta "
-                     "and delta, {:.3g} in rvv (relative)\n",
-                     std::max(largest_relative_difference(p.zeta, f.zeta), largest_relative_difference(p.delta, f.delta)),
-                     largest_relative_difference(p.rvv, f.rvv));
+          fmt::print(
+              "# fma on: the run with every coordinate loaded differs from the masked run by at most {:.3g} in zeta "
+              "and delta, {:.3g} in rvv (relative)\n",
+              std::max(largest_relative_difference(p.zeta, f.zeta), largest_relative_difference(p.delta, f.delta)),
+              largest_relative_difference(p.rvv, f.rvv));
         const double per_turn = total / static_cast<double>(a.gpu_turns);
         const double rate = static_cast<double>(n) / per_turn;
         if (fma == FmaMode::On) on_seconds = total;

@@ -57,7 +57,8 @@ TEST_CASE("derived energy: rpp and rvv recomputed from delta and ptau are the bi
       ParticleView p = make_particle(0.0, 0.0, 0.0, 0.0, 0.0, 1e-2 * uniform(), beta0);
       p.add_to_energy(1e-4 * uniform());
       if (k % 2) p.update_delta(p.delta + 1e-6 * uniform());
-      const ParticleView q = particle_with_derived_energy(p.x, p.px, p.y, p.py, p.zeta, p.delta, p.ptau, beta0, p.state);
+      const ParticleView q =
+          particle_with_derived_energy(p.x, p.px, p.y, p.py, p.zeta, p.delta, p.ptau, beta0, p.state);
       REQUIRE(std::memcmp(&q.rpp, &p.rpp, sizeof(double)) == 0);
       REQUIRE(std::memcmp(&q.rvv, &p.rvv, sizeof(double)) == 0);
       REQUIRE(std::memcmp(&q.rv0v, &p.rv0v, sizeof(double)) == 0);

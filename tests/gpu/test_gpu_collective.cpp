@@ -108,7 +108,9 @@ TEST_CASE("collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FUL
   CHECK(r.lost > 0);
 }
 
-TEST_CASE("collective fma=off: a longitudinal-only ring's kernels load and store only zeta, delta and ptau (rpp and rvv recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
+TEST_CASE(
+    "collective fma=off: a longitudinal-only ring's kernels load and store only zeta, delta and ptau (rpp and rvv "
+    "recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
   ElementRegistry registry;
   registry.load_default_plugins();
   const Lattice lattice = load_lattice(std::string(FT_SOURCE_DIR) + "/lattices/longitudinal_only_bench_ring.json", registry);

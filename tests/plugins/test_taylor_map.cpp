@@ -286,13 +286,14 @@ TEST_CASE("a collective lattice with a plugin type that does not declare its coo
   // collective kernels load and store them instead of recomputing them from delta and ptau.
   std::ifstream in(ft::plugin_test::example_lattice("taylor_map"));
   json lattice_json = json::parse(in);
-  lattice_json["elements"]["impedance"] = {{"type", "LongitudinalImpedance"}, {"n_slices", 64},
-                                           {"zeta_min", -1.0},                {"zeta_max", 1.0},
-                                           {"intensity", 1e10},               {"method", "time"},
-                                           {"sources", json::array({{{"type", "Resonator"},
-                                                                     {"r_shunt", 1e3},
-                                                                     {"frequency", 1e9},
-                                                                     {"q", 1.0}}})}};
+  lattice_json["elements"]["impedance"] = {
+      {"type", "LongitudinalImpedance"},
+      {"n_slices", 64},
+      {"zeta_min", -1.0},
+      {"zeta_max", 1.0},
+      {"intensity", 1e10},
+      {"method", "time"},
+      {"sources", json::array({{{"type", "Resonator"}, {"r_shunt", 1e3}, {"frequency", 1e9}, {"q", 1.0}}})}};
   lattice_json["sequence"].push_back("impedance");
   const std::string path = std::string(FT_EXAMPLES_BUILD_DIR) + "/taylor_map/lattice_with_impedance.json";
   std::ofstream(path) << lattice_json.dump(2);

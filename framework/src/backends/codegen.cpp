@@ -800,9 +800,9 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   // Blocks of 256 threads; FUSETRACK_COLLECTIVE_MIN_BLOCKS=N asks the compiler to fit N of them on a
   // multiprocessor (fewer registers per thread, spills allowed): a benchmark knob for the occupancy.
   const char* min_blocks = std::getenv("FUSETRACK_COLLECTIVE_MIN_BLOCKS");
-  const std::string segment_launch_bounds =
-      min_blocks && std::atoi(min_blocks) > 0 ? fmt::format("__launch_bounds__(256, {})", std::atoi(min_blocks))
-                                              : std::string("__launch_bounds__(256)");
+  const std::string segment_launch_bounds = min_blocks && std::atoi(min_blocks) > 0
+                                                ? fmt::format("__launch_bounds__(256, {})", std::atoi(min_blocks))
+                                                : std::string("__launch_bounds__(256)");
   if (grids.size() != program.collective.size())
     throw Error("collective codegen: one slice grid per collective element is needed");
   std::string s = source_preamble(lattice, src, fma);
@@ -865,8 +865,10 @@ extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0)
       if (part.kind == Part::Elements) kernel_segments.push_back(part.segment);
       turn_end |= part.kind == Part::TurnEnd;
     }
-    const KernelTraffic traffic = kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit, derived_energy);
-    s += fmt::format(R"(
+    const KernelTraffic traffic =
+        kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit, derived_energy);
+    s +=
+        fmt::format(R"(
 // {1}
 extern "C" __global__ void {3} {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
@@ -876,9 +878,9 @@ extern "C" __global__ void {3} {0}(
   const bool ft_full = full_load != 0;  // the first turn: every coordinate (collective_turn_traffic)
   extern __shared__ unsigned long long ft_block_profile[];
 )",
-                     name, comment,
-                     std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""),
-                     segment_launch_bounds);
+                    name, comment,
+                    std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""),
+                    segment_launch_bounds);
     const bool grid_deposit = is_grid(deposit);
     if (grid_deposit)
       s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
@@ -989,16 +991,17 @@ extern "C" __global__ void {3} {0}(
            "        } else {\n          ft_extent_sum[ft::kExtentAccumulators] += 1ull;\n        }\n"
            "      }\n    }\n";
     if (moments_deposit)
-      s += "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
-           "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
-           "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
-           "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
-           "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
-           "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
-           "        if (profile_in_shared) ft::shared_add_u64(ft_block_profile, ft_word0 + a, ft_v);\n"
-           "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
-           "      }\n"
-           "    }\n";
+      s +=
+          "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
+          "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
+          "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
+          "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
+          "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
+          "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
+          "        if (profile_in_shared) ft::shared_add_u64(ft_block_profile, ft_word0 + a, ft_v);\n"
+          "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
+          "      }\n"
+          "    }\n";
     else if (deposit >= 0 && !grid_deposit)
       s += "    int bins[2];\n    unsigned long long weights[2];\n"
            "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"

@@ -6,17 +6,16 @@
 
 #include <algorithm>
 #include <atomic>
+#include <iostream>
 #include <limits>
 #include <string>
 
-#include <iostream>
-
 #include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
-#include "fusetrack/slice_wakes.h"
-#include "fusetrack/space_charge.h"
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
+#include "fusetrack/slice_wakes.h"
+#include "fusetrack/space_charge.h"
 #include "fusetrack/tracker.h"
 
 namespace ft {

@@ -1333,8 +1333,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     // Resident blocks per multiprocessor: 8 of 256 threads, fewer when the block's profile in shared
     // memory would not leave room for 8 (about 200 KiB of shared memory per SM on sm_90).
     // FUSETRACK_BLOCKS_PER_SM overrides it (benchmarks of the occupancy).
-    const unsigned per_sm = blocks_per_sm_override > 0 ? blocks_per_sm_override
-                                                       : (in_shared ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
+    const unsigned per_sm = blocks_per_sm_override > 0
+                                ? blocks_per_sm_override
+                                : (in_shared ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
     const unsigned blocks =
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     launch(f, blocks, kThreads, shared, args);

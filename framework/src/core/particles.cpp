@@ -60,7 +60,8 @@ size_t Particles::alive_count() const {
 
 void Particles::derive_energy() {
   for (size_t i = 0; i < size(); ++i) {
-    ParticleView p = particle_with_derived_energy(x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], beta0, state[i]);
+    ParticleView p =
+        particle_with_derived_energy(x[i], px[i], y[i], py[i], zeta[i], delta[i], ptau[i], beta0, state[i]);
     rpp[i] = p.rpp;
     rvv[i] = p.rvv;
   }
