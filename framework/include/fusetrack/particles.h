@@ -33,9 +33,10 @@ struct Particles {
   ParticleView view(size_t i) const;
   void store(size_t i, const ParticleView& p);
   size_t alive_count() const;
-  /// rpp and rvv of every particle recomputed from delta and ptau (ParticleView::set_derived_energy):
-  /// after a GPU collective run, whose kernels do not store them, and before one, so that a kernel that
-  /// recomputes them sees what the arrays hold.
+  /// rpp and rvv of every particle recomputed from delta and ptau (ParticleView::set_derived_energy).
+  /// The CPU backend does it before a collective run: the GPU's collective kernels never read the
+  /// arrays' rpp and rvv but recompute them (collective_energy_is_derived), so both start alike even
+  /// from particles whose rpp and rvv were written another way.
   void derive_energy();
   /// Block of `count` particles from `first`, for the CPU element loop.
   ft_particle_block block(size_t first, size_t count);
