@@ -308,8 +308,12 @@ bool same_particles(const Particles& a, const Particles& b) {
 
 double largest_relative_difference(const std::vector<double>& a, const std::vector<double>& b) {
   double worst = 0.0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i)
-    if (a[i] != b[i]) worst = std::max(worst, std::fabs(a[i] - b[i]) / std::max(std::fabs(a[i]), std::fabs(b[i])));
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    if (std::isnan(a[i]) && std::isnan(b[i])) continue;
+    if (a[i] == b[i]) continue;
+    const double d = std::fabs(a[i] - b[i]) / std::max(std::fabs(a[i]), std::fabs(b[i]));
+    worst = std::isfinite(d) ? std::max(worst, d) : std::numeric_limits<double>::infinity();  // NaN or inf vs a number
+  }
   return worst;
 }
 
@@ -416,6 +420,9 @@ void run_collective_bench(const BenchArgs& a, Lattice& lattice, const std::strin
         // (collective_energy_is_derived) differently from their computation where the energy changes.
         if (fma == FmaMode::Off && !same_particles(p, f))
           throw Error("bench: the run with every coordinate loaded differs from the masked run");
+        if (fma == FmaMode::On && (p.state != f.state || p.lost_turn != f.lost_turn))
+          fmt::print(
+              "# fma on: WARNING: the run with every coordinate loaded loses other particles or on other turns\n");
         if (fma == FmaMode::On)
           fmt::print(
               "# fma on: the run with every coordinate loaded differs from the masked run by at most {:.3g} in zeta "

@@ -81,6 +81,7 @@ struct CollectiveKernels {
   std::vector<CUfunction> segments;
   CUfunction wrap = nullptr;  // last segment + first segment of the next turn
   CUfunction derive_energy = nullptr;  // rpp and rvv from delta and ptau, before a download
+  bool derived_energy = false;         // the segments neither load nor store rpp and rvv (codegen.h)
   CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
@@ -953,6 +954,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     CollectiveKernels& kk = impl.collective_kernels;
     const Dispatch dispatch = choose_dispatch(m_lattice, m_options.dispatch);
     kk.source = generate_collective_kernels(m_lattice, options.fma, dispatch, grids);
+    kk.derived_energy = collective_energy_is_derived(m_lattice);  // as the source was generated
     if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump)
       dump_kernel_source(kk.source, fmt::format("{}/collective_{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
                                                 options.fma == FmaMode::On ? "fma_on" : "fma_off"));
@@ -1027,10 +1029,12 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   };
   // Back to the host: the particles, and the last turn's profiles and fields.
   // The kernels do not store rpp and rvv when they are derived from delta and ptau (codegen.h): a
-  // kernel with the segments' numerics writes them before each download.
-  const bool derived_energy = collective_energy_is_derived(m_lattice);
+  // kernel with the segments' numerics writes them before a download that follows segment kernels
+  // (particles made on the device keep the sampler's own rpp and rvv until they are tracked).
+  bool energy_stale = false;
   auto down_particles = [&] {
-    if (derived_energy && n > 0) {
+    if (kk.derived_energy && energy_stale && n > 0) {
+      energy_stale = false;
       int count = static_cast<int>(n);
       double b0 = source ? source->share.beta0() : particles.beta0;
       void* args[] = {&dp, &count, &b0};
@@ -1339,6 +1343,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     const unsigned blocks =
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     launch(f, blocks, kThreads, shared, args);
+    energy_stale = true;
     if (m_options.time_phases) {
       check(d.event_record(ev[2], nullptr), "cuEventRecord");
       check(d.event_synchronize(ev[2]), "collective segment");
