@@ -4,17 +4,10 @@
 # beam, 6 slices, one turn = both beams tracked + collided): GPU against all CPU cores, fma off/on.
 #   OUT=/tmp/out bash tools/device/collide.sh          (needs .carry/deps: libzip)
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+source tools/device/device_env.sh
 nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader | tee "$OUT/device.txt"
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
-  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+build_gpu fusetrack test_gpu builtin || exit 1
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 BIN=$ROOT/build-gpu/bin/fusetrack
 (cd build-gpu && ./bin/test_gpu -tc="collider*" 2>&1 | grep -E "MESSAGE|ERROR|test cases|assertions") | tee "$OUT/test_gpu_collider.log"

@@ -15,12 +15,7 @@
 #              10^4 slices, fma off/on, time split, bandwidth fraction)
 # Needs .carry/ (libzip, the reference kernel) carried with the call.
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+source tools/device/device_env.sh
 # Real lattices: ../shared does not travel; a copy is carried in .carry/xsuite.
 XSUITE=$ROOT/.carry/xsuite
 mkdir -p "$ROOT/../shared/lattices" && ln -sfn "$XSUITE" "$ROOT/../shared/lattices/xsuite" 2>/dev/null || true

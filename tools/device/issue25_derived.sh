@@ -7,15 +7,8 @@
 # coordinate masks), once with the old occupancy (FUSETRACK_BLOCKS_PER_SM=2); the PS example at 10^7.
 # Usage (device): OUT=... bash tools/device/issue25_derived.sh
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
-  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+source tools/device/device_env.sh
+build_gpu fusetrack test_gpu builtin || exit 1
 BIN=build-gpu/bin/fusetrack
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 bench() {  # label, lattice, extra arguments

@@ -4,12 +4,7 @@
 # Nsight Compute on the fused kernel of `fusetrack track` over 60 error seeds x 10^4 particles (the study's
 # kernel), one seed x 600,000 and the bare ring x 600,000; then kernel rates with fma off and on.
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+source tools/device/device_env.sh
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 if [ ! -x build-gpu/bin/fusetrack ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }

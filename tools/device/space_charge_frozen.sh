@@ -6,15 +6,8 @@
 # rings with frozen space-charge elements: the bundled 160 MeV ring with 160 and 480 elements and the
 # PS Booster (Xsuite line) with 160, 10^6 particles on the GPU (fma off and on) against 16 CPU threads.
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
-  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+source tools/device/device_env.sh
+build_gpu fusetrack test_gpu builtin || exit 1
 BIN=$ROOT/build-gpu/bin/fusetrack
 (cd build-gpu && timeout 120 ./bin/test_gpu -tc="*frozen space charge*,GPU Poisson solver*" 2>&1 \
   | grep -E "MESSAGE|ERROR|values|test cases|assertions|SKIPPED" -A1

@@ -6,18 +6,11 @@
 #    wall (100 stored turns), one rank vs two (one GPU each), the hash of the final bunches compared;
 # 3. the GPU tests named by TESTS (doctest filter), on GPU 0.
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+source tools/device/device_env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j32 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
-  || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
+build_gpu fusetrack test_gpu builtin || exit 1
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 if [ -n "${TESTS:-}" ]; then
   (cd build-gpu && CUDA_VISIBLE_DEVICES=0 ./bin/test_gpu -tc="$TESTS" ${TEST_ARGS:-} 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions") | tee "$OUT/test_gpu.log"

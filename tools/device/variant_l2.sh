@@ -8,12 +8,7 @@
 #   with --optimize, the same (OPTS=plain: without; RUNS=name:count... picks runs).
 #   OUT=/tmp/out bash tools/device/variant_l2.sh   (needs .carry/deps and .carry/xsuite)
 set -u
-OUT=${OUT:-/tmp/fusetrack-out}
-mkdir -p "$OUT"
-ROOT=$(pwd)
-export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
-export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
-export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
+source tools/device/device_env.sh
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 TURNS=${TURNS:-100}
 if [ ! -x build-gpu/bin/fusetrack ]; then
