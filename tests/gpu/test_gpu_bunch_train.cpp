@@ -123,7 +123,15 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   const double bunch_spacing = 1.2 * std::max(1, static_cast<int>(std::floor(150.0 / (1.2 * bunches))));
   const Lattice lattice = train_ring(bunches, bunch_spacing, 500, memory);
   Communicator& comm = world();
-  const Share share = share_of(static_cast<size_t>(bunches), comm.rank(), comm.size());
+  Share share = share_of(static_cast<size_t>(bunches), comm.rank(), comm.size());
+  // FUSETRACK_TRAIN_SHARE=k/n (one process): only the bunches rank k of n would hold, without the sums over
+  // ranks, to time one rank's segment kernels alone on one GPU (a diagnostic; the hash is not comparable).
+  const char* share_spec = std::getenv("FUSETRACK_TRAIN_SHARE");
+  int share_k = 0, share_n = 0;
+  if (share_spec && std::sscanf(share_spec, "%d/%d", &share_k, &share_n) == 2 && comm.size() == 1 && share_n > 0)
+    share = share_of(static_cast<size_t>(bunches), share_k, share_n);
+  else
+    share_spec = nullptr;
   const Particles initial = train_bunches(lattice.reference().beta0(), static_cast<int>(share.begin),
                                           static_cast<int>(share.size()), per_bunch, bunch_spacing, 0.1);
   CudaBackendOptions co;
@@ -161,7 +169,10 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
                     1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1),
                     1e3 * s.moments_transfer_seconds / (turns - 1), 1e3 * s.moments_sum_seconds / (turns - 1),
                     1e3 * s.moments_host_seconds / (turns - 1),
-                    std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)" : "", all));
+                    share_spec    ? fmt::format(" (bunches {} to {} alone: share {})", share.begin, share.end - 1, share_spec)
+                    : std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)"
+                                                             : "",
+                    all));
   // Every rank's split (the waits in the sums show which rank is the slower).
   std::vector<uint64_t> split(4 * static_cast<size_t>(comm.size()), 0);
   const double mine[4] = {s.segment_seconds, s.moments_transfer_seconds, s.moments_sum_seconds, s.moments_host_seconds};

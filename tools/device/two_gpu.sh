@@ -15,14 +15,25 @@ echo "== build ok ($(( $(date +%s) - t0 )) s)"
 if [ -n "${TESTS:-}" ]; then
   (cd build-gpu && CUDA_VISIBLE_DEVICES=0 ./bin/test_gpu -tc="$TESTS" ${TEST_ARGS:-} 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions") | tee "$OUT/test_gpu.log"
 fi
-if [ "${TRAIN:-1}" = 1 ]; then
-  for np in 1 2; do
-    echo "== bunch train: $np rank(s)" | tee -a "$OUT/train.log"
-    FUSETRACK_TRAIN_BUNCHES=${TRAIN_BUNCHES:-100} FUSETRACK_TRAIN_PARTICLES=${TRAIN_PARTICLES:-1000000} \
+train() {  # ranks, label, extra environment (NAME=VALUE ...)
+  local np=$1 label=$2
+  shift 2
+  echo "== bunch train: $np rank(s) $label" | tee -a "$OUT/train.log"
+  env "$@" FUSETRACK_TRAIN_BUNCHES=${TRAIN_BUNCHES:-100} FUSETRACK_TRAIN_PARTICLES=${TRAIN_PARTICLES:-1000000} \
     FUSETRACK_TRAIN_TURNS=${TRAIN_TURNS:-20} timeout ${TRAIN_TIMEOUT:-200} \
-      mpirun -np $np --bind-to none build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip 2>&1 \
-      | grep -E "MESSAGE|bunches x|ERROR|FAILED|test cases" | tee -a "$OUT/train.log"
+    mpirun -np $np --bind-to none build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip 2>&1 \
+    | grep -E "MESSAGE|bunches x|rank [0-9]:|ERROR|FAILED|test cases" | tee -a "$OUT/train.log"
+}
+if [ "${TRAIN:-1}" = 1 ]; then
+  # TRAIN_REPEAT pairs of one and two ranks, alternating (the pairs' spread is the measurement's).
+  for rep in $(seq 1 ${TRAIN_REPEAT:-1}); do
+    for np in 1 2; do train $np "(pair $rep)" X=0; done
   done
+  # SHARE_DIAG=1: each rank's bunches alone in one process on GPU 0 (FUSETRACK_TRAIN_SHARE=k/2), to see
+  # whether the second half of the train costs more in the segment kernels whatever the GPU.
+  if [ "${SHARE_DIAG:-0}" = 1 ]; then
+    for k in 0 1; do train 1 "(share $k/2 alone, GPU 0)" FUSETRACK_TRAIN_SHARE=$k/2 CUDA_VISIBLE_DEVICES=0; done
+  fi
 fi
 if [ "${DA:-1}" = 1 ]; then
   TWO_TURNS=${TWO_TURNS:-2000} OUT=$OUT bash tools/device/da_study.sh twogpu 2>&1 | grep -v "^== build ok"
