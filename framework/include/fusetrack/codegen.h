@@ -146,6 +146,14 @@ CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice);
 /// sqrt(delta^2 beta0^2 + 2 delta beta0^2 + 1) - 1, loses digits to cancellation at small delta.
 bool collective_energy_is_derived(const Lattice& lattice);
 
+/// Slice-moment deposits whose table does not fit in shared memory (bunch trains: n_bunches x n_slices
+/// slices): each block takes a contiguous chunk of the particles (which lie in one or two bunches when
+/// the particles are stored bunch after bunch) and sums, in shared memory, the slices of a window of
+/// this many slices centred on its first particle's slice; the particles outside the window add to the
+/// table in global memory directly. Integer sums: the table is the same whatever the window catches.
+/// (600 slices x kSliceCentroidAccumulators x 8 bytes: 24 KiB, 8 blocks per SM.)
+constexpr int kMomentWindowSlices = 600;
+
 /// The kernel that runs the last segment of a turn and the first of the next in one pass (the
 /// end-of-turn checks in between; losses in the second part count for the next turn).
 constexpr const char* kWrapKernelName = "fusetrack_segment_wrap";

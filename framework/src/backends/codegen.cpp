@@ -894,17 +894,45 @@ extern "C" __global__ void {3} {0}(
       s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(g));
       s += fmt::format("  const int ft_deposit_words = {};  // {} slices x ft::kSliceCentroidAccumulators, out of range\n",
                        g.n_slices * kSliceCentroidAccumulators + 1, g.n_slices);
-      s += "  if (profile_in_shared) {\n"
+      // profile_in_shared 1: the whole table in shared memory; 2: a window of the table (a bunch train),
+      // the block's particles a contiguous chunk (kMomentWindowSlices in codegen.h).
+      s += fmt::format("  const int ft_window_slices = {};\n", std::min(g.n_slices, kMomentWindowSlices));
+      s += "  const int ft_window_words = ft_window_slices * ft::kSliceCentroidAccumulators;  // then the out-of-range count\n"
+           "  __shared__ int ft_window_first_shared;\n"
+           "  int ft_window_first = 0;\n"
+           "  if (profile_in_shared == 1) {\n"
            "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
-           "    __syncthreads();\n  }\n";
+           "    __syncthreads();\n"
+           "  } else if (profile_in_shared == 2) {\n"
+           "    for (int b = threadIdx.x; b <= ft_window_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+           "    if (threadIdx.x == 0) {\n"
+           "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
+           "      ft_window_first_shared = ft::deposit_window_first(deposit_grid, first < n_particles ? P.zeta[first] : 0.0,\n"
+           "                                                        ft_window_slices);\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "    ft_window_first = ft_window_first_shared;\n"
+           "  }\n";
     } else if (deposit >= 0 && !grid_deposit) {
       s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[static_cast<size_t>(deposit)]));
       s += "  if (profile_in_shared) {\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
            "    __syncthreads();\n  }\n";
     }
-    s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n"
-         "    if (P.state[i] <= 0) continue;\n";
+    if (moments_deposit)  // a windowed deposit: each block a contiguous chunk of the particles
+      s += "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+           "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
+           "  if (profile_in_shared == 2) {\n"
+           "    const long long chunk = ft::deposit_chunk(n_particles);\n"
+           "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
+           "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
+           "    ft_stride = blockDim.x;\n"
+           "  }\n"
+           "  for (long long ft_i = ft_begin; ft_i < ft_end; ft_i += ft_stride) {\n"
+           "    const int i = static_cast<int>(ft_i);\n";
+    else
+      s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n";
+    s += "    if (P.state[i] <= 0) continue;\n";
     s += particle_load(traffic, derived_energy);
     s += "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";
@@ -996,9 +1024,16 @@ extern "C" __global__ void {3} {0}(
           "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
           "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
           "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
+          "      // The word in shared memory (-1: none): the table's, or the window's when the slice is inside it.\n"
+          "      const int ft_local = profile_in_shared == 1 ? ft_word0\n"
+          "                           : profile_in_shared == 2\n"
+          "                               ? (m < 0 ? ft_window_words\n"
+          "                                  : (ft_bin >= ft_window_first && ft_bin < ft_window_first + ft_window_slices)\n"
+          "                                      ? (ft_bin - ft_window_first) * ft::kSliceCentroidAccumulators : -1)\n"
+          "                               : -1;\n"
           "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
           "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
-          "        if (profile_in_shared) ft::shared_add_u64(ft_block_profile, ft_word0 + a, ft_v);\n"
+          "        if (ft_local >= 0) ft::shared_add_u64(ft_block_profile, ft_local + a, ft_v);\n"
           "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
           "      }\n"
           "    }\n";
@@ -1017,9 +1052,17 @@ extern "C" __global__ void {3} {0}(
            "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x)\n"
            "      if (ft_block_extent[a]) atomicAdd(&extent_acc[a], ft_block_extent[a]);\n  }\n";
     if (moments_deposit)
-      s += "  if (profile_in_shared) {  // integer sums: block (shared), then global\n    __syncthreads();\n"
+      s += "  if (profile_in_shared == 1) {  // integer sums: block (shared), then global\n    __syncthreads();\n"
            "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x)\n"
-           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
+           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n"
+           "  } else if (profile_in_shared == 2) {  // the window's slices, then its out-of-range count\n"
+           "    __syncthreads();\n"
+           "    const int ft_offset = ft_window_first * ft::kSliceCentroidAccumulators;\n"
+           "    for (int b = threadIdx.x; b < ft_window_words; b += blockDim.x)\n"
+           "      if (ft_block_profile[b]) atomicAdd(&profile[ft_offset + b], ft_block_profile[b]);\n"
+           "    if (threadIdx.x == 0 && ft_block_profile[ft_window_words])\n"
+           "      atomicAdd(&profile[ft_deposit_words - 1], ft_block_profile[ft_window_words]);\n"
+           "  }\n";
     else if (deposit >= 0 && !grid_deposit)
       s += "  if (profile_in_shared) {\n    __syncthreads();\n"
            "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"

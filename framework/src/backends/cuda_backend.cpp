@@ -74,6 +74,9 @@ struct DeviceCollective {
   cufftHandle plan_forward = 0, plan_inverse = 0;
   bool use_cufft = false;
   bool profile_in_shared = false;
+  // Slice moments too large for shared memory (bunch trains): the words of a block's window in shared
+  // memory (kMomentWindowSlices slices, then the out-of-range count); 0: no window.
+  size_t window_words = 0;
 };
 
 struct CollectiveKernels {
@@ -888,6 +891,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         dc.counts = device_zeros(d, dc.deposit_words * sizeof(uint64_t), "cuMemAlloc(slice moments)");
         dc.field = device_zeros(d, ns * FT_SLICE_KICK_VALUES * sizeof(double), "cuMemAlloc(slice kicks)");
         dc.profile_in_shared = dc.deposit_words * sizeof(uint64_t) <= 96 * 1024;
+        // FUSETRACK_MOMENT_WINDOW=0: no window, every contribution to global memory (the benchmark's baseline).
+        const char* window_env = std::getenv("FUSETRACK_MOMENT_WINDOW");
+        if (!dc.profile_in_shared && !(window_env && std::string(window_env) == "0"))
+          dc.window_words = std::min(ns, static_cast<size_t>(kMomentWindowSlices)) * kSliceCentroidAccumulators + 1;
         grids.push_back(dc.moments->slice_grid());
         impl.collective.push_back(std::move(dc));
         DeviceCollective& kept = impl.collective.back();  // (its buffers freed by free_collective from here on)
@@ -1290,8 +1297,15 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   auto run_segment = [&](CUfunction f, size_t kick_c, size_t deposit_c, bool kick, bool deposit, int turn) {
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
-    int in_shared = deposit && impl.collective[deposit_c].profile_in_shared ? 1 : 0;
-    const unsigned shared = in_shared ? static_cast<unsigned>(impl.collective[deposit_c].deposit_words) * 8u : 0u;
+    // 1: the deposit's whole table in shared memory; 2: a window of it (slice moments of a train).
+    int in_shared = !deposit                                          ? 0
+                          : impl.collective[deposit_c].profile_in_shared    ? 1
+                          : impl.collective[deposit_c].window_words > 0 ? 2
+                                                                            : 0;
+    const unsigned shared = static_cast<unsigned>(in_shared == 1   ? impl.collective[deposit_c].deposit_words
+                                                  : in_shared == 2 ? impl.collective[deposit_c].window_words
+                                                                   : 0) *
+                            8u;
     if (deposit && (impl.collective[deposit_c].solver || impl.collective[deposit_c].moments))
       check(d.memset_d8(profile, 0, impl.collective[deposit_c].deposit_words * sizeof(uint64_t)), "cuMemset(profile)");
     SliceMomentScales deposit_scales{};

@@ -72,6 +72,26 @@ FT_FUNCTION int slice_moment_contributions(const SliceGrid& g, const SliceMoment
 /// block holds many slices in shared memory.
 constexpr int kSliceCentroidAccumulators = 5;
 
+/// The first slice of a window of `window` slices (window <= g.n_slices) centred on the slice of zeta
+/// (clamped to the grid; slice 0 for NaN), kept inside the grid: the part of a bunch train's table that
+/// a GPU block of a windowed deposit sums in shared memory (codegen.h, kMomentWindowSlices).
+FT_FUNCTION int deposit_window_first(const SliceGrid& g, double zeta, int window) {
+  const double u = (zeta - g.zeta_min) * g.inv_dz;
+  int k = 0;
+  if (u >= 0.0) k = u < static_cast<double>(g.n_slices) ? static_cast<int>(u) : g.n_slices - 1;
+  const int first = k - window / 2, last_first = g.n_slices - window;
+  return first < 0 ? 0 : (first > last_first ? last_first : first);
+}
+
+#ifdef FT_DEVICE_COMPILE
+/// The particles of each block of a windowed deposit: a contiguous chunk, a whole number of blocks of
+/// threads, so that the grid covers n_particles and consecutive threads read consecutive particles.
+__device__ __forceinline__ long long deposit_chunk(int n_particles) {
+  const long long per_block = (n_particles + static_cast<long long>(gridDim.x) - 1) / gridDim.x;
+  return (per_block + blockDim.x - 1) / blockDim.x * blockDim.x;
+}
+#endif
+
 /// The slice a particle with coordinates c = (x, px, y, py, zeta, delta) contributes to (nearest
 /// slice of g, which must have linear = 0) and its contributions out[k]. Returns -1 for a particle with
 /// a transverse coordinate outside its declared range (it contributes nothing and is counted by the
