@@ -6,8 +6,8 @@
 #    element type and the bundled rings (the portable sine's exact product);
 # 2. the train benchmark (100 bunches x 10^6, FFT convolution, 120 turns) on one GPU with the window and
 #    without it (FUSETRACK_MOMENT_WINDOW=0: every contribution to global memory), same call;
-# 3. issue 25's bench on the longitudinal-only ring (10^8, 1000 slices, the issue's FFT size), fma off and on;
-# 4. NCU=1: Nsight Compute on the longitudinal-only ring's wrap kernel (fma off and on, 10^7).
+# 3. NCU=1: Nsight Compute on the longitudinal-only ring's wrap kernel (fma off and on, 10^7);
+# 4. issue 25's bench (with the call's time left) on the longitudinal-only ring (10^8, 1000 slices, the issue's FFT size), fma off and on;
 set -u
 source tools/device/device_env.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
@@ -26,12 +26,6 @@ if [ "${TRAIN:-1}" = 1 ]; then
       timeout 150 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip 2>&1 \
       | grep -E "bunches x|ERROR|FAILED" | tee -a "$OUT/train.log"
   done
-fi
-if [ "${BENCH:-1}" = 1 ]; then
-  echo "== longitudinal-only ring, 10^8" | tee -a "$OUT/bench.log"
-  timeout ${BENCH_TIMEOUT:-200} stdbuf -oL $BIN bench lattices/longitudinal_only_bench_ring.json --slices 1000 --gpu-turns 40 \
-    -N 20000 -n 5 --set impedance.frequency_resolution=5.6e6 --collective-particles 1e8 2>&1 \
-    | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
 fi
 if [ "${NCU:-1}" = 1 ]; then
   NCU_BIN=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1)
@@ -55,5 +49,11 @@ PY
     grep -E "Duration|Registers Per|Achieved Occupancy|Theoretical Occupancy|Compute \(SM\) Throughput|Memory Throughput|DRAM Throughput|Issue Slots|Executed Ipc|Warp Cycles Per Issued|No Eligible|Stall|pipe|FP64" \
       "$OUT/ncu_wrap_fma_$fma.txt" | head -30
   done
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  echo "== longitudinal-only ring, 10^8" | tee -a "$OUT/bench.log"
+  timeout $((570 - SECONDS)) stdbuf -oL $BIN bench lattices/longitudinal_only_bench_ring.json --slices 1000 --gpu-turns 40 \
+    -N 20000 -n 5 --set impedance.frequency_resolution=5.6e6 --collective-particles 1e8 2>&1 \
+    | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
 fi
 echo "== total $((SECONDS - t0)) s"
