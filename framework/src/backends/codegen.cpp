@@ -714,18 +714,65 @@ constexpr const char* kCoordinateNames[9] = {"x", "px", "y", "py", "zeta", "delt
 /// The ParticleView of particle i with the coordinates the kernel loads; the others only when
 /// full_load is set (the first turn), else neutral values (0; 1 for rpp and rvv) that pass every check.
 /// With derived energy, rpp and rvv are recomputed from delta and ptau, or 1 when nothing reads them.
+/// How a segment kernel's particle loop reads the next particle ahead of tracking this one (the
+/// kernels wait on memory latency at their occupancy, Nsight Compute: 42% of the stalls). `l1`: a
+/// prefetch of the next particle's words into L1 (no registers; the default); `registers`: the next
+/// particle's state and coordinates loaded into registers one iteration ahead (more registers: fewer
+/// resident blocks for 6D kernels); `none`: each particle's words loaded when it starts.
+/// FUSETRACK_PREFETCH=l1|registers|none chooses (a benchmark knob; the results are the same bits).
+enum class Prefetch { None, L1, Registers };
+Prefetch segment_prefetch() {
+  const char* v = std::getenv("FUSETRACK_PREFETCH");
+  if (!v) return Prefetch::L1;
+  const std::string m(v);
+  return m == "none" ? Prefetch::None : m == "registers" ? Prefetch::Registers : Prefetch::L1;
+}
+
+/// The particle view of particle i: the coordinates every turn loads (ft_<name>, ft_state from
+/// particle_loop), the others from memory on the first turn only.
 std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
   std::string args;
   const int last = derived_energy ? 7 : 9;
   for (int c = 0; c < last; ++c) {
     const std::string array = fmt::format("P.{}[i]", kCoordinateNames[c]);
-    args += (traffic.loaded >> c) & 1u ? array : fmt::format("(ft_full ? {} : {})", array, c >= 7 ? "1.0" : "0.0");
+    args += (traffic.loaded >> c) & 1u ? fmt::format("ft_{}", kCoordinateNames[c])
+                                       : fmt::format("(ft_full ? {} : {})", array, c >= 7 ? "1.0" : "0.0");
     args += ", ";
   }
   if (traffic.derived_energy)
-    return "    ft::ParticleView p = ft::particle_with_derived_energy(" + args + "beta0, P.state[i]);\n";
+    return "    ft::ParticleView p = ft::particle_with_derived_energy(" + args + "beta0, ft_state);\n";
   if (derived_energy) args += "1.0, 1.0, ";  // rpp and rvv: nothing in this kernel reads them
-  return "    ft::ParticleView p{" + args + "beta0, P.state[i]};\n";
+  return "    ft::ParticleView p{" + args + "beta0, ft_state};\n";
+}
+
+/// The particle loop of a segment kernel over [ft_begin, ft_end) in steps of ft_stride, up to the
+/// state check, with ft_state and ft_<name> for the coordinates loaded every turn (segment_prefetch).
+/// With registers, a dead particle's coordinates are read too (a few bytes where losses are rare, as
+/// in collective runs).
+std::string particle_loop(const KernelTraffic& traffic, Prefetch prefetch) {
+  std::string declare = "  int ft_next_state = 0;\n", first, next, take, hint;
+  for (int c = 0; c < 9; ++c) {
+    if (!((traffic.loaded >> c) & 1u)) continue;
+    const char* name = kCoordinateNames[c];
+    declare += fmt::format("  double ft_next_{} = 0.0;\n", name);
+    first += fmt::format(" ft_next_{0} = P.{0}[ft_begin];", name);
+    next += fmt::format(" ft_next_{0} = P.{0}[ft_j];", name);
+    take += fmt::format("    const double ft_{0} = {1};\n", name,
+                        prefetch == Prefetch::Registers ? fmt::format("ft_next_{}", name) : fmt::format("P.{}[i]", name));
+    hint += fmt::format(" ft::prefetch_l1(P.{}, ft_j);", name);
+  }
+  const std::string loop = "  for (long long ft_i = ft_begin; ft_i < ft_end; ft_i += ft_stride) {\n"
+                           "    const int i = static_cast<int>(ft_i);\n";
+  if (prefetch == Prefetch::Registers)
+    return declare + "  if (ft_begin < ft_end) { ft_next_state = P.state[ft_begin];" + first + " }\n" + loop +
+           "    const int ft_state = ft_next_state;\n" + take +
+           "    if (ft_i + ft_stride < ft_end) {\n      const long long ft_j = ft_i + ft_stride;\n" +
+           "      ft_next_state = P.state[ft_j];" + next + "\n    }\n    if (ft_state <= 0) continue;\n";
+  std::string s = loop + "    const int ft_state = P.state[i];\n";
+  if (prefetch == Prefetch::L1)
+    s += "    if (ft_i + ft_stride < ft_end) {  // the next particle's words on their way to L1\n"
+         "      const long long ft_j = ft_i + ft_stride;\n      ft::prefetch_l1(P.state, ft_j);" + hint + "\n    }\n";
+  return s + "    if (ft_state <= 0) continue;\n" + take;
 }
 
 std::string particle_store(uint32_t stored) {
@@ -797,6 +844,7 @@ KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Di
   if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
   const TurnProgram program = TurnProgram::build(lattice);
   const bool derived_energy = collective_energy_is_derived(lattice);
+  const Prefetch prefetch = segment_prefetch();
   // Blocks of 256 threads; FUSETRACK_COLLECTIVE_MIN_BLOCKS=N asks the compiler to fit N of them on a
   // multiprocessor (fewer registers per thread, spills allowed): a benchmark knob for the occupancy.
   const char* min_blocks = std::getenv("FUSETRACK_COLLECTIVE_MIN_BLOCKS");
@@ -927,12 +975,11 @@ extern "C" __global__ void {3} {0}(
            "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
            "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
            "    ft_stride = blockDim.x;\n"
-           "  }\n"
-           "  for (long long ft_i = ft_begin; ft_i < ft_end; ft_i += ft_stride) {\n"
-           "    const int i = static_cast<int>(ft_i);\n";
+           "  }\n";
     else
-      s += "  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {\n";
-    s += "    if (P.state[i] <= 0) continue;\n";
+      s += "  const long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+           "                  ft_stride = (long long)gridDim.x * blockDim.x;\n";
+    s += particle_loop(traffic, prefetch);
     s += particle_load(traffic, derived_energy);
     s += "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";

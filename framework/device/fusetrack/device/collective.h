@@ -19,6 +19,13 @@ constexpr int kProfileWeightBits = 24;
 constexpr unsigned long long kProfileUnit = 1ull << kProfileWeightBits;
 
 #if defined(FT_DEVICE_COMPILE)
+/// A hint that the word base[index] of global memory will be read soon: fetched into L1 without a
+/// register (PTX prefetch.global.L1; generic addresses of global memory are global addresses).
+template <class T>
+__device__ __forceinline__ void prefetch_l1(const T* base, long long index) {
+  asm volatile("prefetch.global.L1 [%0];" ::"l"(base + index));
+}
+
 /// Adds v to the 64-bit word `index` of a shared-memory array with native 32-bit atomics: the low
 /// half with its carry detected from the returned old value, then the high half plus the carry.
 /// The pair read back as one little-endian 64-bit word is the exact sum modulo 2^64, in any thread

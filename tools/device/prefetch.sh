@@ -1,0 +1,51 @@
+#!/bin/bash
+# One GPU, one call: how the collective segment kernels read the next particle (FUSETRACK_PREFETCH=l1|registers|none,
+# codegen.cpp segment_prefetch), issue 25.
+#   OUT=/tmp/out bash tools/device/prefetch.sh     (needs .carry/deps)
+# 1. GPU tests of the collective kernels (bitwise against the CPU) with the default (l1);
+# 2. every mode on 10^7 particles (track, 300 turns; kernel time per turn, solves included): the longitudinal-only
+#    ring and its 6D twin with the issue's FFT size, the PS example, fma off and on;
+# 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size) with the default, in the time left.
+set -u
+source tools/device/device_env.sh
+nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+t0=$SECONDS
+build_gpu fusetrack test_gpu builtin || exit 1
+echo "== build ok ($((SECONDS - t0)) s)"
+BIN=build-gpu/bin/fusetrack
+if [ "${TESTS:-1}" = 1 ]; then
+  timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*" 2>&1 \
+    | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee "$OUT/tests.log" | tail -30
+fi
+python3 - <<'PY'
+import json, numpy as np
+for name in ("longitudinal_only_bench_ring", "longitudinal_bench_ring"):
+    d = json.load(open(f"lattices/{name}.json"))
+    d["elements"]["impedance"]["frequency_resolution"] = 5.6e6
+    json.dump(d, open(f"build-gpu/{name}_fft.json", "w"))
+n, r = 10**7, np.random.default_rng(1)
+z = np.zeros(n)
+np.savez("build-gpu/lon_bunch.npz", x=z, px=z, y=z, py=z, zeta=r.normal(0, 2, n), delta=r.normal(0, 5e-4, n))
+np.savez("build-gpu/bunch6d.npz", x=r.normal(0, 1e-3, n), px=r.normal(0, 1e-4, n), y=r.normal(0, 1e-3, n),
+         py=r.normal(0, 1e-4, n), zeta=r.normal(0, 2, n), delta=r.normal(0, 5e-4, n))
+PY
+if [ "${MODES:-1}" = 1 ]; then
+  for lat in longitudinal_only_bench_ring_fft:lon_bunch longitudinal_bench_ring_fft:bunch6d; do
+    L=build-gpu/${lat%%:*}.json; B=build-gpu/${lat##*:}.npz
+    for fma in off on; do
+      $BIN track $L --particles $B -n 2 --device gpu --fma $fma >/dev/null 2>&1  # compile
+      for mode in l1 registers none l1; do
+        FUSETRACK_PREFETCH=$mode $BIN track $L --particles $B -n 2 --device gpu --fma $fma >/dev/null 2>&1  # compile
+        line=$(FUSETRACK_PREFETCH=$mode $BIN track $L --particles $B -n 300 --device gpu --fma $fma 2>&1 | grep "^breakdown")
+        echo "${lat%%:*} fma $fma prefetch $mode: $(echo "$line" | grep -oE 'kernels [0-9.]+ s')" | tee -a "$OUT/modes.log"
+      done
+    done
+  done
+fi
+if [ "${BENCH:-1}" = 1 ]; then
+  echo "== longitudinal-only ring, 10^8, default prefetch" | tee -a "$OUT/bench.log"
+  timeout $((580 - SECONDS)) stdbuf -oL $BIN bench lattices/longitudinal_only_bench_ring.json --slices 1000 --gpu-turns 40 \
+    -N 20000 -n 5 --set impedance.frequency_resolution=5.6e6 --collective-particles 1e8 2>&1 \
+    | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+fi
+echo "== total $((SECONDS - t0)) s"
