@@ -26,8 +26,11 @@ train() {  # ranks, label, extra environment (NAME=VALUE ...)
 }
 if [ "${TRAIN:-1}" = 1 ]; then
   # TRAIN_REPEAT pairs of one and two ranks, alternating (the pairs' spread is the measurement's).
-  for rep in $(seq 1 ${TRAIN_REPEAT:-1}); do
-    for np in 1 2; do train $np "(pair $rep)" X=0; done
+  # TRAIN_ENVS: extra settings, one pair (or TRAIN_REPEAT pairs) each, e.g. "X=0 OMP_WAIT_POLICY=active".
+  for setting in ${TRAIN_ENVS:-X=0}; do
+    for rep in $(seq 1 ${TRAIN_REPEAT:-1}); do
+      for np in 1 2; do train $np "(pair $rep, ${setting//,/ })" ${setting//,/ }; done
+    done
   done
   # SHARE_DIAG=1: each rank's bunches alone in one process on GPU 0 (FUSETRACK_TRAIN_SHARE=k/2), to see
   # whether the second half of the train costs more in the segment kernels whatever the GPU.
