@@ -43,9 +43,13 @@ if [ "${MODES:-1}" = 1 ]; then
   done
 fi
 if [ "${BENCH:-1}" = 1 ]; then
-  echo "== longitudinal-only ring, 10^8, default prefetch" | tee -a "$OUT/bench.log"
-  timeout $((580 - SECONDS)) stdbuf -oL $BIN bench lattices/longitudinal_only_bench_ring.json --slices 1000 --gpu-turns 40 \
-    -N 20000 -n 5 --set impedance.frequency_resolution=5.6e6 --collective-particles 1e8 2>&1 \
-    | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+  # BENCH_RUNS: lattice:particles pairs, the FFT size for the bench rings (the PS example keeps its own).
+  for run in ${BENCH_RUNS:-longitudinal_only_bench_ring:1e8}; do
+    lat=${run%%:*}; np=${run##*:}
+    fft=(); [ "$lat" != ps_injection_longitudinal ] && fft=(--set impedance.frequency_resolution=5.6e6)
+    echo "== $lat, $np, default prefetch" | tee -a "$OUT/bench.log"
+    timeout $((580 - SECONDS)) stdbuf -oL $BIN bench lattices/$lat.json --slices 1000 --gpu-turns 40 \
+      -N 20000 -n 5 "${fft[@]}" --collective-particles $np 2>&1 | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+  done
 fi
 echo "== total $((SECONDS - t0)) s"

@@ -716,16 +716,17 @@ constexpr const char* kCoordinateNames[9] = {"x", "px", "y", "py", "zeta", "delt
 /// With derived energy, rpp and rvv are recomputed from delta and ptau, or 1 when nothing reads them.
 /// How a segment kernel's particle loop reads the next particle ahead of tracking this one (the
 /// kernels wait on memory latency at their occupancy, Nsight Compute: 42% of the stalls). `l1`: a
-/// prefetch of the next particle's words into L1 (no registers; the default); `registers`: the next
-/// particle's state and coordinates loaded into registers one iteration ahead (more registers: fewer
-/// resident blocks for 6D kernels); `none`: each particle's words loaded when it starts.
-/// FUSETRACK_PREFETCH=l1|registers|none chooses (a benchmark knob; the results are the same bits).
-enum class Prefetch { None, L1, Registers };
+/// prefetch of the next particle's words into L1 (no registers); `registers`: the next particle's
+/// state and coordinates loaded into registers one iteration ahead (more registers: fewer resident
+/// blocks for 6D kernels, 8-11% slower there, 3-4% faster for three coordinates); `none`: each
+/// particle's words loaded when it starts. The default (`auto`): registers for a kernel that loads at
+/// most three coordinates every turn, else l1. FUSETRACK_PREFETCH=auto|l1|registers|none chooses (a
+/// benchmark knob; the results are the same bits in every mode).
+enum class Prefetch { None, L1, Registers, Auto };
 Prefetch segment_prefetch() {
   const char* v = std::getenv("FUSETRACK_PREFETCH");
-  if (!v) return Prefetch::L1;
-  const std::string m(v);
-  return m == "none" ? Prefetch::None : m == "registers" ? Prefetch::Registers : Prefetch::L1;
+  const std::string m(v ? v : "auto");
+  return m == "none" ? Prefetch::None : m == "registers" ? Prefetch::Registers : m == "l1" ? Prefetch::L1 : Prefetch::Auto;
 }
 
 /// The particle view of particle i: the coordinates every turn loads (ft_<name>, ft_state from
@@ -750,6 +751,7 @@ std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
 /// With registers, a dead particle's coordinates are read too (a few bytes where losses are rare, as
 /// in collective runs).
 std::string particle_loop(const KernelTraffic& traffic, Prefetch prefetch) {
+  if (prefetch == Prefetch::Auto) prefetch = coordinate_count(traffic.loaded) <= 3 ? Prefetch::Registers : Prefetch::L1;
   std::string declare = "  int ft_next_state = 0;\n", first, next, take, hint;
   for (int c = 0; c < 9; ++c) {
     if (!((traffic.loaded >> c) & 1u)) continue;
