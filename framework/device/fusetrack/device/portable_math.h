@@ -6,10 +6,9 @@
 //
 // The host compiler (x86-64, -ffp-contract=off, no fast-math) and NVRTC (--fmad=false) give
 // bit-identical results: the code uses only operations that both round correctly (+ - * /,
-// sqrt, and fma where it forms the exact error of a product), fabs, comparisons, integer
-// arithmetic, double <-> integer conversions of integral values and exact bit reinterpretation.
-// No other C math function, no long double, no contraction, no tables (a few dozen named
-// constants). Every expression is written in the order it is evaluated in.
+// sqrt), fabs, comparisons, integer arithmetic, double <-> integer conversions of integral
+// values and exact bit reinterpretation. No C math library, no long double, no FMA, no tables
+// (a few dozen named constants). Every expression is written in the order it is evaluated in.
 //
 // Accuracy: largest error seen against a quad-precision reference, 1-4 million samples per
 // function (tests/unit/test_portable_math.cpp checks <= 2 ulp from the C library and <= 1 ulp
@@ -28,14 +27,13 @@
 // Odd functions keep the sign of zero. A NaN result is always the canonical quiet NaN
 // (0x7ff8000000000000), so that its bits agree between host and device too.
 //
-// Building blocks: Knuth's TwoSum, Dekker's Fast2Sum and the exact product (fma(a, b, -a b): the
-// same exact error as Dekker's product with Veltkamp's split, in one instruction) give exact rounding errors, so that reduced arguments and results are carried
+// Building blocks: Knuth's TwoSum, Dekker's Fast2Sum and exact product (Dekker 1971, with
+// Veltkamp's split) give exact rounding errors, so that reduced arguments and results are carried
 // as unevaluated double-double sums and rounded once at the end. Polynomials are truncated Taylor
 // (or atanh / arctan) series with the exact rational coefficients rounded to double, with enough
 // terms that the truncation error is below 2^-57 relative.
 
 #ifndef FT_DEVICE_COMPILE
-#include <math.h>    // fma: correctly rounded (C99), in hardware where the CPU has it
 #include <string.h>  // memcpy for the host-side bit casts
 static_assert(sizeof(unsigned long long) == 8 && sizeof(double) == 8, "64-bit double and long long expected");
 #endif
@@ -112,12 +110,20 @@ FT_FUNCTION void fast_two_sum(double a, double b, double& s, double& e) {
   e = b - (s - a);
 }
 
-// p + e == a * b exactly, p = fl(a * b), for a b - p not below the normal range (no underflow):
-// e = fma(a, b, -p) is exact and correctly rounded fma is the same on host (C99 fma) and device, so
-// the pair equals Dekker's product (Veltkamp's split) bit for bit wherever that one is exact.
+// a == hi + lo, each with at most 26 significant bits (Veltkamp's split); |a| < 2^995.
+FT_FUNCTION void split(double a, double& hi, double& lo) {
+  const double c = 134217729.0 * a;  // 2^27 + 1
+  hi = c - (c - a);
+  lo = a - hi;
+}
+
+// p + e == a * b exactly, p = fl(a * b) (Dekker's product); |a|, |b| < 2^995 and no underflow.
 FT_FUNCTION void two_prod(double a, double b, double& p, double& e) {
   p = a * b;
-  e = ::fma(a, b, -p);
+  double ah, al, bh, bl;
+  split(a, ah, al);
+  split(b, bh, bl);
+  e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
 }
 
 // (nh + nl) / (dh + dl) as qh + ql (|ql| <~ ulp(qh)), for |dl| <= ulp(dh).
