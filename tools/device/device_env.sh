@@ -13,3 +13,13 @@ build_gpu() {
   cmake --build build-gpu -j"$(nproc)" ${1:+--target "$@"} >"$OUT/build.log" 2>&1 \
     || { grep -E -A5 "error" "$OUT/build.log" | head -60; return 1; }
 }
+
+# The usual start of a one-GPU script: the device's name into $OUT/device.txt, the build of fusetrack, test_gpu
+# and the built-in plugin (timed), and BIN.
+device_start() {
+  nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+  local t=$SECONDS
+  build_gpu fusetrack test_gpu builtin || return 1
+  echo "== build ok ($((SECONDS - t)) s)"
+  BIN=build-gpu/bin/fusetrack
+}

@@ -8,11 +8,8 @@
 # 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size) with the default, in the time left.
 set -u
 source tools/device/device_env.sh
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 t0=$SECONDS
-build_gpu fusetrack test_gpu builtin || exit 1
-echo "== build ok ($((SECONDS - t0)) s)"
-BIN=build-gpu/bin/fusetrack
+device_start || exit 1
 if [ "${TESTS:-1}" = 1 ]; then
   timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*" 2>&1 \
     | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee "$OUT/tests.log" | tail -30

@@ -10,11 +10,8 @@
 # 4. issue 25's bench (with the call's time left) on the longitudinal-only ring (10^8, 1000 slices, the issue's FFT size), fma off and on;
 set -u
 source tools/device/device_env.sh
-nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
 t0=$SECONDS
-build_gpu fusetrack test_gpu builtin || exit 1
-echo "== build ok ($((SECONDS - t0)) s)"
-BIN=build-gpu/bin/fusetrack
+device_start || exit 1
 if [ "${TESTS:-1}" = 1 ]; then
   timeout ${TEST_TIMEOUT:-200} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,transverse wake and damper on the GPU: fma off*,fma=off: every element*,fma=off: bundled*,fma=off: Bend*,collective fma=off: a longitudinal*" 2>&1 \
     | grep -E "MESSAGE|bitwise|test cases|assertions|ERROR|FAILED|skipped" | grep -v "^\s*$" | tee "$OUT/tests.log" | tail -30

@@ -711,9 +711,6 @@ int coordinate_count(uint32_t mask) { return __builtin_popcount(mask & FT_COORD_
 
 constexpr const char* kCoordinateNames[9] = {"x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv"};
 
-/// The ParticleView of particle i with the coordinates the kernel loads; the others only when
-/// full_load is set (the first turn), else neutral values (0; 1 for rpp and rvv) that pass every check.
-/// With derived energy, rpp and rvv are recomputed from delta and ptau, or 1 when nothing reads them.
 /// How a segment kernel's particle loop reads the next particle ahead of tracking this one (the
 /// kernels wait on memory latency at their occupancy, Nsight Compute: 42% of the stalls). `l1`: a
 /// prefetch of the next particle's words into L1 (no registers); `registers`: the next particle's
@@ -730,8 +727,10 @@ Prefetch segment_prefetch() {
   return m == "none" ? Prefetch::None : m == "registers" ? Prefetch::Registers : m == "l1" ? Prefetch::L1 : Prefetch::Auto;
 }
 
-/// The particle view of particle i: the coordinates every turn loads (ft_<name>, ft_state from
-/// particle_loop), the others from memory on the first turn only.
+/// The ParticleView of particle i with the coordinates the kernel loads (ft_<name> and ft_state from
+/// particle_loop); the others only when full_load is set (the first turn), else neutral values (0; 1 for
+/// rpp and rvv) that pass every check. With derived energy, rpp and rvv are recomputed from delta and
+/// ptau, or 1 when nothing reads them.
 std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
   std::string args;
   const int last = derived_energy ? 7 : 9;
