@@ -58,10 +58,11 @@ Source inductive(double z_over_n) {
 }
 
 /// V(t) by Simpson's rule on [0, 12 / (pi sigma_t)] (the Gaussian factor < e^-70 beyond) with a step
-/// of 100 Hz (the narrowest feature, the 32 kHz bandwidth, spans 320 steps).
+/// of 2 kHz (the narrowest feature, the 32 kHz bandwidth, spans 16 steps; for each of the three sources
+/// this differs from a 100 Hz step by less than 2e-15 of the peak voltage, checked once on 41 times).
 double analytic_voltage(const Source& s, double t, double st = sigma_t()) {
   const double upper = 12.0 / (kPi * st);
-  const int intervals = 2 * static_cast<int>(upper / 200.0);
+  const int intervals = 2 * static_cast<int>(upper / 4000.0);
   const double h = upper / intervals;
   double sum = 0;
   for (int k = 0; k <= intervals; ++k) {
