@@ -2,17 +2,21 @@
 # One GPU, one call: how the collective segment kernels read the next particle (FUSETRACK_PREFETCH=l1|registers|none,
 # codegen.cpp segment_prefetch), issue 25.
 #   OUT=/tmp/out bash tools/device/prefetch.sh     (needs .carry/deps)
-# 1. GPU tests of the collective kernels (bitwise against the CPU) with the default (l1);
+# 1. GPU tests of the collective kernels (bitwise against the CPU) with the prefetch modes of TEST_MODES (l1);
 # 2. every mode on 10^7 particles (track, 300 turns; kernel time per turn, solves included): the longitudinal-only
 #    ring and its 6D twin with the issue's FFT size, the PS example, fma off and on;
-# 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size) with the default, in the time left.
+# 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size; BENCH_RUNS, BENCH_ENVS), in the time left.
 set -u
 source tools/device/device_env.sh
 t0=$SECONDS
 device_start || exit 1
 if [ "${TESTS:-1}" = 1 ]; then
-  timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*" 2>&1 \
-    | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee "$OUT/tests.log" | tail -30
+  # TEST_MODES: the prefetch modes the collective GPU tests run with (each bitwise against the CPU).
+  for mode in ${TEST_MODES:-l1}; do
+    echo "== GPU tests, FUSETRACK_PREFETCH=$mode" | tee -a "$OUT/tests.log"
+    FUSETRACK_PREFETCH=$mode timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*" 2>&1 \
+      | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee -a "$OUT/tests.log" | tail -12
+  done
 fi
 python3 - <<'PY'
 import json, numpy as np
@@ -41,12 +45,16 @@ if [ "${MODES:-1}" = 1 ]; then
 fi
 if [ "${BENCH:-1}" = 1 ]; then
   # BENCH_RUNS: lattice:particles pairs, the issue's FFT size for the bench rings (the PS example keeps its own).
+  # BENCH_ENVS: settings (VAR=value, several joined by ',') each bench runs with, in turn; "default": none.
   for run in ${BENCH_RUNS:-longitudinal_only_bench_ring:1e8}; do
     lat=${run%%:*}; np=${run##*:}
     fft=(); [ "$lat" != ps_injection_longitudinal ] && fft=(--set impedance.frequency_resolution=5.6e6)
-    echo "== $lat, $np, default prefetch" | tee -a "$OUT/bench.log"
-    timeout $((580 - SECONDS)) stdbuf -oL $BIN bench lattices/$lat.json --slices 1000 --gpu-turns 40 \
-      -N 20000 -n 5 "${fft[@]}" --collective-particles $np 2>&1 | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+    for setting in ${BENCH_ENVS:-default}; do
+      envs=(); [ "$setting" != default ] && IFS=, read -r -a envs <<<"$setting"
+      echo "== $lat, $np, $setting" | tee -a "$OUT/bench.log"
+      timeout $((580 - SECONDS)) env "${envs[@]}" stdbuf -oL $BIN bench lattices/$lat.json --slices 1000 --gpu-turns 40 \
+        -N 20000 -n 5 "${fft[@]}" --collective-particles $np 2>&1 | grep -v "^LongitudinalImpedance" | tee -a "$OUT/bench.log"
+    done
   done
 fi
 echo "== total $((SECONDS - t0)) s"
