@@ -11,10 +11,12 @@ source tools/device/device_env.sh
 t0=$SECONDS
 device_start || exit 1
 if [ "${TESTS:-1}" = 1 ]; then
-  # TEST_MODES: the prefetch modes the collective GPU tests run with (each bitwise against the CPU).
+  # TEST_MODES: the prefetch modes the collective GPU tests run with (each bitwise against the CPU);
+  # TEST_FILTER: the test cases (doctest -tc).
+  TEST_FILTER=${TEST_FILTER:-"bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*"}
   for mode in ${TEST_MODES:-l1}; do
     echo "== GPU tests, FUSETRACK_PREFETCH=$mode" | tee -a "$OUT/tests.log"
-    FUSETRACK_PREFETCH=$mode timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*" 2>&1 \
+    FUSETRACK_PREFETCH=$mode timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="$TEST_FILTER" 2>&1 \
       | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee -a "$OUT/tests.log" | tail -12
   done
 fi
