@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <complex>
 #include <random>
 
@@ -14,6 +15,7 @@
 #include "fusetrack/da.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "support/collective_lattice.h"
+#include "support/lattice_builders.h"
 
 using namespace ft;
 using ft::test::CollectiveRingOptions;
@@ -209,6 +211,44 @@ TEST_CASE("collective lattices: every kernel variant compiles with NVRTC (no GPU
           CHECK(k.cubin.size() > 1000);
         }
     }
+}
+
+TEST_CASE("collective kernels: every prefetch mode compiles with NVRTC, auto takes registers only where at most three coordinates are loaded") {
+  // FUSETRACK_PREFETCH (codegen.cpp, segment_prefetch): l1 emits prefetches of the next particle's words,
+  // registers loads them one iteration ahead into ft_next_<name>, none does neither; auto (the default)
+  // is registers for the longitudinal-only ring (zeta, delta, ptau) and l1 for a 6D ring.
+  const Lattice longitudinal = ft::test::bundled_lattice("longitudinal_only_bench_ring.json");
+  const Lattice six_d = lattice_from_json(ft::test::collective_ring_json(), "ring6d", ft::test::builtin_registry());
+  const KernelCompiler compiler("off");
+  const auto source = [](const Lattice& lattice, const char* mode) {
+    if (mode) setenv("FUSETRACK_PREFETCH", mode, 1);
+    else unsetenv("FUSETRACK_PREFETCH");
+    const TurnProgram program = TurnProgram::build(lattice);
+    std::vector<SliceGrid> grids;
+    for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, FmaMode::Off, 10).slice_grid());
+    KernelSource src = generate_collective_kernels(lattice, FmaMode::Off, Dispatch::Baked, grids);
+    unsetenv("FUSETRACK_PREFETCH");
+    return src;
+  };
+  const auto form = [](const KernelSource& src) {
+    const bool l1 = src.text.find("ft::prefetch_l1(P.zeta") != std::string::npos;
+    const bool registers = src.text.find("ft_next_zeta = P.zeta[ft_j]") != std::string::npos;
+    return l1 && registers ? "both" : l1 ? "l1" : registers ? "registers" : "none";
+  };
+  for (const char* mode : {"none", "l1", "registers", "auto"})
+    for (const Lattice* lattice : {&longitudinal, &six_d}) {
+      CAPTURE(mode);
+      CAPTURE(lattice == &longitudinal);
+      const KernelSource src = source(*lattice, mode);
+      const std::string expected =
+          std::string(mode) != "auto" ? mode : lattice == &longitudinal ? "registers" : "l1";
+      CHECK(form(src) == expected);
+      CompiledKernel k;
+      CHECK_NOTHROW(k = compiler.compile(src, 90));
+      CHECK(k.cubin.size() > 1000);
+    }
+  CHECK(std::string(form(source(longitudinal, nullptr))) == "registers");  // the default is auto
+  CHECK(std::string(form(source(six_d, nullptr))) == "l1");
 }
 
 TEST_CASE("a collective lattice starting and ending with collective elements tracks on the CPU") {
