@@ -1,8 +1,8 @@
 #!/bin/bash
-# One GPU, one call: how the collective segment kernels read the next particle (FUSETRACK_PREFETCH=l1|registers|none,
+# One GPU, one call: how the collective segment kernels read the next particle (FUSETRACK_PREFETCH=auto|l1|registers|none,
 # codegen.cpp segment_prefetch), issue 25.
 #   OUT=/tmp/out bash tools/device/prefetch.sh     (needs .carry/deps)
-# 1. GPU tests of the collective kernels (bitwise against the CPU) with the prefetch modes of TEST_MODES (l1);
+# 1. GPU tests of the collective kernels (bitwise against the CPU) with the prefetch modes of TEST_MODES (auto, the default);
 # 2. every mode on 10^7 particles (track, 300 turns; kernel time per turn, solves included): the longitudinal-only
 #    ring and its 6D twin with the issue's FFT size, the PS example, fma off and on;
 # 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size; BENCH_RUNS, BENCH_ENVS), in the time left.
@@ -14,7 +14,7 @@ if [ "${TESTS:-1}" = 1 ]; then
   # TEST_MODES: the prefetch modes the collective GPU tests run with (each bitwise against the CPU);
   # TEST_FILTER: the test cases (doctest -tc).
   TEST_FILTER=${TEST_FILTER:-"bunch train on the GPU: 4*,bunch train on the GPU: a slice*,collective fma=off: CPU*,collective fma=off: a longitudinal*,transverse wake and damper on the GPU: fma off*,space charge PIC on the GPU: fma off*,frozen space charge with sizes*,matched bunch made on the device and tracked*"}
-  for mode in ${TEST_MODES:-l1}; do
+  for mode in ${TEST_MODES:-auto}; do
     echo "== GPU tests, FUSETRACK_PREFETCH=$mode" | tee -a "$OUT/tests.log"
     FUSETRACK_PREFETCH=$mode timeout ${TEST_TIMEOUT:-150} build-gpu/bin/test_gpu -tc="$TEST_FILTER" 2>&1 \
       | grep -E "MESSAGE|test cases|assertions|ERROR|FAILED" | tee -a "$OUT/tests.log" | tail -12
@@ -37,7 +37,7 @@ if [ "${MODES:-1}" = 1 ]; then
     L=build-gpu/${lat%%:*}.json; B=build-gpu/${lat##*:}.npz
     for fma in off on; do
       $BIN track $L --particles $B -n 2 --device gpu --fma $fma >/dev/null 2>&1  # compile
-      for mode in l1 registers none l1; do
+      for mode in auto l1 registers none auto; do
         FUSETRACK_PREFETCH=$mode $BIN track $L --particles $B -n 2 --device gpu --fma $fma >/dev/null 2>&1  # compile
         line=$(FUSETRACK_PREFETCH=$mode $BIN track $L --particles $B -n 300 --device gpu --fma $fma 2>&1 | grep "^breakdown")
         echo "${lat%%:*} fma $fma prefetch $mode: $(echo "$line" | grep -oE 'kernels [0-9.]+ s')" | tee -a "$OUT/modes.log"
