@@ -193,13 +193,14 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   if (comm.is_root())
     MESSAGE(
         fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns) on {} rank(s): "
-                    "{:.2f} turns/s over {} turns (rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
-                    "{:.3f} ms/turn: transfers {:.3f}, sums over ranks {:.3f}, host solve {:.3f}){}; hash of the final "
-                    "bunches {:016x}",
+                    "{:.2f} turns/s over {} turns ({:.2f} without rank 0's particle copies; rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
+                    "{:.3f} ms/turn: transfers {:.3f}, sums over ranks {:.3f}, host solve {:.3f}; particles up "
+                    "{:.3f} s, down {:.3f} s){}; hash of the final bunches {:016x}",
                     bunches, per_bunch, bunch_spacing, memory, comm.size(), (turns - 1) / wall, turns - 1,
+                    (turns - 1) / (wall - s.upload_seconds - s.download_seconds),
                     1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1),
                     1e3 * s.moments_transfer_seconds / (turns - 1), 1e3 * s.moments_sum_seconds / (turns - 1),
-                    1e3 * s.moments_host_seconds / (turns - 1),
+                    1e3 * s.moments_host_seconds / (turns - 1), s.upload_seconds, s.download_seconds,
                     share_spec    ? fmt::format(" (bunches {} to {} alone: share {})", share.begin, share.end - 1, share_spec)
                     : std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)"
                                                              : "",

@@ -15,6 +15,7 @@
 #include <cufft.h>
 
 #include "cuda_driver.h"
+#include "cuda_staging.h"
 #include "fusetrack/collective.h"
 #include "fusetrack/slice_wakes.h"
 #include "fusetrack/space_charge.h"
@@ -102,6 +103,8 @@ struct CudaBackend::Impl {
   size_t collective_macroparticles = 0;
   bool collective_ready = false;
   std::vector<CollectiveSnapshot> snapshots;
+  // The particles' copies through page-locked buffers (made with the first large copy, kept).
+  std::unique_ptr<cuda::StagedCopier> staging;
 
   void free_collective() {
     for (DeviceCollective& c : collective) {
@@ -138,6 +141,7 @@ struct CudaBackend::Impl {
     if (!d) return;
     d->ctx_set_current(context);
     free_collective();
+    staging.reset();
     for (auto& [key, k] : kernels)
       if (k.module) d->module_unload(k.module);
     if (switch_steps) d->mem_free(switch_steps);
@@ -239,12 +243,13 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 /// Device arrays for `capacity` particles (freed with the object), and the copies of particles
-/// [first, first + count) between them and the host, timed into the run's statistics (copies
-/// from pageable host memory are synchronous). The single-particle and the collective paths
-/// share it.
+/// [first, first + count) between them and the host, timed into the run's statistics (through the
+/// page-locked staging buffers, cuda_staging.h; synchronous). The single-particle and the collective
+/// paths share it.
 class DeviceParticleBuffers {
  public:
-  DeviceParticleBuffers(const cuda::Driver& d, size_t capacity, CudaRunStats& stats) : m_d(d), m_stats(stats) {
+  DeviceParticleBuffers(const cuda::Driver& d, cuda::StagedCopier& copier, size_t capacity, CudaRunStats& stats)
+      : m_d(d), m_copier(copier), m_stats(stats) {
     const size_t n = std::max<size_t>(capacity, 1);
     const Particles types;  // empty: only the element types of its arrays are used
     for_each_particle_array(types, m_dp, [&](const auto& host, CUdeviceptr& device) {
@@ -264,20 +269,21 @@ class DeviceParticleBuffers {
   void upload(const Particles& p, size_t first, size_t count) {
     const auto t0 = std::chrono::steady_clock::now();
     for_each_particle_array(p, m_dp, [&](const auto& host, CUdeviceptr device) {
-      ft::upload(m_d, device, host, first, count);
+      m_copier.to_device(device, host.data() + first, count * sizeof(host[0]));
     });
     m_stats.upload_seconds += seconds_since(t0);
   }
   void download(Particles& p, size_t first, size_t count) {
     const auto t0 = std::chrono::steady_clock::now();
     for_each_particle_array(p, m_dp, [&](auto& host, CUdeviceptr device) {
-      ft::download(m_d, host, device, first, count);
+      m_copier.to_host(host.data() + first, device, count * sizeof(host[0]));
     });
     m_stats.download_seconds += seconds_since(t0);
   }
 
  private:
   const cuda::Driver& m_d;
+  cuda::StagedCopier& m_copier;
   CudaRunStats& m_stats;
   DeviceParticles m_dp{};
 };
@@ -727,7 +733,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
                                              "a run with per-turn callbacks (monitors, checkpoints)")
                               .resident;
 
-  DeviceParticleBuffers buffers(d, resident, m_stats);
+  if (!m_impl->staging) m_impl->staging = std::make_unique<cuda::StagedCopier>(d);
+  DeviceParticleBuffers buffers(d, *m_impl->staging, resident, m_stats);
   DeviceParticles& dp = buffers.arrays();
   // Each particle's variant (null: every particle reads the first table).
   const bool with_variants = !m_impl->variants.empty() && !particles.variant.empty();
@@ -1027,7 +1034,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
 
   // Particles on the device for the whole call.
   m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
-  DeviceParticleBuffers buffers(d, n, m_stats);
+  if (!impl.staging) impl.staging = std::make_unique<cuda::StagedCopier>(d);
+  DeviceParticleBuffers buffers(d, *impl.staging, n, m_stats);
   DeviceParticles& dp = buffers.arrays();
   // Particles made on the device have a host copy only once one is asked for (ids first + i).
   auto host_particles = [&]() -> Particles& {

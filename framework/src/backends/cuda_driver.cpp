@@ -59,6 +59,8 @@ Loaded load() {
   resolve(lib, "cuMemcpyHtoD_v2", d.memcpy_htod, missing);
   resolve(lib, "cuMemcpyDtoH_v2", d.memcpy_dtoh, missing);
   resolve(lib, "cuMemcpyDtoD_v2", d.memcpy_dtod, missing);
+  resolve(lib, "cuMemcpyHtoDAsync_v2", d.memcpy_htod_async, missing);
+  resolve(lib, "cuMemcpyDtoHAsync_v2", d.memcpy_dtoh_async, missing);
   resolve(lib, "cuMemGetInfo_v2", d.mem_get_info, missing);
   resolve(lib, "cuMemsetD8_v2", d.memset_d8, missing);
   resolve(lib, "cuFuncSetAttribute", d.func_set_attribute, missing);

@@ -31,6 +31,8 @@ struct Driver {
   decltype(&::cuMemcpyHtoD) memcpy_htod = nullptr;
   decltype(&::cuMemcpyDtoH) memcpy_dtoh = nullptr;
   decltype(&::cuMemcpyDtoD) memcpy_dtod = nullptr;
+  decltype(&::cuMemcpyHtoDAsync) memcpy_htod_async = nullptr;
+  decltype(&::cuMemcpyDtoHAsync) memcpy_dtoh_async = nullptr;
   decltype(&::cuMemGetInfo) mem_get_info = nullptr;
   decltype(&::cuMemsetD8) memset_d8 = nullptr;
   decltype(&::cuFuncSetAttribute) func_set_attribute = nullptr;
