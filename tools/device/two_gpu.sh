@@ -9,6 +9,7 @@ set -u
 source tools/device/device_env.sh
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
+lscpu | grep -E "^(Model name|Socket|Core|Thread|NUMA node)" | tee -a "$OUT/device.txt"
 t0=$(date +%s)
 build_gpu fusetrack test_gpu builtin || exit 1
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
@@ -18,10 +19,16 @@ fi
 train() {  # ranks, label, extra environment (NAME=VALUE ...)
   local np=$1 label=$2
   shift 2
+  # BIND=threads (a setting): each rank on its own half of the hardware threads (OpenMP threads inside it),
+  # one rank or two alike; otherwise the ranks are not bound.
+  local bind="--bind-to none"
+  for a in "$@"; do
+    [ "$a" = BIND=threads ] && bind="--use-hwthread-cpus --map-by slot:PE=$(( $(nproc) / 2 )) --bind-to hwthread"
+  done
   echo "== bunch train: $np rank(s) $label" | tee -a "$OUT/train.log"
   env "$@" FUSETRACK_TRAIN_BUNCHES=${TRAIN_BUNCHES:-100} FUSETRACK_TRAIN_PARTICLES=${TRAIN_PARTICLES:-1000000} \
     FUSETRACK_TRAIN_TURNS=${TRAIN_TURNS:-20} timeout ${TRAIN_TIMEOUT:-200} \
-    mpirun -np $np --bind-to none build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip 2>&1 \
+    mpirun -np $np $bind build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip 2>&1 \
     | grep -E "MESSAGE|bunches x|rank [0-9]:|ERROR|FAILED|test cases" | tee -a "$OUT/train.log"
 }
 if [ "${TRAIN:-1}" = 1 ]; then
