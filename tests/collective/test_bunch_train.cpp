@@ -6,9 +6,11 @@
 // equal, the resistive-wall coupled-bunch growth of a ring filled with rigid bunches against the analytic
 // rate (Chao 1993, ch. 4, lowest betatron sideband; the impedance written out here), and bad input named.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <chrono>
 #include <cmath>
+#include <cstring>
 #include <complex>
 #include <nlohmann/json.hpp>
 #include <random>
@@ -301,6 +303,60 @@ TEST_CASE("bunch train: 1, 2 and 3 emulated MPI ranks give the same particles bi
     }
 }
 
+TEST_CASE("bunch train: the long range's stored turns summed ahead (prepare_next_turn) give the same kicks bitwise") {
+  // A GPU backend sums the FFT long range's stored turns while the segment kernels run; the kicks must be the bits
+  // of a solve that sums them itself. 6 bunches, 5 stored turns; tables that change every turn; both paths of the
+  // solve (the whole table, and one of two ranks' bunches through solve_over_ranks).
+  const int bunches = 6;
+  const double spacing = 2.0;
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 5e7}, {"q", 2.0}, {"frequency", 3e8}},
+                              {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 24},     {"zeta_min", -0.5},     {"zeta_max", 0.5},
+               {"intensity", 2e11},        {"memory_turns", 5},  {"n_bunches", bunches}, {"bunch_spacing", spacing},
+               {"quadrupolar_x", 1},       {"longitudinal", 1},  {"sources", sources},   {"convolution", "fft"}};
+  const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02),
+                                            "train_prepare.json", test::builtin_registry());
+  const size_t per_bunch = 200;
+  for (const bool half : {false, true}) {
+    CAPTURE(half);
+    const int held = half ? bunches / 2 : bunches;
+    MomentsCollectiveSolver plain(lattice, 0, bunches * per_bunch), ahead(lattice, 0, bunches * per_bunch);
+    std::mt19937_64 rng(11);
+    std::normal_distribution<double> gauss(0.0, 1.0);
+    const MomentsCollectiveSolver::RankSum identity = [](uint64_t*, size_t) {};
+    size_t compared = 0;
+    for (int turn = 0; turn < 9; ++turn) {
+      Particles p(static_cast<size_t>(held) * per_bunch, lattice.reference().beta0());
+      for (size_t i = 0; i < p.size(); ++i) {
+        const double b = static_cast<double>(i / per_bunch);
+        p.set(i, 1e-3 * std::cos(turn + b) + 1e-3 * gauss(rng), 2e-5 * gauss(rng), 1e-3 * gauss(rng),
+              2e-5 * gauss(rng), 0.12 * gauss(rng) - b * spacing, 1e-4 * gauss(rng));
+      }
+      plain.reducer().clear();
+      plain.reducer().deposit(p);
+      std::vector<uint64_t> table = plain.reducer().accumulators();
+      table.push_back(plain.reducer().out_of_range());
+      std::vector<uint64_t> a = table, b = table;
+      ahead.prepare_next_turn();
+      if (half) {
+        plain.solve_over_ranks(a.data(), identity);
+        ahead.solve_over_ranks(b.data(), identity);
+      } else {
+        plain.solve(a.data(), a.back());
+        ahead.solve(b.data(), b.back());
+      }
+      REQUIRE(plain.kicks().size() == ahead.kicks().size());
+      CHECK(std::memcmp(plain.kicks().data(), ahead.kicks().data(), plain.kicks().size() * sizeof(double)) == 0);
+      compared += plain.kicks().size();
+    }
+    const auto [begin, end] = plain.kicks_in_use();
+    double largest = 0.0;  // the long range acts: some dipolar kick is not zero
+    for (size_t k = begin; k < end; k += FT_SLICE_KICK_VALUES) largest = std::max(largest, std::abs(plain.kicks()[k]));
+    CHECK(largest > 0.0);
+    CHECK(compared == 9 * plain.kicks().size());
+  }
+}
+
 TEST_CASE("bunch train: resistive-wall coupled-bunch growth of the most unstable mode against the analytic rate") {
   // M = 16 rigid bunches (2 identical macroparticles each, one slice, delta = 0) fill the 160 m ring of the
   // damper test evenly (spacing 10 m), with random offsets (every coupled-bunch mode excited); the classic
@@ -526,4 +582,71 @@ TEST_CASE("bunch train: the GPU segment kernels of a train compile with NVRTC (n
   CompiledKernel k;
   CHECK_NOTHROW(k = compiler.compile(src, 90));
   CHECK(k.cubin.size() > 1000);
+}
+
+// The host solve as the GPU backend calls it, not part of the suite (reported as skipped; machine-dependent):
+//   build/bin/test_collective -tc="bunch train: host solve of a GPU turn*" --no-skip
+// 100 bunches x 500 slices, FFT convolution, 100 stored turns, the integer table deposited once: per turn the
+// whole train's solve (one rank), and the solve of the first 50 bunches as rank 0 of two does it (solve_over_ranks;
+// the sums over ranks are the identity here, so no waiting is timed); the part summed ahead (prepare_next_turn)
+// timed apart. FUSETRACK_SOLVE_TURNS turns (default 50).
+TEST_CASE("bunch train: host solve of a GPU turn, one rank and one of two ranks" * doctest::skip()) {
+  const int bunches = 100, memory = 100;
+  json sources = json::array({{{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}},
+                              {{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}}});
+  json wake = {{"type", "TransverseWake"}, {"n_slices", 500},      {"zeta_min", -0.6},     {"zeta_max", 0.6},
+               {"intensity", 1e11},        {"memory_turns", memory}, {"n_bunches", bunches}, {"bunch_spacing", 1.2},
+               {"sources", sources},       {"convolution", "fft"}};
+  const Lattice lattice = lattice_from_json(ft::test::wake_test_ring({{"wake", wake}}, {"wake"}, 0.01, -0.02),
+                                            "solve_bench.json", test::builtin_registry());
+  const char* turns_env = std::getenv("FUSETRACK_SOLVE_TURNS");
+  const int turns = turns_env ? std::max(1, std::atoi(turns_env)) : 50;
+  const size_t per_bunch = 2000;
+  double seconds[2] = {0.0, 0.0};
+  for (int share = 0; share < 2; ++share) {  // 0: every bunch, one rank; 1: bunches 0-49, rank 0 of two
+    const int held = share == 0 ? bunches : bunches / 2;
+    Particles p(static_cast<size_t>(held) * per_bunch, lattice.reference().beta0());
+    std::mt19937_64 rng(3);
+    std::normal_distribution<double> g(0.0, 1.0);
+    for (size_t i = 0; i < p.size(); ++i)
+      p.set(i, 1e-3 * g(rng), 1e-5 * g(rng), 1e-3 * g(rng), 1e-5 * g(rng),
+            0.1 * g(rng) - 1.2 * static_cast<double>(i / per_bunch), 0.0);
+    MomentsCollectiveSolver solver(lattice, 0, static_cast<size_t>(bunches) * per_bunch);
+    solver.reducer().clear();
+    solver.reducer().deposit(p);
+    std::vector<uint64_t> table = solver.reducer().accumulators();  // as the GPU's: the out-of-range count last
+    table.push_back(solver.reducer().out_of_range());
+    std::vector<uint64_t> local = table;
+    const MomentsCollectiveSolver::RankSum identity = [](uint64_t*, size_t) {};
+    auto one_turn = [&] {
+      if (share == 0) {
+        solver.solve(table.data(), table.back());
+      } else {
+        local = table;  // (solve_over_ranks may sum into it)
+        solver.solve_over_ranks(local.data(), identity);
+      }
+    };
+    for (int t = 0; t < memory; ++t) one_turn();
+    // As the GPU backend: the stored turns' long range summed ahead (prepare_next_turn, while the GPU would run
+    // the segment kernels), then the solve, which is what the GPU waits for.
+    double prepare = 0.0, solve = 0.0;
+    for (int t = 0; t < turns; ++t) {
+      const auto t0 = std::chrono::steady_clock::now();
+      solver.prepare_next_turn();
+      const auto t1 = std::chrono::steady_clock::now();
+      one_turn();
+      prepare += std::chrono::duration<double>(t1 - t0).count();
+      solve += std::chrono::duration<double>(std::chrono::steady_clock::now() - t1).count();
+    }
+    seconds[share] = solve / turns;
+    const auto [begin, end] = solver.kicks_in_use();
+    const char* threads = std::getenv("OMP_NUM_THREADS");
+    MESSAGE(fmt::format("{}: host solve {:.4f} ms per turn after {:.4f} ms summed ahead (OMP_NUM_THREADS {}, {} "
+                        "hardware threads); kick values in use {}",
+                        share == 0 ? "one rank, 100 bunches" : "rank 0 of two, bunches 0-49", 1e3 * seconds[share],
+                        1e3 * prepare / turns, threads ? threads : "unset", std::thread::hardware_concurrency(),
+                        end - begin));
+    CHECK(end > begin);
+  }
+  MESSAGE("one rank / rank 0 of two: ", seconds[0] / seconds[1]);
 }

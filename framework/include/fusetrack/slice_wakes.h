@@ -91,6 +91,10 @@ class MomentsCollectiveSolver {
   /// After the exchange only this process's bunches are measured: kicks() outside kicks_in_use() and the
   /// other bunches' bunch_moments() keep older values.
   void solve_over_ranks(uint64_t* local, const RankSum& sum);
+  /// Computes now the part of the next solve that does not depend on the next turn's integers (a train's FFT
+  /// long range: the sum over the stored turns), so that a GPU backend can do it while the segment kernels run.
+  /// Optional: a solve computes what was not prepared, with the same operations (the same bits).
+  void prepare_next_turn();
 
   /// The kick table of the last solve: FT_SLICE_KICK_VALUES doubles per slice (zeta order, ft::SliceKick).
   const std::vector<double>& kicks() const { return m_kicks; }
@@ -148,6 +152,7 @@ class MomentsCollectiveSolver {
   std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
   std::pair<size_t, size_t> m_kicks_in_use{0, 0};
   bool m_full_rank_sum = false;  // FUSETRACK_FULL_RANK_SUM: solve_over_ranks always sums the whole table
+  bool m_kernels_cached = false;  // the own-wake kernel spectra made (the first solve fills the cache)
   std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
   /// The FFT convolution of a train: the long range as convolutions over the bunch index (slice_wakes.cpp).
   struct LongRangeFft;

@@ -1366,6 +1366,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
+    // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit.
+    for (DeviceCollective& c : impl.collective)
+      if (c.moments) c.moments->prepare_next_turn();
     if (m_options.time_phases) {
       check(d.event_record(ev[2], nullptr), "cuEventRecord");
       check(d.event_synchronize(ev[2]), "collective segment");

@@ -15,6 +15,11 @@
 namespace ft {
 
 namespace {
+// The point-bunch moment each long-range component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
+constexpr size_t kLongRangeMoment[wakes::kComponents] = {0, 1, 2, 0, 0};
+}  // namespace
+
+namespace {
 
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
 static_assert(sizeof(SliceKick) == FT_SLICE_KICK_VALUES * sizeof(double), "SliceKick is FT_SLICE_KICK_VALUES doubles");
@@ -45,7 +50,17 @@ struct MomentsCollectiveSolver::LongRangeFft {
   wakes::FftConvolver convolver;
   std::vector<std::array<wakes::FftConvolver::Spectrum, wakes::kComponents>> kernels;  // [k][c], empty if absent
   std::deque<std::array<wakes::FftConvolver::Spectrum, 3>> history;                    // front: the last turn's totals
+  // The next solve's sum over the stored turns per component (prepare_next_turn), valid while `stored_ready`.
+  std::array<wakes::FftConvolver::Spectrum, wakes::kComponents> stored_sum;
+  bool stored_ready = false;
   explicit LongRangeFft(int bunches) : convolver(bunches) {}
+
+  /// The stored turns' part of component c's sum, from the oldest turn to the last (the solve's order).
+  wakes::FftConvolver::Spectrum sum_over_stored(size_t c, size_t moment) const {
+    wakes::FftConvolver::Spectrum sum(static_cast<size_t>(convolver.bins()), wakes::Complex(0.0, 0.0));
+    for (size_t k = history.size(); k >= 1; --k) wakes::FftConvolver::multiply_add(kernels[k][c], history[k - 1][moment], sum);
+    return sum;
+  }
 };
 
 MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t sequence_index, size_t macroparticles)
@@ -334,7 +349,9 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
     if (m_model.feedback_bandwidth > 0.0) filter_centroids(first, n);
   };
   const int n_measured = static_cast<int>(measured.size());
-#pragma omp parallel for schedule(dynamic, 1) if (n_measured > 2)
+  // On the threads when there is enough to share (a bunch-by-bunch damper's one slice per bunch is not: waking
+  // the threads would cost more than the work).
+#pragma omp parallel for schedule(dynamic, 1) if (n_measured > 2 && n_measured * n >= 2048)
   for (int i = 0; i < n_measured; ++i) measure_bunch(measured[static_cast<size_t>(i)]);
   if (m_model.feedback_delay > 0) delay_centroids(measured);
   if (m_memory) {
@@ -346,7 +363,8 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
     }
     if (m_lr_fft) solve_long_range_fft(totals);
     // The bunches' solves are independent (each its own bits): a train's are shared among the OpenMP
-    // threads, after the first solved bunch has filled the memory's kernel cache (offset 0; the cache is locked).
+    // threads; in the first solve after the first solved bunch has filled the memory's kernel cache (offset 0;
+    // the cache is locked, so that the other threads would only wait for it).
     auto solve_bunch = [&](int b) {
       wakes::SliceKicks wk = m_memory->kicks({m_moments[static_cast<size_t>(b)]}, 0);
       if (m_bunches > 1) add_long_range(b, totals, wk);
@@ -362,10 +380,12 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
         out[4] = m_energy_per_volt * at(wk.longitudinal);
       }
     };
-    if (!solved.empty()) solve_bunch(solved.front());
+    const int first_parallel = m_kernels_cached || solved.empty() ? 0 : 1;
+    if (first_parallel == 1) solve_bunch(solved.front());
+    m_kernels_cached = m_kernels_cached || !solved.empty();
     const int n_solved = static_cast<int>(solved.size());
 #pragma omp parallel for schedule(dynamic, 1) if (n_solved > 2)
-    for (int i = 1; i < n_solved; ++i) solve_bunch(solved[static_cast<size_t>(i)]);
+    for (int i = first_parallel; i < n_solved; ++i) solve_bunch(solved[static_cast<size_t>(i)]);
     if (m_bunches == 1) {
       m_memory->end_turn({m_moments.front()});
     } else if (m_model.memory_turns > 0 && !m_lr_fft) {  // (the FFT mode stores the totals' spectra)
@@ -391,9 +411,16 @@ void MomentsCollectiveSolver::solve(const uint64_t* acc, uint64_t out_of_range, 
 
 std::vector<char> MomentsCollectiveSolver::local_bunches(const uint64_t* local_acc) const {
   std::vector<char> here(static_cast<size_t>(m_bunches), 0);
-  for (int k = 0; k < m_total_slices; ++k)
-    if (local_acc[static_cast<size_t>(k) * kSliceCentroidAccumulators] != 0)
-      here[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
+  // Per bunch its slices (the grid blocks of stride slices; bunch 0 to the grid's end) up to the first one with
+  // particles.
+  for (int block = 0; block < m_bunches; ++block) {
+    const int end = block == m_bunches - 1 ? m_total_slices : (block + 1) * m_stride;
+    for (int k = block * m_stride; k < end; ++k)
+      if (local_acc[static_cast<size_t>(k) * kSliceCentroidAccumulators] != 0) {
+        here[static_cast<size_t>(m_bunches - 1 - k / m_stride)] = 1;
+        break;
+      }
+  }
   return here;
 }
 
@@ -407,22 +434,29 @@ void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& to
     for (size_t b = 0; b < bunches; ++b) values[b] = totals[3 * b + q];
     now[q] = lr.convolver.transform(values.data(), m_bunches);
   }
-  constexpr size_t kMoment[wakes::kComponents] = {0, 1, 2, 0, 0};  // Q, Q x, Q y as in add_long_range
   m_lr_sums.assign(bunches * wakes::kComponents, 0.0);
   std::vector<double> out(bunches);
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c) {
     if (lr.kernels[0][c].empty()) continue;
-    Spectrum sum(static_cast<size_t>(lr.convolver.bins()), wakes::Complex(0.0, 0.0));
-    for (size_t k = lr.history.size(); k >= 1; --k)
-      wakes::FftConvolver::multiply_add(lr.kernels[k][c], lr.history[k - 1][kMoment[c]], sum);
-    wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[kMoment[c]], sum);
+    // The stored turns' part (prepared while the GPU ran, else now: the same operations), then this turn.
+    Spectrum sum = lr.stored_ready ? std::move(lr.stored_sum[c]) : lr.sum_over_stored(c, kLongRangeMoment[c]);
+    wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[kLongRangeMoment[c]], sum);
     lr.convolver.inverse(sum, c == 0 ? -1.0 : 1.0, out.data());
     for (size_t b = 0; b < bunches; ++b) m_lr_sums[b * wakes::kComponents + c] = out[b];
   }
+  lr.stored_ready = false;
   if (m_model.memory_turns > 0) {
     lr.history.push_front(std::move(now));
     if (static_cast<int>(lr.history.size()) > m_model.memory_turns) lr.history.pop_back();
   }
+}
+
+void MomentsCollectiveSolver::prepare_next_turn() {
+  if (!m_lr_fft || m_lr_fft->stored_ready) return;
+  LongRangeFft& lr = *m_lr_fft;
+  for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c)
+    if (!lr.kernels[0][c].empty()) lr.stored_sum[c] = lr.sum_over_stored(c, kLongRangeMoment[c]);
+  lr.stored_ready = true;
 }
 
 void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& totals, wakes::SliceKicks& kicks) const {
