@@ -6,6 +6,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstring>
 #include <cstdio>
 #include <fstream>
 #include <functional>
@@ -381,6 +382,52 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
   const double ring = res->wake(Component::dipolar_x, 4 * t0 + 3e-9);
   CHECK(std::fabs(ring) > 1e-3 * res->wake(Component::dipolar_x, 3e-9));
   CHECK(contains(error_of([&] { WakeMemory(res, dt, n, t0, 2, {0.0, 5 * dt}); }), "overlaps"));
+}
+
+TEST_CASE("transverse wakes: the stored turns summed ahead (prepare) give the FFT kicks bit for bit") {
+  // A GPU backend sums the stored turns while its kernels run (WakeMemory::prepare, the bins on the OpenMP
+  // threads); the kicks must be the bits of kicks() summing them itself. Every component, three bunches, 7
+  // stored turns over 10; 200 slices (the threads share the bins), and 5 (one block of bins).
+  for (int n : {200, 5}) {
+    const int M = 4 * n + 50;
+    const double dt = 1e-9, t0 = M * dt;
+    auto res = std::make_shared<Resonator>(1e6, 0.0731e9, 30.0, ComponentFactors::flat_chamber(true));
+    auto wall = std::make_shared<ResistiveWall>(0.02, 100.0, 1.4e6, ComponentFactors::round_chamber(true));
+    auto source = std::make_shared<WakeSum>(std::vector<std::shared_ptr<const WakeSource>>{res, wall});
+    const std::vector<double> offsets{0.0, (n + 3) * dt, (2 * n + 9) * dt};
+    WakeMemory plain(source, dt, n, t0, 7, offsets, Convolution::Fft), ahead(source, dt, n, t0, 7, offsets, Convolution::Fft);
+    std::mt19937_64 rng(static_cast<unsigned>(n) + 17);
+    std::uniform_real_distribution<double> u(0.0, 1.0);
+    size_t compared = 0;
+    for (int turn = 0; turn < 10; ++turn) {
+      std::vector<SliceMoments> current(3);
+      for (SliceMoments& m : current)
+        for (int i = 0; i < n; ++i) {
+          m.charge.push_back(1e-9 * u(rng));
+          m.x.push_back(1e-3 * (u(rng) - 0.5));
+          m.y.push_back(1e-3 * (u(rng) - 0.5));
+        }
+      for (int b = 0; b < 3; ++b) {
+        ahead.prepare(b);
+        ahead.prepare(b);  // a second call keeps what the first computed
+        const SliceKicks p = plain.kicks(current, b), a = ahead.kicks(current, b);
+        const std::vector<double>* vp[kComponents] = {&p.longitudinal, &p.dipolar_x, &p.dipolar_y, &p.quadrupolar_x,
+                                                      &p.quadrupolar_y};
+        const std::vector<double>* va[kComponents] = {&a.longitudinal, &a.dipolar_x, &a.dipolar_y, &a.quadrupolar_x,
+                                                      &a.quadrupolar_y};
+        for (int c = 0; c < kComponents; ++c) {
+          REQUIRE(vp[c]->size() == va[c]->size());
+          CHECK(std::memcmp(vp[c]->data(), va[c]->data(), vp[c]->size() * sizeof(double)) == 0);
+          compared += vp[c]->size();
+        }
+      }
+      ahead.prepare(0);  // discarded by end_turn: the next turn's kicks see the new stored turn
+      plain.end_turn(current);
+      ahead.end_turn(current);
+    }
+    CHECK(compared > 0);
+    CHECK(ahead.stored_turns() == 7);
+  }
 }
 
 TEST_CASE("transverse wakes: the FFT convolution equals the direct sum to rounding, over turns and bunches") {

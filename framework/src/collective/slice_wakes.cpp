@@ -452,6 +452,8 @@ void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& to
 }
 
 void MomentsCollectiveSolver::prepare_next_turn() {
+  // One bunch: its own multi-turn wake's stored turns (the wake memory's Fft mode).
+  if (m_bunches == 1 && m_memory && m_model.memory_turns > 0) m_memory->prepare(0);
   if (!m_lr_fft || m_lr_fft->stored_ready) return;
   LongRangeFft& lr = *m_lr_fft;
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c)

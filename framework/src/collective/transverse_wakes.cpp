@@ -630,8 +630,12 @@ FftConvolver::Spectrum FftConvolver::transform(const double* values, int count) 
 }
 
 void FftConvolver::multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& sum) {
-  const size_t n = std::min({a.size(), b.size(), sum.size()});
-  for (size_t i = 0; i < n; ++i)  // the complex product written out (no NaN-recovering library call)
+  multiply_add_bins(a, b, sum, 0, sum.size());
+}
+
+void FftConvolver::multiply_add_bins(const Spectrum& a, const Spectrum& b, Spectrum& sum, size_t begin, size_t end) {
+  const size_t n = std::min({a.size(), b.size(), sum.size(), end});
+  for (size_t i = begin; i < n; ++i)  // the complex product written out (no NaN-recovering library call)
     sum[i] += Complex(a[i].real() * b[i].real() - a[i].imag() * b[i].imag(),
                       a[i].real() * b[i].imag() + a[i].imag() * b[i].real());
 }
@@ -659,6 +663,9 @@ struct WakeMemory::Fft {
   std::vector<std::vector<MomentSpectra>> history;                            // [turn][bunch], [0]: the last turn
 
   std::array<bool, 3> needed{false, false, false};  // Q (longitudinal, quadrupolar), Q x, Q y: the sources' components
+  // prepare(): the stored turns' sums per component for one witness bunch (-1: none prepared).
+  int prepared_witness = -1;
+  std::array<FftConvolver::Spectrum, kComponents> prepared;
 
   Fft(int n_slices, const WakeSource& source) : convolver(n_slices) {
     needed[0] = source.has(Component::longitudinal) || source.has(Component::quadrupolar_x) ||
@@ -732,6 +739,61 @@ SliceKicks WakeMemory::kicks(const std::vector<SliceMoments>& current, int witne
   return kicks;
 }
 
+namespace {
+// Which moment each component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
+constexpr int kFftMoment[kComponents] = {0, 1, 2, 0, 0};
+}  // namespace
+
+const std::array<FftConvolver::Spectrum, kComponents>& WakeMemory::fft_kernel_spectra(double offset) const {
+  // Locked: witnesses may be solved on several threads (map references stay valid when others are inserted).
+  std::lock_guard<std::mutex> lock(m_cache_mutex);
+  const Fft& f = *m_fft;
+  auto it = f.kernels.find(offset);
+  if (it != f.kernels.end()) return it->second;
+  const Kernel k = make_kernel(*m_source, offset, m_dt, m_n);
+  std::array<FftConvolver::Spectrum, kComponents> spectra;
+  for (int c = 0; c < kComponents; ++c)
+    if (!k[static_cast<size_t>(c)].empty())
+      spectra[static_cast<size_t>(c)] = f.convolver.transform(k[static_cast<size_t>(c)].data(), 2 * m_n - 1);
+  return m_fft->kernels.emplace(offset, std::move(spectra)).first->second;
+}
+
+void WakeMemory::prepare(int witness) {
+  if (!m_fft) return;
+  if (witness < 0 || witness >= static_cast<int>(m_offsets.size())) throw Error("WakeMemory: no such witness bunch");
+  Fft& f = *m_fft;
+  if (f.prepared_witness == witness) return;  // (end_turn() discards it)
+  // The stored turns' terms per component in fft_kicks' order (the oldest turn first, bunches in train order).
+  std::array<std::vector<std::pair<const FftConvolver::Spectrum*, const FftConvolver::Spectrum*>>, kComponents> terms;
+  const double witness_offset = m_offsets[static_cast<size_t>(witness)];
+  for (int k = static_cast<int>(f.history.size()); k >= 1; --k)
+    for (size_t b = 0; b < f.history[static_cast<size_t>(k - 1)].size(); ++b) {
+      const auto& kernel = fft_kernel_spectra(witness_offset - m_offsets[b] + k * m_t0);
+      for (int c = 0; c < kComponents; ++c)
+        if (!kernel[static_cast<size_t>(c)].empty())
+          terms[static_cast<size_t>(c)].emplace_back(
+              &kernel[static_cast<size_t>(c)],
+              &f.history[static_cast<size_t>(k - 1)][b][static_cast<size_t>(kFftMoment[c])]);
+    }
+  // Each bin sums its terms in that order whatever thread holds it: the bits of fft_kicks' own sum.
+  const size_t bins = static_cast<size_t>(f.convolver.bins());
+  constexpr size_t kBlock = 64;
+  const long blocks = static_cast<long>((bins + kBlock - 1) / kBlock);
+  for (int c = 0; c < kComponents; ++c) {
+    FftConvolver::Spectrum& sum = f.prepared[static_cast<size_t>(c)];
+    sum.clear();
+    if (!m_source->has(Component(c))) continue;
+    sum.assign(bins, Complex(0.0, 0.0));
+    const auto& list = terms[static_cast<size_t>(c)];
+#pragma omp parallel for schedule(static) if (list.size() * bins >= 32768)
+    for (long block = 0; block < blocks; ++block)
+      for (const auto& [kernel, moment] : list)
+        FftConvolver::multiply_add_bins(*kernel, *moment, sum, static_cast<size_t>(block) * kBlock,
+                                        std::min(bins, static_cast<size_t>(block + 1) * kBlock));
+  }
+  f.prepared_witness = witness;
+}
+
 SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int witness) const {
   using Spectrum = FftConvolver::Spectrum;
   const Fft& f = *m_fft;
@@ -739,36 +801,27 @@ SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int w
     if (static_cast<int>(m.charge.size()) != m_n)
       throw Error("wake convolution: the source bunch has " + std::to_string(m.charge.size()) + " slices, expected " +
                   std::to_string(m_n));
-  // The kernel spectra at a delay offset, cached (locked: witnesses may be solved on several threads).
-  auto kernel_spectra = [&](double offset) -> const std::array<Spectrum, kComponents>& {
-    std::lock_guard<std::mutex> lock(m_cache_mutex);
-    auto it = f.kernels.find(offset);
-    if (it != f.kernels.end()) return it->second;
-    const Kernel k = make_kernel(*m_source, offset, m_dt, m_n);
-    std::array<Spectrum, kComponents> spectra;
-    for (int c = 0; c < kComponents; ++c)
-      if (!k[static_cast<size_t>(c)].empty())
-        spectra[static_cast<size_t>(c)] = f.convolver.transform(k[static_cast<size_t>(c)].data(), 2 * m_n - 1);
-    return m_fft->kernels.emplace(offset, std::move(spectra)).first->second;
-  };
-  // Which moment each component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
-  constexpr int kMoment[kComponents] = {0, 1, 2, 0, 0};
   std::array<Spectrum, kComponents> sum;
-  for (int c = 0; c < kComponents; ++c)
-    if (m_source->has(Component(c)))
-      sum[static_cast<size_t>(c)].assign(static_cast<size_t>(f.convolver.bins()), Complex(0.0, 0.0));
   auto add = [&](const Fft::MomentSpectra& src, double offset) {
-    const auto& kernel = kernel_spectra(offset);
+    const auto& kernel = fft_kernel_spectra(offset);
     for (int c = 0; c < kComponents; ++c)
       if (!kernel[static_cast<size_t>(c)].empty())
-        FftConvolver::multiply_add(kernel[static_cast<size_t>(c)], src[static_cast<size_t>(kMoment[c])],
+        FftConvolver::multiply_add(kernel[static_cast<size_t>(c)], src[static_cast<size_t>(kFftMoment[c])],
                                    sum[static_cast<size_t>(c)]);
   };
   // The same order as the direct sum: the stored turns from the oldest, then this turn; bunches in train order.
+  // The stored turns' part prepared ahead for this witness (prepare()), else summed here.
   const double witness_offset = m_offsets[static_cast<size_t>(witness)];
-  for (int k = static_cast<int>(f.history.size()); k >= 1; --k)
-    for (size_t b = 0; b < f.history[static_cast<size_t>(k - 1)].size(); ++b)
-      add(f.history[static_cast<size_t>(k - 1)][b], witness_offset - m_offsets[b] + k * m_t0);
+  if (f.prepared_witness == witness) {
+    sum = f.prepared;
+  } else {
+    for (int c = 0; c < kComponents; ++c)
+      if (m_source->has(Component(c)))
+        sum[static_cast<size_t>(c)].assign(static_cast<size_t>(f.convolver.bins()), Complex(0.0, 0.0));
+    for (int k = static_cast<int>(f.history.size()); k >= 1; --k)
+      for (size_t b = 0; b < f.history[static_cast<size_t>(k - 1)].size(); ++b)
+        add(f.history[static_cast<size_t>(k - 1)][b], witness_offset - m_offsets[b] + k * m_t0);
+  }
   for (int b = 0; b <= witness; ++b)
     add(f.moments(current[static_cast<size_t>(b)]), witness_offset - m_offsets[static_cast<size_t>(b)]);
   SliceKicks kicks;
@@ -793,6 +846,7 @@ void WakeMemory::end_turn(std::vector<SliceMoments> current) {
       throw Error("WakeMemory: a stored bunch has " + std::to_string(m.charge.size()) + " slices (x " +
                   std::to_string(m.x.size()) + ", y " + std::to_string(m.y.size()) + "), expected " +
                   std::to_string(m_n));
+  if (m_fft) m_fft->prepared_witness = -1;  // the stored turns change
   if (m_memory == 0) return;
   if (m_fft) {
     std::vector<Fft::MomentSpectra> spectra;
