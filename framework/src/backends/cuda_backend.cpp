@@ -1302,6 +1302,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     return v ? static_cast<unsigned>(std::max(0, std::atoi(v))) : 0u;
   }();
   int full_load = 1;
+  const bool prepare_ahead = [] {
+    const char* v = std::getenv("FUSETRACK_PREPARE_AHEAD");
+    return !(v && std::string(v) == "0");
+  }();
   auto run_segment = [&](CUfunction f, size_t kick_c, size_t deposit_c, bool kick, bool deposit, int turn) {
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
@@ -1366,9 +1370,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
-    // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit.
-    for (DeviceCollective& c : impl.collective)
-      if (c.moments) c.moments->prepare_next_turn();
+    // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit
+    // (FUSETRACK_PREPARE_AHEAD=0: left to the solves, the benchmarks' baseline; the same bits either way).
+    if (prepare_ahead)
+      for (DeviceCollective& c : impl.collective)
+        if (c.moments) c.moments->prepare_next_turn();
     if (m_options.time_phases) {
       check(d.event_record(ev[2], nullptr), "cuEventRecord");
       check(d.event_synchronize(ev[2]), "collective segment");
