@@ -328,7 +328,6 @@ void grid_space_charge_step(GridCollectiveSolver& g, const Particles& particles,
 void slice_moments_step(MomentsCollectiveSolver& m, const Particles& particles, int threads,
                         const TrackOptions& options) {
   SliceCentroidReducer& reducer = m.reducer();
-  m.prepare_next_turn();  // the stored turns' sums on the threads (as the GPU backend does beside its kernels)
   reducer.clear();
   reducer.deposit(particles, threads);
   std::vector<uint64_t> all(reducer.accumulators());  // the slices, then the particles out of range
