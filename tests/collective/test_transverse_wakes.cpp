@@ -385,9 +385,8 @@ TEST_CASE("transverse wakes: multi-turn multi-bunch memory equals one long convo
 }
 
 TEST_CASE("transverse wakes: the stored turns summed ahead (prepare) give the FFT kicks bit for bit") {
-  // A GPU backend sums the stored turns while its kernels run (WakeMemory::prepare, the bins on the OpenMP
-  // threads); the kicks must be the bits of kicks() summing them itself. Every component, three bunches, 7
-  // stored turns over 10; 200 slices (the threads share the bins), and 5 (one block of bins).
+  // A GPU backend sums the stored turns while its kernels run (WakeMemory::prepare); the kicks must be the bits
+  // of kicks() summing them itself. Every component, three bunches, 7 stored turns over 10; 200 and 5 slices.
   for (int n : {200, 5}) {
     const int M = 4 * n + 50;
     const double dt = 1e-9, t0 = M * dt;

@@ -223,8 +223,6 @@ class FftConvolver {
   Spectrum transform(const double* values, int count) const;
   /// sum += a * b, bin by bin.
   static void multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& sum);
-  /// multiply_add over bins [begin, end) only (the same operations per bin).
-  static void multiply_add_bins(const Spectrum& a, const Spectrum& b, Spectrum& sum, size_t begin, size_t end);
   /// out[i] = scale * (inverse transform of `spectrum`)[i + n - 1] / size(), i < n: the convolution's values
   /// (missing bins count as zero).
   void inverse(const Spectrum& spectrum, double scale, double* out) const;
@@ -265,9 +263,8 @@ class WakeMemory {
   /// and from every bunch of the stored turns. `current[b]` are this turn's moments (time_offset ignored:
   /// bunch_offsets[b] is used). May be called from several threads at once (the kernel caches are locked).
   SliceKicks kicks(const std::vector<SliceMoments>& current, int witness) const;
-  /// Fft mode: computes now the stored turns' part of the next kicks(current, witness) (its bins shared among
-  /// the OpenMP threads), so that kicks() only adds the current turn, with the same operations per bin (the
-  /// same bits). A GPU backend calls it while its kernels run. end_turn() discards it; nothing in Direct mode.
+  /// Fft mode: computes now the stored turns' part of the next kicks(current, witness), so that kicks() only
+  /// adds the current turn, with the same operations in the same order (the same bits). A GPU backend calls it while its kernels run. end_turn() discards it; nothing in Direct mode.
   /// Not to be called while kicks() runs on other threads.
   void prepare(int witness);
   /// Stores this turn's moments (the oldest stored turn is dropped beyond memory_turns).

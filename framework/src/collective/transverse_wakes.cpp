@@ -630,12 +630,8 @@ FftConvolver::Spectrum FftConvolver::transform(const double* values, int count) 
 }
 
 void FftConvolver::multiply_add(const Spectrum& a, const Spectrum& b, Spectrum& sum) {
-  multiply_add_bins(a, b, sum, 0, sum.size());
-}
-
-void FftConvolver::multiply_add_bins(const Spectrum& a, const Spectrum& b, Spectrum& sum, size_t begin, size_t end) {
-  const size_t n = std::min({a.size(), b.size(), sum.size(), end});
-  for (size_t i = begin; i < n; ++i)  // the complex product written out (no NaN-recovering library call)
+  const size_t n = std::min({a.size(), b.size(), sum.size()});
+  for (size_t i = 0; i < n; ++i)  // the complex product written out (no NaN-recovering library call)
     sum[i] += Complex(a[i].real() * b[i].real() - a[i].imag() * b[i].imag(),
                       a[i].real() * b[i].imag() + a[i].imag() * b[i].real());
 }
@@ -775,21 +771,15 @@ void WakeMemory::prepare(int witness) {
               &kernel[static_cast<size_t>(c)],
               &f.history[static_cast<size_t>(k - 1)][b][static_cast<size_t>(kFftMoment[c])]);
     }
-  // Each bin sums its terms in that order whatever thread holds it: the bits of fft_kicks' own sum.
+  // On the calling thread: waking the OpenMP threads beside a running GPU kernel cost more than the sum, and
+  // erratically (one H200 host: 0.9-5.8 ms per turn instead of about 0.2). The bits of fft_kicks' own sum.
   const size_t bins = static_cast<size_t>(f.convolver.bins());
-  constexpr size_t kBlock = 64;
-  const long blocks = static_cast<long>((bins + kBlock - 1) / kBlock);
   for (int c = 0; c < kComponents; ++c) {
     FftConvolver::Spectrum& sum = f.prepared[static_cast<size_t>(c)];
     sum.clear();
     if (!m_source->has(Component(c))) continue;
     sum.assign(bins, Complex(0.0, 0.0));
-    const auto& list = terms[static_cast<size_t>(c)];
-#pragma omp parallel for schedule(static) if (list.size() * bins >= 32768)
-    for (long block = 0; block < blocks; ++block)
-      for (const auto& [kernel, moment] : list)
-        FftConvolver::multiply_add_bins(*kernel, *moment, sum, static_cast<size_t>(block) * kBlock,
-                                        std::min(bins, static_cast<size_t>(block + 1) * kBlock));
+    for (const auto& [kernel, moment] : terms[static_cast<size_t>(c)]) FftConvolver::multiply_add(*kernel, *moment, sum);
   }
   f.prepared_witness = witness;
 }
