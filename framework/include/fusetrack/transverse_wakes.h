@@ -36,6 +36,8 @@ using Complex = std::complex<double>;
 
 enum class Component : int { longitudinal = 0, dipolar_x = 1, dipolar_y = 2, quadrupolar_x = 3, quadrupolar_y = 4 };
 constexpr int kComponents = 5;
+/// The bunch moment each component convolves: 0 the charge Q (longitudinal, quadrupolar), 1 Q x, 2 Q y.
+inline constexpr int kComponentMoment[kComponents] = {0, 1, 2, 0, 0};
 /// "longitudinal", "dipolar_x", ...
 const char* component_name(Component c);
 inline bool is_transverse(Component c) { return c != Component::longitudinal; }

@@ -103,7 +103,7 @@ struct CudaBackend::Impl {
   size_t collective_macroparticles = 0;
   bool collective_ready = false;
   std::vector<CollectiveSnapshot> snapshots;
-  // The particles' copies through page-locked buffers (made with the first large copy, kept).
+  // The particles' copies through page-locked buffers (the buffers made with the first large copy, kept).
   std::unique_ptr<cuda::StagedCopier> staging;
 
   void free_collective() {
@@ -155,6 +155,7 @@ CudaBackend::CudaBackend(const Lattice& lattice, CudaBackendOptions options)
   std::string why;
   m_impl->d = cuda::driver(&why);
   if (!m_impl->d) throw DeviceError("no GPU available: " + why);
+  m_impl->staging = std::make_unique<cuda::StagedCopier>(*m_impl->d);
   const auto gpus = list_gpus();
   if (m_options.device < 0 || m_options.device >= static_cast<int>(gpus.size()))
     throw DeviceError(fmt::format("GPU {} does not exist ({} found)", m_options.device, gpus.size()));
@@ -733,7 +734,6 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
                                              "a run with per-turn callbacks (monitors, checkpoints)")
                               .resident;
 
-  if (!m_impl->staging) m_impl->staging = std::make_unique<cuda::StagedCopier>(d);
   DeviceParticleBuffers buffers(d, *m_impl->staging, resident, m_stats);
   DeviceParticles& dp = buffers.arrays();
   // Each particle's variant (null: every particle reads the first table).
@@ -1034,7 +1034,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
 
   // Particles on the device for the whole call.
   m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
-  if (!impl.staging) impl.staging = std::make_unique<cuda::StagedCopier>(d);
   DeviceParticleBuffers buffers(d, *impl.staging, n, m_stats);
   DeviceParticles& dp = buffers.arrays();
   // Particles made on the device have a host copy only once one is asked for (ids first + i).

@@ -15,11 +15,6 @@
 namespace ft {
 
 namespace {
-// The point-bunch moment each long-range component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
-constexpr size_t kLongRangeMoment[wakes::kComponents] = {0, 1, 2, 0, 0};
-}  // namespace
-
-namespace {
 
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
 static_assert(sizeof(SliceKick) == FT_SLICE_KICK_VALUES * sizeof(double), "SliceKick is FT_SLICE_KICK_VALUES doubles");
@@ -439,8 +434,8 @@ void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& to
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c) {
     if (lr.kernels[0][c].empty()) continue;
     // The stored turns' part (prepared while the GPU ran, else now: the same operations), then this turn.
-    Spectrum sum = lr.stored_ready ? std::move(lr.stored_sum[c]) : lr.sum_over_stored(c, kLongRangeMoment[c]);
-    wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[kLongRangeMoment[c]], sum);
+    Spectrum sum = lr.stored_ready ? std::move(lr.stored_sum[c]) : lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
+    wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[static_cast<size_t>(wakes::kComponentMoment[c])], sum);
     lr.convolver.inverse(sum, c == 0 ? -1.0 : 1.0, out.data());
     for (size_t b = 0; b < bunches; ++b) m_lr_sums[b * wakes::kComponents + c] = out[b];
   }
@@ -457,7 +452,7 @@ void MomentsCollectiveSolver::prepare_next_turn() {
   if (!m_lr_fft || m_lr_fft->stored_ready) return;
   LongRangeFft& lr = *m_lr_fft;
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c)
-    if (!lr.kernels[0][c].empty()) lr.stored_sum[c] = lr.sum_over_stored(c, kLongRangeMoment[c]);
+    if (!lr.kernels[0][c].empty()) lr.stored_sum[c] = lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
   lr.stored_ready = true;
 }
 

@@ -735,11 +735,6 @@ SliceKicks WakeMemory::kicks(const std::vector<SliceMoments>& current, int witne
   return kicks;
 }
 
-namespace {
-// Which moment each component convolves: Q (longitudinal, quadrupolar), Q x, Q y.
-constexpr int kFftMoment[kComponents] = {0, 1, 2, 0, 0};
-}  // namespace
-
 const std::array<FftConvolver::Spectrum, kComponents>& WakeMemory::fft_kernel_spectra(double offset) const {
   // Locked: witnesses may be solved on several threads (map references stay valid when others are inserted).
   std::lock_guard<std::mutex> lock(m_cache_mutex);
@@ -769,7 +764,7 @@ void WakeMemory::prepare(int witness) {
         if (!kernel[static_cast<size_t>(c)].empty())
           terms[static_cast<size_t>(c)].emplace_back(
               &kernel[static_cast<size_t>(c)],
-              &f.history[static_cast<size_t>(k - 1)][b][static_cast<size_t>(kFftMoment[c])]);
+              &f.history[static_cast<size_t>(k - 1)][b][static_cast<size_t>(kComponentMoment[c])]);
     }
   // On the calling thread: waking the OpenMP threads beside a running GPU kernel cost more than the sum, and
   // erratically (one H200 host: 0.9-5.8 ms per turn instead of about 0.2). The bits of fft_kicks' own sum.
@@ -796,7 +791,7 @@ SliceKicks WakeMemory::fft_kicks(const std::vector<SliceMoments>& current, int w
     const auto& kernel = fft_kernel_spectra(offset);
     for (int c = 0; c < kComponents; ++c)
       if (!kernel[static_cast<size_t>(c)].empty())
-        FftConvolver::multiply_add(kernel[static_cast<size_t>(c)], src[static_cast<size_t>(kFftMoment[c])],
+        FftConvolver::multiply_add(kernel[static_cast<size_t>(c)], src[static_cast<size_t>(kComponentMoment[c])],
                                    sum[static_cast<size_t>(c)]);
   };
   // The same order as the direct sum: the stored turns from the oldest, then this turn; bunches in train order.
