@@ -2,6 +2,7 @@
 // derived quantities (xtrack Particles: x, px, y, py, zeta, delta, ptau, rpp, rvv).
 // It lives in registers in the fused GPU kernel and in a block loop on the CPU.
 #pragma once
+#include "fusetrack/device/invariant_division.h"
 #include "fusetrack/device/qualifiers.h"
 
 namespace ft {
@@ -51,7 +52,7 @@ struct ParticleView {
     const double delta_beta0 = new_delta * beta0;
     const double ptau_beta0 = sqrt(delta_beta0 * delta_beta0 + 2.0 * delta_beta0 * beta0 + 1.0) - 1.0;
     delta = new_delta;
-    ptau = ptau_beta0 / beta0;
+    ptau = divide_by_invariant(ptau_beta0, beta0);
     set_derived_energy();
   }
 
@@ -59,11 +60,12 @@ struct ParticleView {
   /// keeping the transverse momenta (xtrack LocalParticle_add_to_energy with pz_only = 1):
   ///   ptau beta0 += dE/E0,  delta = sqrt(ptau^2 + 2 ptau / beta0 + 1) - 1.
   /// The stored ptau is updated directly (no round trip through 1 + ...), as current xtrack does.
+  /// The divisions by beta0 are IEEE quotients (divide_by_invariant: cheaper on the GPU, same bits).
   FT_FUNCTION void add_to_energy(double energy_change_over_e0) {
     const double ptau_beta0 = ptau * beta0 + energy_change_over_e0;
-    const double new_ptau = ptau_beta0 / beta0;
+    const double new_ptau = divide_by_invariant(ptau_beta0, beta0);
     ptau = new_ptau;
-    delta = sqrt(new_ptau * new_ptau + 2.0 * new_ptau / beta0 + 1.0) - 1.0;
+    delta = sqrt(new_ptau * new_ptau + divide_by_invariant(2.0 * new_ptau, beta0) + 1.0) - 1.0;
     set_derived_energy();
   }
 

@@ -126,6 +126,20 @@ FT_FUNCTION void two_prod(double a, double b, double& p, double& e) {
   e = ((ah * bh - p) + ah * bl + al * bh) + al * bl;
 }
 
+// z + zl == h * h exactly, z = fl(h * h), for 2^-480 <= |h| < 2^995. Where Dekker's product is
+// exact, so is the fused multiply-add's remainder h * h - z: on the GPU the fma gives the same bits
+// in 2 operations instead of 17. The host keeps Dekker's form (no fma reaches the CPU code).
+FT_FUNCTION void two_square(double h, double& z, double& zl) {
+#ifdef FT_DEVICE_COMPILE
+  if (::fabs(h) >= 0x1p-480) {
+    z = h * h;
+    zl = ::fma(h, h, -z);
+    return;
+  }
+#endif
+  two_prod(h, h, z, zl);
+}
+
 // (nh + nl) / (dh + dl) as qh + ql (|ql| <~ ulp(qh)), for |dl| <= ulp(dh).
 FT_FUNCTION void dd_div(double nh, double nl, double dh, double dl, double& qh, double& ql) {
   qh = nh / dh;
@@ -237,7 +251,7 @@ FT_FUNCTION void sin_kernel(double h, double l, double& a, double& b) {
 // error of 1 - h^2/2 is recovered, so the result is within ~2^-56 before the final rounding.
 FT_FUNCTION void cos_kernel(double h, double l, double& a, double& b) {
   double z, zl;
-  two_prod(h, h, z, zl);
+  two_square(h, z, zl);
   const double hz = 0.5 * z;
   a = 1.0 - hz;
   const double e = (1.0 - a) - hz;  // exact
