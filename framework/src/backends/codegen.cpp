@@ -747,6 +747,24 @@ std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
   return "    ft::ParticleView p{" + args + "beta0, ft_state};\n";
 }
 
+/// The limits a segment kernel checks: after the first turn (ft_full), a coordinate the kernel neither
+/// loads nor writes is 0 and passes every check (apply_element_limits with check_xy, apply_turn_limits
+/// with a mask), so the double-precision tests of such coordinates are skipped. The turn-end check is
+/// written twice with constant masks: a mask in a variable made the longitudinal-only wrap kernel spill.
+std::string element_limit_flag(const KernelTraffic& traffic) {
+  const bool xy = (traffic.loaded & (FT_COORD_X | FT_COORD_Y)) != 0;
+  return fmt::format("    const bool ft_check_xy = {};  // x or y may be non-zero\n    (void)ft_check_xy;\n",
+                     xy ? "true" : "ft_full");
+}
+std::string turn_limit_check(const KernelTraffic& traffic) {
+  constexpr uint32_t six = FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_DELTA;
+  const uint32_t checked = traffic.loaded & six;
+  if (checked == six) return "    ft::apply_turn_limits(p, limits);\n";
+  return fmt::format("    if (ft_full) ft::apply_turn_limits(p, limits);\n"
+                     "    else ft::apply_turn_limits(p, limits, 0x{:x}u);  // the coordinates loaded\n",
+                     checked);
+}
+
 /// The particle loop of a segment kernel over [ft_begin, ft_end) in steps of ft_stride, up to the
 /// state check, with ft_state and ft_<name> for the coordinates loaded every turn (segment_prefetch).
 /// With registers, a dead particle's coordinates are read too (a few bytes where losses are rare, as
@@ -984,6 +1002,7 @@ extern "C" __global__ void {3} {0}(
            "                  ft_stride = (long long)gridDim.x * blockDim.x;\n";
     s += particle_loop(traffic, prefetch);
     s += particle_load(traffic, derived_energy);
+    s += element_limit_flag(traffic);
     s += "    long long lost_at = -1;\n"
          "    int lost_turn = turn;\n";
     if (kick >= 0 && is_grid(kick)) {
@@ -994,7 +1013,7 @@ extern "C" __global__ void {3} {0}(
       s += fmt::format(
           "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
           "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field)) {}(el, ft_field, p);\n"
-          "      ft::apply_element_limits(p, limits);\n"
+          "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
           def.type->collective->kick_function, e, e, def.name);
@@ -1006,7 +1025,7 @@ extern "C" __global__ void {3} {0}(
           "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
           "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
           "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
-          "      ft::apply_element_limits(p, limits);\n"
+          "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (slice moments)\n",
           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
           grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
@@ -1015,14 +1034,14 @@ extern "C" __global__ void {3} {0}(
       const ElementDefinition& def = lattice.element(e);
       s += fmt::format(
           "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
-          "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits);\n"
+          "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits, ft_check_xy);\n"
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
           grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
     }
     for (const Part& part : parts) {
       if (part.kind == Part::TurnEnd) {
-        s += "    ft::apply_turn_limits(p, limits);\n"
+        s += turn_limit_check(traffic) +
              "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
         continue;
       }
@@ -1039,13 +1058,13 @@ extern "C" __global__ void {3} {0}(
                "      switch (cur >> 24) {\n";
           s += switch_cases(src, "        ");
           s += "        default: break;\n      }\n"
-               "      ft::apply_element_limits(p, limits);\n"
+               "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
                "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
         }
       } else {
         for (size_t e = seg.begin; e < seg.end; ++e) {
           const ElementDefinition& def = lattice.element(e);
-          s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+          s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits, ft_check_xy); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
                            def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
                            baked_track_call(lattice, lattice.sequence()[e].definition), e, e, def.name);
         }

@@ -104,22 +104,31 @@ FT_FUNCTION void apply_element_limits(ParticleView& p, const GlobalLimits& lim) 
   }
 }
 
-/// Checked at the end of every turn: finiteness of all six coordinates, then the C_k limits.
-FT_FUNCTION void apply_turn_limits(ParticleView& p, const GlobalLimits& lim) {
+/// Checked at the end of every turn: finiteness of the six coordinates (those of `checked`, bit k for
+/// (x, px, y, py, zeta, delta)[k]), then the C_k limits.
+FT_FUNCTION void apply_turn_limits(ParticleView& p, const GlobalLimits& lim, unsigned checked = 0x3fu) {
   if (p.state <= 0) return;
   const double c[6] = {p.x, p.px, p.y, p.py, p.zeta, p.delta};
   for (int k = 0; k < 6; ++k) {
-    if (!(c[k] - c[k] == 0.0)) {  // inf - inf and NaN - NaN are NaN
+    if (((checked >> k) & 1u) && !(c[k] - c[k] == 0.0)) {  // inf - inf and NaN - NaN are NaN
       p.state = kLostNotFinite;
       return;
     }
   }
   for (int k = 0; k < 6; ++k) {
-    if (lim.turn_limit[k] > 0.0 && !(fabs(c[k]) <= lim.turn_limit[k])) {
+    if (((checked >> k) & 1u) && lim.turn_limit[k] > 0.0 && !(fabs(c[k]) <= lim.turn_limit[k])) {
       p.state = kLostOnTurnLimit;
       return;
     }
   }
+}
+
+/// apply_element_limits where x and y are known to be 0 unless check_xy: a collective segment kernel
+/// that neither loads nor writes them holds 0 after its first turn (which loads and checks every
+/// coordinate), and 0 passes every limit the first turn let through, so the test is skipped. The same
+/// holds for apply_turn_limits with the mask of the coordinates such a kernel loads.
+FT_FUNCTION void apply_element_limits(ParticleView& p, const GlobalLimits& lim, bool check_xy) {
+  if (check_xy) apply_element_limits(p, lim);
 }
 
 }  // namespace ft

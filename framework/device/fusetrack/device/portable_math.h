@@ -131,7 +131,8 @@ FT_FUNCTION void two_prod(double a, double b, double& p, double& e) {
 // in 2 operations instead of 17. The host keeps Dekker's form (no fma reaches the CPU code).
 FT_FUNCTION void two_square(double h, double& z, double& zl) {
 #ifdef FT_DEVICE_COMPILE
-  if (::fabs(h) >= 0x1p-480) {
+  const unsigned exponent = (static_cast<unsigned>(__double2hiint(h)) >> 20) & 0x7ffu;
+  if (exponent - (1023u - 480u) <= 1474u) {  // 2^-480 <= |h| < 2^995, on the exponent bits
     z = h * h;
     zl = ::fma(h, h, -z);
     return;
