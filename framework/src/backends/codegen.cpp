@@ -748,7 +748,7 @@ std::string particle_load(const KernelTraffic& traffic, bool derived_energy) {
 }
 
 /// The limits a segment kernel checks: after the first turn (ft_full), a coordinate the kernel neither
-/// loads nor writes is 0 and passes every check (apply_element_limits with check_xy, apply_turn_limits
+/// loads nor writes is 0, and 0 passes every check (apply_element_limits with check_xy, apply_turn_limits
 /// with a mask), so the double-precision tests of such coordinates are skipped. The turn-end check is
 /// written twice with constant masks: a mask in a variable made the longitudinal-only wrap kernel spill.
 std::string element_limit_flag(const KernelTraffic& traffic) {

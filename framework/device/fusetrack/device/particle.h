@@ -125,8 +125,9 @@ FT_FUNCTION void apply_turn_limits(ParticleView& p, const GlobalLimits& lim, uns
 
 /// apply_element_limits where x and y are known to be 0 unless check_xy: a collective segment kernel
 /// that neither loads nor writes them holds 0 after its first turn (which loads and checks every
-/// coordinate), and 0 passes every limit the first turn let through, so the test is skipped. The same
-/// holds for apply_turn_limits with the mask of the coordinates such a kernel loads.
+/// coordinate), and 0 passes every limit (the global x/y limits are positive, read_limits; a turn
+/// limit is positive or off), so the test is skipped. The same holds for apply_turn_limits with the
+/// mask of the coordinates such a kernel loads.
 FT_FUNCTION void apply_element_limits(ParticleView& p, const GlobalLimits& lim, bool check_xy) {
   if (check_xy) apply_element_limits(p, lim);
 }
