@@ -108,8 +108,8 @@ TEST_CASE("generated source: one switch case per type used, layout checks, origi
   const KernelSource fast = generate_fused_kernel(lattice, FmaMode::On, Dispatch::Switch);
   CHECK(fast.text.find("#define FT_DEVICE_FAST_MATH") != std::string::npos);
   const KernelTables tables = kernel_tables(lattice, src);
-  REQUIRE(tables.steps.size() == lattice.sequence().size());
-  for (size_t e = 0; e < tables.steps.size(); ++e) {
+  REQUIRE(tables.steps.size() == lattice.sequence().size() + src.motif_at.size());
+  for (size_t e = 0; e < lattice.sequence().size(); ++e) {
     const auto& def = lattice.element(e);
     CHECK(src.types[tables.steps[e].type_id()] == def.type);
     // The step's parameter block holds exactly the definition's bytes.
@@ -178,7 +178,7 @@ TEST_CASE("identical parameter blocks are stored once in the switch kernel's tab
   size_t distinct_bytes = 0;
   for (const auto& def : lattice.definitions()) distinct_bytes += (def.type->param_size + 7) / 8 * 8;
   CHECK(tables.params.size() * 8 <= distinct_bytes);
-  CHECK(tables.steps.size() == 301);
+  CHECK(tables.steps.size() == 301 + src.motif_at.size());
 }
 
 TEST_CASE("baked source spells every parameter exactly") {

@@ -15,6 +15,7 @@
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
 #include "fusetrack/transform.h"
+#include "fusetrack/motifs.h"
 
 extern "C" const ft_source_file ft_core_device_headers[];
 extern "C" const uint32_t ft_core_device_headers_count;
@@ -259,33 +260,128 @@ std::string fixed_transform_calls(uint64_t ops, int first) {
   return s;
 }
 
+/// The statement that tracks one element of switch case `case_id` with its parameter block at `prm` (an
+/// expression). `fixed`: assignments of integer fields (`ft_s.order = 2;`) to a copy of the parameters,
+/// which the compiler then sees as constants (motifs); "" for none.
+std::string element_call(const KernelSource& src, size_t case_id, const std::string& prm, const std::string& fixed) {
+  auto call = [&fixed](const ElementType* t, const std::string& at) {
+    if (fixed.empty()) return fmt::format("{}(*reinterpret_cast<const {}*>({}), p);", t->track_function, t->name, at);
+    return fmt::format("{{ {} ft_s = *reinterpret_cast<const {}*>({});{} {}(ft_s, p); }}", t->name, t->name, at, fixed,
+                       t->track_function);
+  };
+  if (case_id < src.types.size()) return call(src.types[case_id], prm);
+  // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
+  const size_t j = case_id - src.types.size();
+  const ElementType* t = src.transformed_types[j];
+  const uint64_t operations = src.transformed_operations[j];
+  if (operations == kMixedTransforms)
+    return fmt::format("{{ const unsigned char* own = ft::transform_entry({0}, p); {1} ft::transform_exit({0}, p); }}", prm,
+                       call(t, "own"));
+  const int entry_values = transform_values_of(operations & 0xffffffull);
+  const int exit_values = transform_values_of((operations >> 24) & 0xffffffull);
+  return fmt::format("{{ const double* ft_v = reinterpret_cast<const double*>({}) + 1;{} {}{} }}", prm,
+                     fixed_transform_calls(operations & 0xffffffull, 0),
+                     call(t, fmt::format("{} + {}", prm, 8 * (1 + entry_values + exit_values))),
+                     fixed_transform_calls((operations >> 24) & 0xffffffull, entry_values));
+}
+
+/// The switch case of `definition`: its type's, or its transformed type's when a variant transforms it.
+uint32_t switch_case_id(const KernelSource& source, const std::vector<const Lattice*>& lattices, const Lattice& lattice,
+                        uint32_t definition) {
+  const ElementDefinition& def = lattice.definitions()[definition];
+  if (!def.type->is_collective() && transform_words_over_variants(lattices, definition) > 0)
+    return static_cast<uint32_t>(source.types.size() +
+                                 (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
+                                  source.transformed_types.begin()));
+  return static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
+}
+
 /// The switch over element types of the switch kernel (collective types have no track function).
 std::string switch_cases(const KernelSource& src, const char* indent) {
   std::string s;
-  for (size_t k = 0; k < src.types.size(); ++k) {
-    if (src.types[k]->is_collective()) continue;
-    s += fmt::format("{}case {}: {}(*reinterpret_cast<const {}*>(prm), p); break;\n", indent, k,
-                     src.types[k]->track_function, src.types[k]->name);
-  }
-  // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
-  for (size_t j = 0; j < src.transformed_types.size(); ++j) {
-    const ElementType* t = src.transformed_types[j];
-    if (src.transformed_operations[j] != kMixedTransforms) {
-      s += fmt::format("{}case {}: {{ const double* ft_v = reinterpret_cast<const double*>(prm) + 1;{}", indent,
-                       src.types.size() + j, fixed_transform_calls(src.transformed_operations[j] & 0xffffffull, 0));
-      const int entry_values = transform_values_of(src.transformed_operations[j] & 0xffffffull);
-      const int exit_values = transform_values_of((src.transformed_operations[j] >> 24) & 0xffffffull);
-      s += fmt::format(" {}(*reinterpret_cast<const {}*>(prm + {}), p);{} }} break;\n", t->track_function, t->name,
-                       8 * (1 + entry_values + exit_values),
-                       fixed_transform_calls((src.transformed_operations[j] >> 24) & 0xffffffull, entry_values));
-      continue;
-    }
-    s += fmt::format(
-        "{}case {}: {{ const unsigned char* own = ft::transform_entry(prm, p); {}(*reinterpret_cast<const {}*>(own), p); "
-        "ft::transform_exit(prm, p); }} break;\n",
-        indent, src.types.size() + j, t->track_function, t->name);
+  for (size_t k = 0; k < src.types.size() + src.transformed_types.size(); ++k) {
+    if (k < src.types.size() && src.types[k]->is_collective()) continue;
+    s += fmt::format("{}case {}: {} break;\n", indent, k, element_call(src, k, "prm", ""));
   }
   return s;
+}
+
+/// The motif keys (motifs.h) of a lattice: per sequence position the switch case and the integer
+/// fields that hold the same value in every variant, interned.
+struct MotifKeys {
+  std::vector<uint32_t> at;        // per sequence position (kNoMotifKey for collective elements)
+  std::vector<uint32_t> case_id;   // per key
+  std::vector<std::string> fixed;  // per key: assignments of its fixed integer fields (element_call)
+  std::vector<bool> worth_alone;   // per key: it fixes an integer field
+};
+
+/// The largest parameter struct whose integer fields a motif fixes (a thin multipole's 128 bytes).
+constexpr uint32_t kMotifMaxCopiedBytes = 128;
+
+MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std::vector<const Lattice*>& lattices) {
+  MotifKeys k;
+  std::map<std::pair<uint32_t, std::string>, uint32_t> ids;
+  std::vector<uint32_t> of_definition(lattice.definitions().size(), UINT32_MAX);
+  for (const auto& entry : lattice.sequence()) {
+    uint32_t& id = of_definition[entry.definition];
+    if (id == UINT32_MAX) {
+      const ElementDefinition& def = lattice.definitions()[entry.definition];
+      if (def.type->is_collective()) {
+        id = kNoMotifKey;
+      } else {
+        // Fixing a field takes a copy of the parameters; a large copy (a thick magnet's hundreds of bytes,
+        // indexed in loops) would live in local memory, so those are read in place.
+        std::string fixed;
+        for (const FieldInfo& f : def.type->fields) {
+          if (f.type != FT_FIELD_INT32 || f.count != 1 || def.type->param_size > kMotifMaxCopiedBytes) continue;
+          int32_t value = 0;
+          bool same = true;
+          for (size_t v = 0; v < lattices.size(); ++v) {
+            int32_t x;
+            std::memcpy(&x, lattices[v]->params(entry.definition) + f.offset, sizeof x);
+            same &= v == 0 || x == value;
+            value = x;
+          }
+          if (same) fixed += fmt::format(" ft_s.{} = {};", f.name, value);
+        }
+        const uint32_t case_id = switch_case_id(src, lattices, lattice, entry.definition);
+        const auto [it, inserted] = ids.emplace(std::make_pair(case_id, fixed), static_cast<uint32_t>(k.case_id.size()));
+        if (inserted) {
+          k.case_id.push_back(case_id);
+          k.worth_alone.push_back(!fixed.empty());
+          k.fixed.push_back(std::move(fixed));
+        }
+        id = it->second;
+      }
+    }
+    k.at.push_back(id);
+  }
+  return k;
+}
+
+/// The motif cases: element j of an occurrence starting at e reads its block through steps[e + j]; the
+/// limits are checked after every element, as in the single-element cases.
+std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent) {
+  std::string s;
+  for (size_t m = 0; m < plan.motifs.size(); ++m) {
+    const std::vector<uint32_t>& motif = plan.motifs[m];
+    s += fmt::format("{}case {}: {{\n", indent, m + 1);
+    for (size_t j = 1; j < motif.size(); ++j)
+      s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
+    for (size_t j = 0; j < motif.size(); ++j)
+      s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
+                       indent, element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm",
+                                            keys.fixed[motif[j]]),
+                       j);
+    s += fmt::format("{}}} break;\n", indent);
+  }
+  return s;
+}
+
+/// Whether the switch kernel gets motifs: on unless FUSETRACK_MOTIFS=0 (the benchmarks' baseline).
+bool motifs_enabled() {
+  const char* v = std::getenv("FUSETRACK_MOTIFS");
+  return !(v && std::string(v) == "0");
 }
 
 }  // namespace
@@ -428,7 +524,45 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   }
   s += kKernelPrologue;
 
-  if (src.dispatch == Dispatch::Switch) {
+  MotifPlan plan;
+  MotifKeys keys;
+  if (src.dispatch == Dispatch::Switch && motifs_enabled()) {
+    std::vector<const Lattice*> lattices = variants;
+    if (lattices.empty()) lattices.push_back(&lattice);
+    keys = motif_keys(lattice, src, lattices);
+    plan = plan_motifs(keys.at, keys.worth_alone);
+    src.motif_at = plan.motif_at;
+    src.motif_count = plan.motifs.size();
+    src.motif_covered = plan.covered;
+    src.dispatches_per_turn = plan.dispatches;
+  }
+  if (src.dispatch == Dispatch::Switch && !plan.motifs.empty()) {
+    // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
+    // else 0. An occurrence that runs past element_end (a segment boundary) falls back to single elements.
+    // The next dispatch's steps are loaded while the current one computes.
+    s += "    int e = element_begin;\n";
+    s += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
+    s += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
+    s += "    while (e < element_end) {\n";
+    s += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
+    s += "      const int next = e + (len ? len : 1);\n";
+    s += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
+    s += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
+    s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+    s += "      if (len) {\n";
+    s += "        switch (mot >> 8) {\n";
+    s += motif_cases(src, keys, plan, "          ");
+    s += "          default: break;\n        }\n";
+    s += "      } else {\n";
+    s += "        switch (cur >> 24) {\n";
+    s += switch_cases(src, "          ");
+    s += "          default: break;\n        }\n";
+    s += "        ft::apply_element_limits(p, limits);\n";
+    s += "        if (p.state <= 0) { lost_at = e; goto done; }\n";
+    s += "      }\n";
+    s += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
+    s += "    }\n";
+  } else if (src.dispatch == Dispatch::Switch) {
     // Each step is (type id << 24 | parameter offset / 8). With few particles in flight the
     // kernel is latency-bound and the table of a long lattice lives in L2: the step two ahead is
     // loaded while the current element computes.
@@ -1218,14 +1352,10 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source, c
       offset = it->second;
       if (offset >= (1u << 27)) throw Error("switch kernel: more than 128 MiB of distinct element parameters");
     }
-    const uint32_t type_id =
-        transform_words > 0
-            ? static_cast<uint32_t>(source.types.size() +
-                                    (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
-                                     source.transformed_types.begin()))
-            : static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
-    t.steps.push_back(KernelStep::make(type_id, offset));
+    t.steps.push_back(KernelStep::make(switch_case_id(source, lattices, lattice, entry.definition), offset));
   }
+  // The motif table after the steps (KernelSource::motif_at): the kernel reads steps[n_elements + e].
+  for (uint32_t m : source.motif_at) t.steps.push_back(KernelStep{m});
   if (words_stored == 0) {
     words_stored = 1;
     for (std::string& b : blocks) b.assign(8, '\0');

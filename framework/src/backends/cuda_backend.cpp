@@ -129,6 +129,7 @@ struct CudaBackend::Impl {
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
   // take neither.
   CUdeviceptr switch_steps = 0;
+  size_t switch_step_entries = 0;  // the steps, and the motif table after them when uploaded with one
   CUdeviceptr switch_params = 0;
   // Lattice variants (set_variants): the lattices, and the distance between their parameter tables.
   std::vector<const Lattice*> variants;
@@ -199,16 +200,23 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   const cuda::Driver& d = *impl.d;
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
-  if (dispatch != Dispatch::Baked && !impl.switch_steps) {
+  // The tables are shared by the switch, staged and collective kernels; a switch kernel with motifs
+  // needs the motif table after the steps, and uploads the steps again when a form without came first.
+  const size_t step_entries = lattice.sequence().size() + k.source.motif_at.size();
+  if (dispatch != Dispatch::Baked && (!impl.switch_steps || impl.switch_step_entries < step_entries)) {
     const KernelTables tables = kernel_tables(lattice, k.source, impl.variants);
     impl.variant_stride = tables.variant_stride_bytes;
+    if (impl.switch_steps) d.mem_free(impl.switch_steps);
     CUdeviceptr p = 0;
     check_alloc(d, &p, std::max<size_t>(tables.steps.size() * sizeof(KernelStep), 8), "cuMemAlloc(steps)");
     check(d.memcpy_htod(p, tables.steps.data(), tables.steps.size() * sizeof(KernelStep)), "cuMemcpyHtoD(steps)");
     impl.switch_steps = p;
-    check_alloc(d, &impl.switch_params, tables.params.size() * sizeof(uint64_t), "cuMemAlloc(parameters)");
-    check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
-          "cuMemcpyHtoD(parameters)");
+    impl.switch_step_entries = tables.steps.size();
+    if (!impl.switch_params) {
+      check_alloc(d, &impl.switch_params, tables.params.size() * sizeof(uint64_t), "cuMemAlloc(parameters)");
+      check(d.memcpy_htod(impl.switch_params, tables.params.data(), tables.params.size() * sizeof(uint64_t)),
+            "cuMemcpyHtoD(parameters)");
+    }
   }
   return impl.kernels.emplace(key, std::move(k)).first->second;
 }
@@ -562,6 +570,23 @@ void CudaBackend::parameters_changed() {
   Impl& impl = *m_impl;
   const cuda::Driver& d = *impl.d;
   check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+  // Motifs fix integer fields of the elements as constants (codegen.h, KernelSource::motif_at): when a
+  // changed field changes the generated source or the motif table, the switch kernels are made again.
+  bool motifs_stale = false;
+  for (const auto& [key, k] : impl.kernels) {
+    if (k.source.dispatch != Dispatch::Switch || k.source.motif_at.empty()) continue;
+    const KernelSource again = generate_fused_kernel(m_lattice, k.source.fma, Dispatch::Switch, k.source.max_registers,
+                                                     impl.variants);
+    motifs_stale |= again.text != k.source.text || again.motif_at != k.source.motif_at;
+  }
+  if (motifs_stale) {
+    for (auto& [key, k] : impl.kernels)
+      if (k.module) d.module_unload(k.module);
+    impl.kernels.clear();
+    if (impl.switch_steps) d.mem_free(impl.switch_steps);
+    if (impl.switch_params) d.mem_free(impl.switch_params);
+    impl.switch_steps = impl.switch_params = 0;
+  }
   // The switch kernels read the parameter table: it is uploaded again (same layout), no recompile.
   if (impl.switch_params) {
     const KernelSource* source = impl.collective_ready && impl.collective_kernels.source.dispatch == Dispatch::Switch
@@ -1012,7 +1037,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
       const KernelTables tables = kernel_tables(m_lattice, kk.source);
       impl.switch_steps = device_copy(d, std::vector<KernelStep>(tables.steps), "cuMemAlloc(steps)");
-      impl.switch_params = device_copy(d, tables.params, "cuMemAlloc(parameters)");
+      impl.switch_step_entries = tables.steps.size();
+      if (!impl.switch_params) impl.switch_params = device_copy(d, tables.params, "cuMemAlloc(parameters)");
     }
     impl.snapshots.assign(K, CollectiveSnapshot{});
     for (size_t c = 0; c < K; ++c) {

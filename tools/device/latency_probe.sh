@@ -1,0 +1,35 @@
+#!/bin/bash
+# Latency-bound GPU regime (a lone DA scan of 10^4 particles): what the switch kernel's per-element
+# dispatch costs against the baked form, on a 600-element piece of the CLIC damping ring.
+#   OUT=/tmp/out bash tools/device/latency_probe.sh      (needs .carry/deps and .carry/xsuite)
+# PIECE_BEGIN/PIECE_LEN pick the window; TURNS the turns per GPU measurement.
+set -u
+source tools/device/device_env.sh
+device_start || exit 1
+CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
+PIECE=build-gpu/clic_piece.json
+python3 - "$CLIC" "$PIECE" "${PIECE_BEGIN:-10000}" "${PIECE_LEN:-600}" <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b, n = int(sys.argv[3]), int(sys.argv[4])
+d["element_names"] = d["element_names"][b:b + n]
+d["elements"] = {k: d["elements"][k] for k in set(d["element_names"])}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+for fma in off on; do
+  for dispatch in ${DISPATCHES:-switch baked}; do
+    echo "== piece, dispatch $dispatch, fma $fma" | tee -a "$OUT/probe.log"
+    $BIN bench "$PIECE" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 ${EXTRA_COUNTS:-} --gpu-turns "${TURNS:-2000}" \
+      --no-per-element --dispatch $dispatch --fma $fma 2>&1 | grep -E "gpu|error" | tee -a "$OUT/probe.log"
+  done
+done
+echo "== CLIC whole, switch" | tee -a "$OUT/probe.log"
+$BIN bench "$CLIC" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 40 --no-per-element --dispatch switch 2>&1 \
+  | grep -E "gpu|error" | tee -a "$OUT/probe.log"
+for d in ${SASS_DISPATCH:-switch}; do
+  $BIN codegen "$CLIC" --dispatch $d --fma off -o build-gpu/cg_$d >/dev/null 2>&1
+  cuobjdump -sass build-gpu/cg_$d/fusetrack_fused.cubin > "$OUT/clic_${d}.sass" 2>&1
+done
+$BIN codegen "$PIECE" --dispatch baked --fma off -o build-gpu/cg_piece >/dev/null 2>&1
+cuobjdump -sass build-gpu/cg_piece/fusetrack_fused.cubin > "$OUT/piece_baked.sass" 2>&1
+ls -la "$OUT"

@@ -1,0 +1,98 @@
+#!/bin/bash
+# Switch-kernel motifs (fusetrack/motifs.h) on the GPU machine, against FUSETRACK_MOTIFS=0 in the same call.
+#   OUT=/tmp/out bash tools/device/motifs.sh [tests] [latency] [da] [optimize] [study] [lightsource]
+# (needs .carry/deps and .carry/xsuite)
+#   tests:      the GPU tests that run the switch kernel (bitwise CPU == GPU, losses, segments, variants)
+#   latency:    bench at 10^4 particles on a 600-element piece of CLIC (all forms, baked included) and on
+#               the whole ring; the 12k collider at 10^6 (throughput)
+#   da:         lone CLIC scan 100x100 x DA_TURNS turns, without and with motifs; da.npz compared
+#   optimize:   lone CLIC scan 100x100 x 10^4 turns with --optimize (MOTIFS_BASELINE=1: without too)
+#   study:      CLIC 60 seeds x 100x100 x STUDY_TURNS turns (STUDY_BASELINE=1: without too)
+#   lightsource: the light-source ring, 60 seeds x 496 x LS_TURNS turns, GPU with and without, CPU 16 threads
+set -u
+source tools/device/device_env.sh
+device_start || exit 1
+CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
+GRID="--angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01"
+has() { [[ " $MODES " == *" $1 "* ]]; }
+MODES=" $* "
+t0=$SECONDS
+if has tests; then
+  (cd build-gpu && timeout ${TEST_LIMIT:-240} ./bin/test_gpu -tc="DA scan*,fma=off: bundled rings*,per-element*,callbacks*,chunking*,non-finite*,variants*,the sextupole ring*,auto dispatch*,fma=off: transformed*,fma=off: Bend*,fma=off: ThickMultipole*,fma=on: difference*" 2>&1 \
+    | grep -E "ERROR|FAILED|test cases|assertions|Status" ) | tee "$OUT/tests.log"
+  echo "== tests $((SECONDS - t0)) s"
+fi
+if has latency; then
+  python3 - "$CLIC" build-gpu/clic_piece.json 10000 600 <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+b, n = int(sys.argv[3]), int(sys.argv[4])
+d["element_names"] = d["element_names"][b:b + n]
+d["elements"] = {k: d["elements"][k] for k in set(d["element_names"])}
+json.dump(d, open(sys.argv[2], "w"))
+PY
+  for m in 0 1; do
+    echo "== FUSETRACK_MOTIFS=$m: CLIC piece (600 elements), 10^4 particles, 2000 turns" | tee -a "$OUT/latency.log"
+    FUSETRACK_MOTIFS=$m $BIN bench build-gpu/clic_piece.json -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 2000 \
+      --no-per-element 2>&1 | grep -E "fused|rror" | tee -a "$OUT/latency.log"
+    echo "== FUSETRACK_MOTIFS=$m: CLIC (36954 elements), 10^4 particles, 40 turns" | tee -a "$OUT/latency.log"
+    FUSETRACK_MOTIFS=$m $BIN bench "$CLIC" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 40 \
+      --no-per-element 2>&1 | grep -E "fused|rror" | tee -a "$OUT/latency.log"
+    echo "== FUSETRACK_MOTIFS=$m: thin collider 12k, 10^6 particles, 4 turns" | tee -a "$OUT/latency.log"
+    FUSETRACK_MOTIFS=$m $BIN bench lattices/thin_collider_12k.json -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 1e6 --gpu-turns 4 \
+      --no-per-element 2>&1 | grep -E "fused|rror" | tee -a "$OUT/latency.log"
+  done
+  echo "== latency $((SECONDS - t0)) s"
+fi
+if has da; then
+  for m in 0 1; do
+    echo "== FUSETRACK_MOTIFS=$m: CLIC lone scan 100x100 x ${DA_TURNS:-1000} turns" | tee -a "$OUT/da.log"
+    FUSETRACK_MOTIFS=$m /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --turns ${DA_TURNS:-1000} $GRID --device gpu --no-plots \
+      -o build-gpu/da_m$m 2>&1 | grep -E "^survivors|DA .smallest|^tracking|wall" | tee -a "$OUT/da.log"
+  done
+  cmp build-gpu/da_m0/da.npz build-gpu/da_m1/da.npz && echo "da.npz without == with motifs, byte for byte" | tee -a "$OUT/da.log"
+  echo "== da $((SECONDS - t0)) s"
+fi
+if has optimize; then
+  for m in ${OPT_MODES:-1}; do
+    echo "== FUSETRACK_MOTIFS=$m: CLIC lone scan --optimize, 100x100 x 10^4 turns" | tee -a "$OUT/optimize.log"
+    FUSETRACK_MOTIFS=$m /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --optimize --turns 10000 $GRID --device gpu --no-plots \
+      -o build-gpu/opt_m$m 2>&1 | grep -E "optimiz|^survivors|DA .smallest|^tracking|wall" | tee -a "$OUT/optimize.log"
+  done
+  echo "== optimize $((SECONDS - t0)) s"
+fi
+if has study; then
+  cat > build-gpu/clic_errors.json <<'JSON'
+{"fusetrack_error_table": 1, "cut": 3.0,
+ "entries": [{"match": ".*", "type": "Multipole",
+              "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}
+JSON
+  [ -f build-gpu/clic_seeds60.json ] || $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+  for m in ${STUDY_MODES:-1}; do
+    echo "== FUSETRACK_MOTIFS=$m: CLIC 60 seeds x 100x100 x ${STUDY_TURNS:-10000} turns" | tee -a "$OUT/study.log"
+    FUSETRACK_MOTIFS=$m /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns ${STUDY_TURNS:-10000} \
+      $GRID --device gpu --no-plots -o build-gpu/study_m$m 2>&1 | grep -E "^survivors|DA .smallest|^set-up|^tracking|wall" | tee -a "$OUT/study.log"
+  done
+  echo "== study $((SECONDS - t0)) s"
+fi
+if has lightsource; then
+  cat > build-gpu/mba_table.json <<'JSON'
+{"fusetrack_error_table": 1, "cut": 3.0,
+ "entries": [
+  {"match": "q.*", "type": "ThickMultipole", "order": 1, "radius": 0.01, "random": {"dknr": [0, 0, 5e-4, 2e-4], "dx": 2e-6}},
+  {"name": "bd", "order": 0, "radius": 0.01, "random": {"dknr": [2e-4, 1e-4]}},
+  {"match": "s[fd]", "type": "ThickMultipole", "order": 2, "radius": 0.01, "random": {"dknr": [0, 0, 1e-3, 5e-4]}}]}
+JSON
+  $BIN errors lattices/mba_light_source.json --table build-gpu/mba_table.json --seeds 60 --split-lattice build-gpu/mba_split.json \
+    -o build-gpu/mba_seeds.json >/dev/null 2>&1 || echo "errors failed"
+  LGRID="--angles 16 --amplitudes 31 --amplitude-range 0.0002 0.004"
+  IFS=';' read -ra LS_LIST <<< "${LS_RUNS:-gpu 0;gpu 1;cpu 1}"
+  for run in "${LS_LIST[@]}"; do
+    set -- $run
+    echo "== light-source ring, 60 seeds x 496 x ${LS_TURNS:-1000} turns, device $1, FUSETRACK_MOTIFS=$2" | tee -a "$OUT/lightsource.log"
+    FUSETRACK_MOTIFS=$2 $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json $LGRID -n ${LS_TURNS:-1000} --device $1 \
+      --threads 16 --no-plots -o build-gpu/ls_$1_$2 2>&1 | grep -E "^survivors|DA .smallest|^set-up|^tracking" | tee -a "$OUT/lightsource.log"
+  done
+  cmp build-gpu/ls_gpu_0/da.npz build-gpu/ls_gpu_1/da.npz && echo "light source da.npz without == with motifs" | tee -a "$OUT/lightsource.log"
+  echo "== lightsource $((SECONDS - t0)) s"
+fi
