@@ -18,9 +18,19 @@ has() { [[ " $MODES " == *" $1 "* ]]; }
 MODES=" $* "
 t0=$SECONDS
 if has tests; then
-  (cd build-gpu && timeout ${TEST_LIMIT:-240} ./bin/test_gpu -tc="DA scan*,fma=off: bundled rings*,per-element*,callbacks*,chunking*,non-finite*,variants*,the sextupole ring*,auto dispatch*,fma=off: transformed*,fma=off: Bend*,fma=off: ThickMultipole*,fma=on: difference*" 2>&1 \
-    | grep -E "ERROR|FAILED|test cases|assertions|Status" ) | tee "$OUT/tests.log"
+  # TESTS: ';'-separated groups of test-case patterns, each run with its own time limit (TEST_LIMIT s)
+  IFS=';' read -ra GROUPS <<< "${TESTS:-DA scan*,per-element*,callbacks*,chunking*,non-finite*,variants*,the sextupole ring*,auto dispatch*,fma=off: transformed*,fma=off: Bend*,fma=off: ThickMultipole*,fma=on: difference*;fma=off: bundled rings*}"
+  for group in "${GROUPS[@]}"; do
+    echo "== test_gpu -tc=\"$group\"" | tee -a "$OUT/tests.log"
+    (cd build-gpu && timeout ${TEST_LIMIT:-240} ./bin/test_gpu -tc="$group" 2>&1 \
+      | grep -E "ERROR|FAILED|CRASHED|test cases|assertions|Status" ) | tee -a "$OUT/tests.log"
+  done
   echo "== tests $((SECONDS - t0)) s"
+fi
+if has sass; then
+  $BIN codegen "$CLIC" --dispatch switch --fma off -o build-gpu/cg_motifs >/dev/null 2>&1
+  cuobjdump -sass build-gpu/cg_motifs/fusetrack_fused.cubin > "$OUT/clic_motifs.sass" 2>&1
+  cp build-gpu/cg_motifs/fusetrack_fused.cu "$OUT/clic_motifs.cu"
 fi
 if has latency; then
   python3 - "$CLIC" build-gpu/clic_piece.json 10000 600 <<'PY'
