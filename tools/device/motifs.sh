@@ -19,8 +19,8 @@ MODES=" $* "
 t0=$SECONDS
 if has tests; then
   # TESTS: ';'-separated groups of test-case patterns, each run with its own time limit (TEST_LIMIT s)
-  IFS=';' read -ra GROUPS <<< "${TESTS:-DA scan*,per-element*,callbacks*,chunking*,non-finite*,variants*,the sextupole ring*,auto dispatch*,fma=off: transformed*,fma=off: Bend*,fma=off: ThickMultipole*,fma=on: difference*;fma=off: bundled rings*}"
-  for group in "${GROUPS[@]}"; do
+  IFS=';' read -ra TEST_GROUPS <<< "${TESTS:-DA scan*,per-element*,callbacks*,chunking*,non-finite*,variants*,the sextupole ring*,auto dispatch*,fma=off: transformed*,fma=off: Bend*,fma=off: ThickMultipole*,fma=on: difference*;fma=off: bundled rings*}"
+  for group in "${TEST_GROUPS[@]}"; do
     echo "== test_gpu -tc=\"$group\"" | tee -a "$OUT/tests.log"
     (cd build-gpu && timeout ${TEST_LIMIT:-240} ./bin/test_gpu -tc="$group" 2>&1 \
       | grep -E "ERROR|FAILED|CRASHED|test cases|assertions|Status" ) | tee -a "$OUT/tests.log"
