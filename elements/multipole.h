@@ -30,7 +30,9 @@
   PARAM(int, order, -1, "1",                                                                            \
         "highest order of the Horner sum; -1: the highest non-zero knl/ksl (set it as in Xsuite to match it bit for bit)") \
   DERIVED(int, kick_order, "1", "order used by the kick")                                               \
-  DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")
+  DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")                                          \
+  DERIVED(double, h_knl0, "m^-1", "h knl[0], h = hxl / length (0 if length = 0)")                        \
+  DERIVED(double, h_k1l, "m^-2", "h knl[1] (0 below order 1)")
 
 FT_ELEMENT_STRUCT(Multipole, FT_MULTIPOLE_FIELDS)
 
@@ -59,6 +61,11 @@ inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
   double factorial = 1.0;  // exact for n <= 18
   for (int n = 2; n <= e.kick_order; ++n) factorial *= n;
   e.inv_factorial_order = 1.0 / factorial;
+  // The curvature terms' coefficients depend on the parameters only: the same IEEE products as before,
+  // taken once here instead of per particle (the division by length included).
+  const double h = (e.length != 0.0) ? e.hxl / e.length : 0.0;
+  e.h_knl0 = e.knl[0] * h;
+  e.h_k1l = h * ((e.kick_order >= 1) ? e.knl[1] : 0.0);
 }
 #endif
 
@@ -85,13 +92,11 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   // Curvature of the reference trajectory; without bending every term is zero (up to the sign
   // of zero), so straight multipoles skip it.
   if (e.hxl == 0.0) return;
-  const double h = (e.length != 0.0) ? e.hxl / e.length : 0.0;
-  const double k1l = (e.kick_order >= 1) ? e.knl[1] : 0.0;
   double dpx = e.hxl * (1.0 + p.delta);
   const double dzeta = -p.rv0v * e.hxl * x;  // rv0v = 1 / rvv
-  dpx += -(e.knl[0] * h) * x;
-  dpx += (h * k1l) * (-x * x + 0.5 * y * y);
-  const double dpy = (h * k1l) * x * y;
+  dpx += -e.h_knl0 * x;
+  dpx += e.h_k1l * (-x * x + 0.5 * y * y);
+  const double dpy = e.h_k1l * x * y;
   p.px += dpx;
   p.py += dpy;
   p.zeta += dzeta;

@@ -315,8 +315,8 @@ struct MotifKeys {
   std::vector<bool> worth_alone;   // per key: it fixes an integer field
 };
 
-/// The largest parameter struct whose integer fields a motif fixes (a thin multipole's 128 bytes).
-constexpr uint32_t kMotifMaxCopiedBytes = 128;
+/// The largest parameter struct whose integer fields a motif fixes (a thin multipole: 144 bytes).
+constexpr uint32_t kMotifMaxCopiedBytes = 160;
 
 MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std::vector<const Lattice*>& lattices) {
   MotifKeys k;

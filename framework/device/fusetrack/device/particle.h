@@ -100,7 +100,10 @@ struct GlobalLimits {
 /// Checked after every element. A NaN fails the comparison and counts as lost.
 FT_FUNCTION void apply_element_limits(ParticleView& p, const GlobalLimits& lim) {
   if (p.state > 0) {
-    if (!(fabs(p.x) <= lim.x && fabs(p.y) <= lim.y)) p.state = kLostOnGlobalLimit;
+    // Both tests, then one branch: `&` instead of `&&` spares the fused kernels a branch per element.
+    const bool x_inside = fabs(p.x) <= lim.x;  // NaN: outside
+    const bool y_inside = fabs(p.y) <= lim.y;
+    if (!(x_inside & y_inside)) p.state = kLostOnGlobalLimit;
   }
 }
 
