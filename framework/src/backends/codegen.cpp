@@ -366,15 +366,8 @@ std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const Mo
   for (size_t m = 0; m < plan.motifs.size(); ++m) {
     const std::vector<uint32_t>& motif = plan.motifs[m];
     s += fmt::format("{}case {}: {{\n", indent, m + 1);
-    // The elements' parameter offsets are computed at the case's start (the empty volatile asm keeps the
-    // compiler from moving them down to each element, behind the previous element's loss test).
     for (size_t j = 1; j < motif.size(); ++j)
-      s += fmt::format(
-          "{0}  unsigned long long ft_o{1} = static_cast<unsigned long long>(steps[e + {1}] & 0xffffffu) << 3; "
-          "asm volatile(\"\" : \"+l\"(ft_o{1}));\n",
-          indent, j);
-    for (size_t j = 1; j < motif.size(); ++j)
-      s += fmt::format("{}  const unsigned char* ft_p{} = params + ft_o{};\n", indent, j, j);
+      s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
     for (size_t j = 0; j < motif.size(); ++j)
       s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
                        indent, element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm",
