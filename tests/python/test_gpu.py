@@ -36,6 +36,16 @@ def test_gpu_track_equals_cpu_and_knobs_reuse_the_switch_kernel(tmp_path):
             compiled = cache_entries(cache)
             assert compiled, "the first track compiles one kernel into the cache"
         assert cache_entries(cache) == compiled, "a knob change must not compile the switch kernel again"
+    # A change of an integer field that the switch kernel's motifs hold as a constant (sd's kick order,
+    # 2 -> 3): the kernel is generated and compiled again, and still equals the CPU bit for bit.
+    ring["sd"]["knl"] = [0.0, 0.0, -2.5, 40.0]
+    a, b = ft.Particles.grid(ring, *GRID), ft.Particles.grid(ring, *GRID)
+    gpu.track(a, 200)
+    cpu.track(b, 200)
+    for name in PARTICLE_ARRAYS:
+        assert_bitwise_equal(getattr(a, name), getattr(b, name), name)
+    assert len(cache_entries(cache)) == len(compiled) + 1, "the motifs' kick order changed: a new kernel"
+    ring["sd"]["knl"] = [0.0, 0.0, -1.5]
     # the baked form carries the parameters as constants: a knob change compiles a new kernel
     baked = ft.Tracker(ring, device="gpu", dispatch="baked", kernel_cache=str(cache))
     baked.track(ft.Particles.grid(ring, *GRID), 10)
