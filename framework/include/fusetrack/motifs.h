@@ -16,10 +16,10 @@ namespace ft {
 constexpr uint32_t kNoMotifKey = UINT32_MAX;
 
 struct MotifLimits {
-  int max_motifs = 24;          // switch cases added
-  int max_length = 8;           // elements per motif
+  int max_motifs = 24;           // switch cases added
+  int max_length = 8;            // elements per motif
   int max_total_elements = 160;  // sum of the motifs' lengths: a bound on the added code
-  int min_occurrences = 4;      // a motif must recur at least this often
+  int min_occurrences = 4;       // a motif must recur at least this often
 };
 
 struct MotifPlan {
@@ -27,7 +27,7 @@ struct MotifPlan {
   std::vector<std::vector<uint32_t>> motifs;
   /// Per sequence position: 0, or (id << 8 | length) where an occurrence of motif `id` starts.
   std::vector<uint32_t> motif_at;
-  size_t covered = 0;  // positions inside occurrences
+  size_t covered = 0;     // positions inside occurrences
   size_t dispatches = 0;  // dispatches per turn: occurrences plus the positions outside them
 };
 

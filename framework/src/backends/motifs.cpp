@@ -49,7 +49,8 @@ int place(const std::vector<uint32_t>& keys, const std::vector<uint32_t>& motif,
 
 }  // namespace
 
-MotifPlan plan_motifs(const std::vector<uint32_t>& keys, const std::vector<bool>& worth_alone, const MotifLimits& limits) {
+MotifPlan plan_motifs(const std::vector<uint32_t>& keys, const std::vector<bool>& worth_alone,
+                      const MotifLimits& limits) {
   MotifPlan plan;
   plan.motif_at.assign(keys.size(), 0);
   std::vector<bool> covered(keys.size(), false);
@@ -79,8 +80,8 @@ MotifPlan plan_motifs(const std::vector<uint32_t>& keys, const std::vector<bool>
         if (c.count < limits.min_occurrences) continue;
         const size_t gain = static_cast<size_t>(c.count) * static_cast<size_t>(length - 1);
         // Ties go to the longer motif, then to the earlier first occurrence (independent of the map's order).
-        if (gain > best_gain || (gain == best_gain && gain > 0 && (length > best_length ||
-                                                                  (length == best_length && c.first < best_first)))) {
+        if (gain > best_gain || (gain == best_gain && gain > 0 &&
+                                 (length > best_length || (length == best_length && c.first < best_first)))) {
           best_gain = gain;
           best_first = c.first;
           best_length = length;
@@ -103,7 +104,8 @@ MotifPlan plan_motifs(const std::vector<uint32_t>& keys, const std::vector<bool>
     if (count >= limits.min_occurrences) by_count.emplace_back(-count, key);
   std::sort(by_count.begin(), by_count.end());
   for (const auto& [negative_count, key] : by_count) {
-    if (static_cast<int>(plan.motifs.size()) >= limits.max_motifs || total_elements + 1 > limits.max_total_elements) break;
+    if (static_cast<int>(plan.motifs.size()) >= limits.max_motifs || total_elements + 1 > limits.max_total_elements)
+      break;
     place(keys, {key}, static_cast<uint32_t>(plan.motifs.size() + 1), plan, covered);
     plan.motifs.push_back({key});
     total_elements += 1;
