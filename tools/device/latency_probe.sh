@@ -16,16 +16,13 @@ d["element_names"] = d["element_names"][b:b + n]
 d["elements"] = {k: d["elements"][k] for k in set(d["element_names"])}
 json.dump(d, open(sys.argv[2], "w"))
 PY
-for fma in off on; do
-  for dispatch in ${DISPATCHES:-switch baked}; do
-    echo "== piece, dispatch $dispatch, fma $fma" | tee -a "$OUT/probe.log"
-    $BIN bench "$PIECE" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 ${EXTRA_COUNTS:-} --gpu-turns "${TURNS:-2000}" \
-      --no-per-element --dispatch $dispatch --fma $fma 2>&1 | grep -E "gpu|error" | tee -a "$OUT/probe.log"
-  done
-done
-echo "== CLIC whole, switch" | tee -a "$OUT/probe.log"
-$BIN bench "$CLIC" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 40 --no-per-element --dispatch switch 2>&1 \
-  | grep -E "gpu|error" | tee -a "$OUT/probe.log"
+# fusetrack bench times every kernel form (auto, switch, staged, baked where allowed) in both fma modes.
+echo "== piece, 10^4 particles, ${TURNS:-2000} turns" | tee -a "$OUT/probe.log"
+$BIN bench "$PIECE" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 ${EXTRA_COUNTS:-} --gpu-turns "${TURNS:-2000}" \
+  --no-per-element 2>&1 | grep -E "fused|rror" | tee -a "$OUT/probe.log"
+echo "== CLIC whole, 10^4 particles, 40 turns" | tee -a "$OUT/probe.log"
+$BIN bench "$CLIC" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 40 --no-per-element 2>&1 \
+  | grep -E "fused|rror" | tee -a "$OUT/probe.log"
 for d in ${SASS_DISPATCH:-switch}; do
   $BIN codegen "$CLIC" --dispatch $d --fma off -o build-gpu/cg_$d >/dev/null 2>&1
   cuobjdump -sass build-gpu/cg_$d/fusetrack_fused.cubin > "$OUT/clic_${d}.sass" 2>&1
