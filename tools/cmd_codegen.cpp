@@ -11,6 +11,7 @@
 #include "cli_common.h"
 #include "fusetrack/codegen.h"
 #include "fusetrack/collective.h"
+#include "fusetrack/motifs.h"
 #include "fusetrack/nvrtc_compiler.h"
 
 namespace ft::cli {
@@ -68,9 +69,9 @@ void run_codegen(const CodegenArgs& a) {
              std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(),
              dispatch_name(source.dispatch),
              a.common.fma);
-  if (source.motif_count > 0)
+  if (const MotifCounts motifs = count_motifs(source.motif_at); motifs.motifs > 0)
     fmt::print("motifs    {} (recurring runs compiled as one case) cover {} of {} elements: {} dispatches per turn\n",
-               source.motif_count, source.motif_covered, lattice.sequence().size(), source.dispatches_per_turn);
+               motifs.motifs, motifs.covered, lattice.sequence().size(), motifs.dispatches);
   fmt::print("nvrtc     {} for sm_{} in {:.2f} s (NVRTC {}), {} bytes\n", cubin, a.arch, k.seconds,
              KernelCompiler::nvrtc_version(), k.cubin.size());
   // ptxas --verbose: "Compiling entry function 'NAME'", "... N bytes stack frame, N bytes spill stores,

@@ -22,16 +22,10 @@ cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.lo
   || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 BIN=$ROOT/build-gpu/bin/fusetrack
-# Errors of the CLIC ring: every thin multipole gets random sextupole components (absolute K2L, J2L)
-# and 5 um / 20 urad misalignments (larger ones, uncorrected, leave some seeds without a closed orbit) (a study table, not a measured error budget).
-cat > build-gpu/clic_errors.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [{"match": ".*", "type": "Multipole",
-              "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}
-JSON
+source tools/device/study_inputs.sh
 if [ "$MODE" = quick ]; then
   (cd build-gpu && ./bin/test_gpu -tc="variants*,DA scan*" 2>&1 | grep -E "MESSAGE|ERROR|test cases|assertions|variant") | tee "$OUT/test_gpu_variants.log"
-  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 8 -o build-gpu/clic_seeds8.json 2>&1 | tail -3
+  clic_seeds "$CLIC" 8
   for n in 1 8; do
     /usr/bin/time -f "wall %e s" $BIN da "$CLIC" $( [ $n -gt 1 ] && echo --variants build-gpu/clic_seeds8.json ) --turns 1000 \
       --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots -o build-gpu/study$n 2>&1 \
@@ -41,7 +35,7 @@ if [ "$MODE" = quick ]; then
     --device gpu --no-plots -o build-gpu/opt1 2>&1 | grep -E "optimized|survivors|DA min|wall" | tee -a "$OUT/study.log"
 fi
 if [ "$MODE" = full ]; then
-  $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json 2>&1 | tail -2
+  clic_seeds "$CLIC" 60
   echo "== CLIC, 60 seeds x 100 x 100 x 10^4 turns, one GPU" | tee "$OUT/study_clic.log"
   /usr/bin/time -f "study wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns 10000 --angles 100 \
     --amplitudes 100 --amplitude-range 0.0001 0.01 --checkpoint-every 2000 --device gpu --no-plots -o build-gpu/study_clic 2>&1 \
@@ -52,18 +46,8 @@ if [ "$MODE" = full ]; then
   cp build-gpu/study_clic/summary.csv "$OUT/study_clic_summary.csv" 2>/dev/null
 fi
 if [ "$MODE" = lightsource ] || [[ " $* " == *" lightsource "* ]]; then
-  # The bundled light-source ring with 60 seeds of multipole errors and 2 um horizontal quadrupole
-  # shifts (with vertical shifts or rolls, uncorrected, some seeds sit on the coupling resonance),
-  # each magnet its own errors (--split-lattice). GPU against all CPU cores, and CPU 1 vs 16 threads.
-  cat > build-gpu/mba_table.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [
-  {"match": "q.*", "type": "ThickMultipole", "order": 1, "radius": 0.01, "random": {"dknr": [0, 0, 5e-4, 2e-4], "dx": 2e-6}},
-  {"name": "bd", "order": 0, "radius": 0.01, "random": {"dknr": [2e-4, 1e-4]}},
-  {"match": "s[fd]", "type": "ThickMultipole", "order": 2, "radius": 0.01, "random": {"dknr": [0, 0, 1e-3, 5e-4]}}]}
-JSON
-  $BIN errors lattices/mba_light_source.json --table build-gpu/mba_table.json --seeds 60 --split-lattice build-gpu/mba_split.json \
-    -o build-gpu/mba_seeds.json >/dev/null 2>&1 || echo "errors failed"
+  # The light-source ring with 60 seeds (study_inputs.sh): GPU against all CPU cores, CPU 1 vs 16 threads.
+  mba_seeds
   GRID="--angles 16 --amplitudes 31 --amplitude-range 0.0002 0.004"
   # LS_RUNS: "device turns threads" triples (default: the issue's runs and the thread scaling)
   IFS=';' read -ra LS_LIST <<< "${LS_RUNS:-gpu 1000 0;gpu 100 0;cpu 100 16;cpu 10 16;cpu 10 1}"
@@ -84,7 +68,7 @@ if [[ " $* " == *" twogpu "* ]]; then
   # rank), in one call; the two studies' da.npz compared byte for byte.
   export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
   TT=${TWO_TURNS:-1000}
-  [ -f build-gpu/clic_seeds60.json ] || $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+  clic_seeds "$CLIC" 60
   for np in 1 2; do
     echo "== CLIC 60 seeds x 10^4 x $TT turns, $np GPU(s)" | tee -a "$OUT/twogpu.log"
     T0=$(date +%s%N)

@@ -5,17 +5,11 @@
 # PIECE_BEGIN/PIECE_LEN pick the window; TURNS the turns per GPU measurement.
 set -u
 source tools/device/device_env.sh
+source tools/device/study_inputs.sh
 device_start || exit 1
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 PIECE=build-gpu/clic_piece.json
-python3 - "$CLIC" "$PIECE" "${PIECE_BEGIN:-10000}" "${PIECE_LEN:-600}" <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-b, n = int(sys.argv[3]), int(sys.argv[4])
-d["element_names"] = d["element_names"][b:b + n]
-d["elements"] = {k: d["elements"][k] for k in set(d["element_names"])}
-json.dump(d, open(sys.argv[2], "w"))
-PY
+clic_piece "$CLIC" "$PIECE" "${PIECE_BEGIN:-10000}" "${PIECE_LEN:-600}"
 # fusetrack bench times every kernel form (auto, switch, staged, baked where allowed) in both fma modes.
 echo "== piece, 10^4 particles, ${TURNS:-2000} turns" | tee -a "$OUT/probe.log"
 $BIN bench "$PIECE" -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 ${EXTRA_COUNTS:-} --gpu-turns "${TURNS:-2000}" \

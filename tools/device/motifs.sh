@@ -12,6 +12,7 @@
 set -u
 source tools/device/device_env.sh
 device_start || exit 1
+source tools/device/study_inputs.sh
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 GRID="--angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01"
 has() { [[ " $MODES " == *" $1 "* ]]; }
@@ -33,14 +34,7 @@ if has sass; then
   cp build-gpu/cg_motifs/fusetrack_fused.cu "$OUT/clic_motifs.cu"
 fi
 if has latency; then
-  python3 - "$CLIC" build-gpu/clic_piece.json 10000 600 <<'PY'
-import json, sys
-d = json.load(open(sys.argv[1]))
-b, n = int(sys.argv[3]), int(sys.argv[4])
-d["element_names"] = d["element_names"][b:b + n]
-d["elements"] = {k: d["elements"][k] for k in set(d["element_names"])}
-json.dump(d, open(sys.argv[2], "w"))
-PY
+  clic_piece "$CLIC" build-gpu/clic_piece.json 10000 600
   for m in 0 1; do
     echo "== FUSETRACK_MOTIFS=$m: CLIC piece (600 elements), 10^4 particles, 2000 turns" | tee -a "$OUT/latency.log"
     FUSETRACK_MOTIFS=$m $BIN bench build-gpu/clic_piece.json -N 64 -n 1 --thread-counts 1 --gpu-particles 1e4 --gpu-turns 2000 \
@@ -72,12 +66,7 @@ if has optimize; then
   echo "== optimize $((SECONDS - t0)) s"
 fi
 if has study; then
-  cat > build-gpu/clic_errors.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [{"match": ".*", "type": "Multipole",
-              "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}
-JSON
-  [ -f build-gpu/clic_seeds60.json ] || $BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+  clic_seeds "$CLIC" 60
   for m in ${STUDY_MODES:-1}; do
     echo "== FUSETRACK_MOTIFS=$m: CLIC 60 seeds x 100x100 x ${STUDY_TURNS:-10000} turns" | tee -a "$OUT/study.log"
     FUSETRACK_MOTIFS=$m /usr/bin/time -f "wall %e s" $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns ${STUDY_TURNS:-10000} \
@@ -86,15 +75,7 @@ JSON
   echo "== study $((SECONDS - t0)) s"
 fi
 if has lightsource; then
-  cat > build-gpu/mba_table.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [
-  {"match": "q.*", "type": "ThickMultipole", "order": 1, "radius": 0.01, "random": {"dknr": [0, 0, 5e-4, 2e-4], "dx": 2e-6}},
-  {"name": "bd", "order": 0, "radius": 0.01, "random": {"dknr": [2e-4, 1e-4]}},
-  {"match": "s[fd]", "type": "ThickMultipole", "order": 2, "radius": 0.01, "random": {"dknr": [0, 0, 1e-3, 5e-4]}}]}
-JSON
-  $BIN errors lattices/mba_light_source.json --table build-gpu/mba_table.json --seeds 60 --split-lattice build-gpu/mba_split.json \
-    -o build-gpu/mba_seeds.json >/dev/null 2>&1 || echo "errors failed"
+  mba_seeds
   LGRID="--angles 16 --amplitudes 31 --amplitude-range 0.0002 0.004"
   IFS=';' read -ra LS_LIST <<< "${LS_RUNS:-gpu 0;gpu 1;cpu 1}"
   for run in "${LS_LIST[@]}"; do

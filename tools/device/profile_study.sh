@@ -14,13 +14,9 @@ BIN=$ROOT/build-gpu/bin/fusetrack
 # TESTS: a doctest filter of GPU tests to run first (e.g. "*transform*,variants*")
 [ -n "${TESTS:-}" ] && (cd build-gpu && ./bin/test_gpu -tc="$TESTS" 2>&1 | grep -E "MESSAGE|ERROR|FAILED|test cases|assertions|bitwise" | tee "$OUT/test_gpu.log")
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | tee "$OUT/device.txt"
-cat > build-gpu/clic_errors.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [{"match": ".*", "type": "Multipole",
-              "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}
-JSON
-$BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
-$BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 1 -o build-gpu/clic_seed1.json >/dev/null 2>&1
+source tools/device/study_inputs.sh
+clic_seeds "$CLIC" 60
+clic_seeds "$CLIC" 1
 [ "${PROFILE:-1}" = 1 ] && NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu 2>/dev/null | head -1) || NCU=""
 echo "ncu: ${NCU:-none}"
 for run in ${RUNS:-clic_seeds60:10 clic_seed1:600 single:600}; do

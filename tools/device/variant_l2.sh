@@ -17,14 +17,10 @@ if [ ! -x build-gpu/bin/fusetrack ]; then
 fi
 BIN=$ROOT/build-gpu/bin/fusetrack
 nvidia-smi --query-gpu=name --format=csv,noheader | head -1
-cat > build-gpu/clic_errors.json <<'JSON'
-{"fusetrack_error_table": 1, "cut": 3.0,
- "entries": [{"match": ".*", "type": "Multipole",
-              "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}
-JSON
-$BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 60 -o build-gpu/clic_seeds60.json >/dev/null 2>&1
+source tools/device/study_inputs.sh
+clic_seeds "$CLIC" 60
 # One seed alone (its errors, one lattice of 600,000 particles), and 60 seeds without misalignments.
-$BIN errors "$CLIC" --table build-gpu/clic_errors.json --seeds 1 -o build-gpu/clic_seed1.json >/dev/null 2>&1
+clic_seeds "$CLIC" 1
 sed 's/"dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5/"dx": 0, "dy": 0, "dpsi": 0/' build-gpu/clic_errors.json > build-gpu/clic_errors_nomis.json
 $BIN errors "$CLIC" --table build-gpu/clic_errors_nomis.json --seeds 60 -o build-gpu/clic_seeds60_nomis.json >/dev/null 2>&1
 python3 -c "import json; print(json.dumps({'fusetrack_variants': 1, 'variants': [{'name': 'same%d' % k} for k in range(60)]}))" > build-gpu/same60.json

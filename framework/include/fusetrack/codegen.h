@@ -61,10 +61,7 @@ struct KernelSource {
   /// Switch kernel motifs (recurring runs of elements compiled as one case, fusetrack/motifs.h): per
   /// sequence position 0 or (motif id << 8 | length) where an occurrence starts; kernel_tables appends
   /// it to the steps. Empty without motifs (other forms, FUSETRACK_MOTIFS=0, nothing recurs).
-  std::vector<uint32_t> motif_at;
-  size_t motif_count = 0;          // motifs (switch cases added)
-  size_t motif_covered = 0;        // sequence positions inside their occurrences
-  size_t dispatches_per_turn = 0;  // with motifs: occurrences plus the elements outside them
+  std::vector<uint32_t> motif_at;  // count_motifs (fusetrack/motifs.h) sums it up
 };
 
 /// KernelSource::transformed_operations of a type whose blocks hold different operations.

@@ -27,9 +27,15 @@ struct MotifPlan {
   std::vector<std::vector<uint32_t>> motifs;
   /// Per sequence position: 0, or (id << 8 | length) where an occurrence of motif `id` starts.
   std::vector<uint32_t> motif_at;
-  size_t covered = 0;     // positions inside occurrences
-  size_t dispatches = 0;  // dispatches per turn: occurrences plus the positions outside them
 };
+
+/// What a motif table (MotifPlan::motif_at, KernelSource::motif_at) makes of one turn.
+struct MotifCounts {
+  size_t motifs = 0;      // the highest motif id used
+  size_t covered = 0;     // positions inside occurrences
+  size_t dispatches = 0;  // occurrences plus the positions outside them (0 for an empty table)
+};
+MotifCounts count_motifs(const std::vector<uint32_t>& motif_at);
 
 /// Chooses motifs over `keys` (one per sequence position) greedily: at each step the run of 2 to
 /// max_length keys whose non-overlapping occurrences among the positions not yet covered save the

@@ -306,6 +306,16 @@ std::string switch_cases(const KernelSource& src, const char* indent) {
   return s;
 }
 
+/// One element of the switch kernel's loop: the switch on its step `cur`, then the limits.
+std::string single_element_dispatch(const KernelSource& src, const std::string& indent) {
+  std::string s = indent + "switch (cur >> 24) {\n";
+  s += switch_cases(src, (indent + "  ").c_str());
+  s += indent + "  default: break;\n" + indent + "}\n";
+  s += indent + "ft::apply_element_limits(p, limits);\n";
+  s += indent + "if (p.state <= 0) { lost_at = e; goto done; }\n";
+  return s;
+}
+
 /// The motif keys (motifs.h) of a lattice: per sequence position the switch case and the integer
 /// fields that hold the same value in every variant, interned.
 struct MotifKeys {
@@ -532,9 +542,6 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     keys = motif_keys(lattice, src, lattices);
     plan = plan_motifs(keys.at, keys.worth_alone);
     src.motif_at = plan.motif_at;
-    src.motif_count = plan.motifs.size();
-    src.motif_covered = plan.covered;
-    src.dispatches_per_turn = plan.dispatches;
   }
   if (src.dispatch == Dispatch::Switch && !plan.motifs.empty()) {
     // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
@@ -554,11 +561,7 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += motif_cases(src, keys, plan, "          ");
     s += "          default: break;\n        }\n";
     s += "      } else {\n";
-    s += "        switch (cur >> 24) {\n";
-    s += switch_cases(src, "          ");
-    s += "          default: break;\n        }\n";
-    s += "        ft::apply_element_limits(p, limits);\n";
-    s += "        if (p.state <= 0) { lost_at = e; goto done; }\n";
+    s += single_element_dispatch(src, "        ");
     s += "      }\n";
     s += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
     s += "    }\n";
@@ -571,11 +574,7 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "    for (int e = element_begin; e < element_end; ++e) {\n";
     s += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
     s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
-    s += "      switch (cur >> 24) {\n";
-    s += switch_cases(src, "        ");
-    s += "        default: break;\n      }\n";
-    s += "      ft::apply_element_limits(p, limits);\n";
-    s += "      if (p.state <= 0) { lost_at = e; goto done; }\n";
+    s += single_element_dispatch(src, "      ");
     s += "      cur = nxt;\n      nxt = after;\n";
     s += "    }\n";
   } else {

@@ -110,12 +110,23 @@ MotifPlan plan_motifs(const std::vector<uint32_t>& keys, const std::vector<bool>
     plan.motifs.push_back({key});
     total_elements += 1;
   }
-  for (size_t i = 0; i < keys.size(); ++i) {
-    plan.covered += covered[i];
-    if (!covered[i] || plan.motif_at[i] != 0) ++plan.dispatches;
-  }
   if (plan.motifs.empty()) plan.motif_at.clear();
   return plan;
+}
+
+MotifCounts count_motifs(const std::vector<uint32_t>& motif_at) {
+  MotifCounts c;
+  for (size_t i = 0; i < motif_at.size(); ++c.dispatches) {
+    const uint32_t m = motif_at[i];
+    if (m == 0) {
+      ++i;
+      continue;
+    }
+    c.motifs = std::max<size_t>(c.motifs, m >> 8);
+    c.covered += m & 0xffu;
+    i += m & 0xffu;
+  }
+  return c;
 }
 
 }  // namespace ft
