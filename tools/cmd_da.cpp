@@ -1,6 +1,7 @@
 // fusetrack da LATTICE: dynamic-aperture scan with loss maps, DA per angle and against turns,
 // checkpoints and resume, Ctrl-C handling, adaptive refinement and plots.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -230,8 +231,10 @@ int run_da(DaArgs a) {
   const DaJobStatus status = job.run(*backend);
   std::signal(SIGINT, previous);
   if (root)
-    fmt::print("tracking: {:.2f} s (then results {:.2f} s)\n", job.progress().seconds,
-               seconds_since(t_run) - job.progress().seconds);
+    fmt::print("tracking: {:.2f} s (then results {:.2f} s){}\n", job.progress().seconds,
+               seconds_since(t_run) - job.progress().seconds,
+               job.rank_seconds().empty() ? std::string()
+                                          : fmt::format("; tracking per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
   if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",

@@ -193,3 +193,24 @@ TEST_CASE("shard sets: a missing shard or a count that disagrees with the index 
   CHECK(contains(msg, shard1));
   CHECK(contains(msg, "holds 5 particles, the index"));
 }
+
+TEST_CASE("interleaved shares: rank r takes items r, r + size, ... (contiguous after the reorder), the inverse restores the order") {
+  const Particles all = sample_set(11);
+  for (int ranks : {1, 2, 3, 4}) {
+    const std::vector<size_t> order = interleaved_order(all.size(), ranks);
+    const Particles dealt = pick_particles(all, order);
+    for (int r = 0; r < ranks; ++r) {
+      const Share s = share_of(all.size(), r, ranks);
+      for (size_t k = s.begin; k < s.end; ++k) {
+        CHECK(order[k] % static_cast<size_t>(ranks) == static_cast<size_t>(r));  // this rank's item
+        CHECK(dealt.id[k] == all.id[order[k]]);
+        CHECK(dealt.x[k] == all.x[order[k]]);
+      }
+    }
+    const Particles back = pick_particles(dealt, inverse_order(order));
+    CHECK(back.id == all.id);
+    CHECK(back.x == all.x);
+    CHECK(back.lost_element == all.lost_element);
+    CHECK(back.state == all.state);
+  }
+}

@@ -185,6 +185,8 @@ void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend
 
 /// The scan's particles [begin, end) with their grid coordinates (a rank's or a part's share).
 DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end);
+/// The scan's particles at `order` (order[k]: index of particle k in `scan`) with their grid coordinates.
+DaScan pick_da_scan(const DaScan& scan, const std::vector<size_t>& order);
 
 /// The configuration as JSON and back (job-array part files).
 std::string da_config_to_json(const DaConfig& config);

@@ -1,6 +1,7 @@
 // Runs spread over several processes: MPI ranks (one GPU each) or job-array parts. Particles are
 // split into contiguous shares in rank order, so that gathering them in rank order gives the
-// single-process order back, and every per-particle result is the same whatever the split.
+// single-process order back (DA scans deal their particles out first, interleaved_order, and put
+// them back after), and every per-particle result is the same whatever the split.
 // Collective runs sum their integer profiles over the ranks (exact and order-independent). Large
 // runs keep the particles on their ranks: made there (sample_matched_bunch) and written there
 // (write_particle_shards, fusetrack/particle_files.h).
@@ -8,6 +9,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "fusetrack/particles.h"
 
@@ -52,9 +54,18 @@ struct Share {
   size_t size() const { return end - begin; }
 };
 Share share_of(size_t n, int rank, int size);
+/// The order that deals `n` items out to `size` ranks in turn: item i to rank i % size. Rank r's
+/// items (r, r + size, ...) are then contiguous at share_of(n, r, size) of the reordered list, so
+/// shares stay contiguous while every rank gets a sample of the whole list (a DA scan's survivors,
+/// which crowd at small amplitudes and in the better variants, balanced over the ranks).
+std::vector<size_t> interleaved_order(size_t n, int size);
+/// The inverse permutation: inverse[order[k]] = k.
+std::vector<size_t> inverse_order(const std::vector<size_t>& order);
 
 /// Particles [begin, end) of `all`.
 Particles slice_particles(const Particles& all, size_t begin, size_t end);
+/// The particles of `all` at `order` (order[k] is the index into `all` of particle k).
+Particles pick_particles(const Particles& all, const std::vector<size_t>& order);
 /// Appends `part` to `all` (same beta0).
 void append_particles(Particles& all, const Particles& part);
 

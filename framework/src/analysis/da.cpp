@@ -621,13 +621,14 @@ void write_da_results(const DaScan& scan, const DaSummary& s, const std::string&
 
 namespace ft {
 
-DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end) {
+namespace {
+
+/// `scan` with its per-particle columns passed through cut(column) and the particles through
+/// cut_particles; the scan-wide fields copied.
+template <class Cut, class CutParticles>
+DaScan cut_da_scan(const DaScan& scan, Cut cut, CutParticles cut_particles) {
   DaScan part;
   part.config = scan.config;
-  auto cut = [&](const auto& v) {
-    using V = std::decay_t<decltype(v)>;
-    return V(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end));
-  };
   part.amplitude = cut(scan.amplitude);
   part.angle = cut(scan.angle);
   part.grid_x = cut(scan.grid_x);
@@ -635,13 +636,36 @@ DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end) {
   part.delta_index = cut(scan.delta_index);
   part.variants = scan.variants;
   if (!scan.variant.empty()) part.variant = cut(scan.variant);
-  part.initial = slice_particles(scan.initial, begin, end);
-  part.particles = slice_particles(scan.particles, begin, end);
+  part.initial = cut_particles(scan.initial);
+  part.particles = cut_particles(scan.particles);
   part.turns_done = scan.turns_done;
   part.sigma_x = scan.sigma_x;
   part.sigma_y = scan.sigma_y;
   std::copy(scan.closed_orbit, scan.closed_orbit + 6, part.closed_orbit);
   return part;
+}
+
+}  // namespace
+
+DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end) {
+  return cut_da_scan(
+      scan,
+      [&](const auto& v) {
+        using V = std::decay_t<decltype(v)>;
+        return V(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end));
+      },
+      [&](const Particles& p) { return slice_particles(p, begin, end); });
+}
+
+DaScan pick_da_scan(const DaScan& scan, const std::vector<size_t>& order) {
+  return cut_da_scan(
+      scan,
+      [&](const auto& v) {
+        std::decay_t<decltype(v)> out(order.size());
+        for (size_t k = 0; k < order.size(); ++k) out[k] = v.at(order[k]);
+        return out;
+      },
+      [&](const Particles& p) { return pick_particles(p, order); });
 }
 
 std::string da_config_to_json(const DaConfig& c) {

@@ -784,7 +784,13 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
     int64_t done = 0;
     int n_particles = static_cast<int>(count);
     // Few particles (a DA scan late in its life): small blocks spread them over every multiprocessor.
+    // FUSETRACK_THREADS_PER_BLOCK (1..128) overrides both, for the benchmarks.
+    static const int tpb_from_env = [] {
+      const char* v = std::getenv("FUSETRACK_THREADS_PER_BLOCK");
+      return v ? std::clamp(std::atoi(v), 0, 128) : 0;
+    }();
     const int tpb = m_options.threads_per_block > 0 ? m_options.threads_per_block
+                    : tpb_from_env > 0                ? tpb_from_env
                     : count < static_cast<size_t>(m_gpu.multiprocessors) * 512 ? 32 : 128;
     const unsigned blocks = static_cast<unsigned>((count + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
     while (done < options.turns) {

@@ -77,10 +77,28 @@ Share share_of(size_t n, int rank, int size) {
   return sh;
 }
 
-Particles slice_particles(const Particles& all, size_t begin, size_t end) {
+std::vector<size_t> interleaved_order(size_t n, int size) {
+  const size_t s = static_cast<size_t>(std::max(size, 1));
+  std::vector<size_t> order;
+  order.reserve(n);
+  for (size_t r = 0; r < s; ++r)
+    for (size_t i = r; i < n; i += s) order.push_back(i);
+  return order;
+}
+
+std::vector<size_t> inverse_order(const std::vector<size_t>& order) {
+  std::vector<size_t> inverse(order.size());
+  for (size_t k = 0; k < order.size(); ++k) inverse.at(order[k]) = k;
+  return inverse;
+}
+
+namespace {
+
+/// `p` with every column of `all` passed through cut(column, out).
+template <class Cut>
+Particles cut_columns(const Particles& all, Cut cut) {
   Particles p;
   p.beta0 = all.beta0;
-  auto cut = [&](const auto& v, auto& out) { out.assign(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end)); };
   cut(all.x, p.x);
   cut(all.px, p.px);
   cut(all.y, p.y);
@@ -96,6 +114,21 @@ Particles slice_particles(const Particles& all, size_t begin, size_t end) {
   cut(all.id, p.id);
   if (!all.variant.empty()) cut(all.variant, p.variant);
   return p;
+}
+
+}  // namespace
+
+Particles slice_particles(const Particles& all, size_t begin, size_t end) {
+  return cut_columns(all, [&](const auto& v, auto& out) {
+    out.assign(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end));
+  });
+}
+
+Particles pick_particles(const Particles& all, const std::vector<size_t>& order) {
+  return cut_columns(all, [&](const auto& v, auto& out) {
+    out.resize(order.size());
+    for (size_t k = 0; k < order.size(); ++k) out[k] = v.at(order[k]);
+  });
 }
 
 void append_particles(Particles& all, const Particles& part) {

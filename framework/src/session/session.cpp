@@ -423,6 +423,13 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
   if (m_variants) m_fingerprint += "-" + variants_fingerprint(*m_variants);
   m_total = m_full.particles.size();
   m_share = share_of(m_total, m_part.index, m_part.count);
+  if (split() && !m_job_part) {
+    // MPI ranks take every count-th particle (interleaved_order), so that each rank tracks a sample of
+    // every ray and every variant: the survivors, which crowd at small amplitudes and in the better
+    // variants, are balanced over the ranks. Job-array parts stay contiguous (da-merge concatenates them).
+    m_rank_order = interleaved_order(m_total, m_part.count);
+    m_full = pick_da_scan(m_full, m_rank_order);
+  }
   if (split()) {
     m_scan = slice_da_scan(m_full, m_share.begin, m_share.end);
   } else {
@@ -437,7 +444,9 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
         (std::filesystem::path(options.output) /
          (split() ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
             .string();
-  m_run.fingerprint = split() ? da_share_fingerprint(m_fingerprint, m_part.index, m_part.count) : m_fingerprint;
+  m_run.fingerprint =
+      split() ? da_share_fingerprint(m_fingerprint + (m_job_part ? "" : "-interleaved"), m_part.index, m_part.count)
+              : m_fingerprint;
   m_run.fma = options.fma;
   m_run.threads = options.threads;
   m_run.stop = options.stop;
@@ -471,11 +480,17 @@ DaJobStatus DaJob::run(Backend& backend) {
                   m_fingerprint);
     return DaJobStatus::PartWritten;
   }
-  if (split()) {  // MPI: rank 0 gathers the shares in rank order, which is the scan's order
+  if (split()) {  // MPI: rank 0 gathers the shares in rank order, then puts the particles back in the scan's order
+    // Each rank's tracking time (microseconds), summed over the ranks: the balance of the split.
+    std::vector<uint64_t> micros(static_cast<size_t>(m_part.count), 0);
+    micros[static_cast<size_t>(m_part.index)] = static_cast<uint64_t>(std::llround(m_progress.seconds * 1e6));
+    world().allreduce_sum(micros.data(), micros.size());
+    m_rank_seconds.clear();
+    for (uint64_t us : micros) m_rank_seconds.push_back(static_cast<double>(us) * 1e-6);
     m_full.particles = world().gather(m_scan.particles);
     m_full.turns_done = m_scan.turns_done;
     if (!root) return DaJobStatus::NotRoot;
-    m_scan = std::move(m_full);
+    m_scan = pick_da_scan(m_full, inverse_order(m_rank_order));
     m_full = DaScan{};
   }
   if (m_variants) {
