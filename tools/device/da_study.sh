@@ -6,7 +6,7 @@
 #   CLIC damping ring, 60 seeds x 100x100 initial conditions x 10^4 turns (and one scan alone)
 #   bundled light-source ring, 60 seeds x 496 initial conditions x 1000 turns, GPU vs all CPU cores
 # twogpu: CLIC 60 seeds x 10^4 x TWO_TURNS turns on one GPU and on two (mpirun -np 2)
-# blocks: threads per block of the latency-bound scans (TPB_LIST, DA_TURNS, LS_TURNS)
+# blocks: survivor compaction and threads per block of the latency-bound scans (RUN_LIST, DA_TURNS, LS_TURNS)
 set -u
 OUT=${OUT:-/tmp/fusetrack-out}
 MODE=${1:-quick}
@@ -86,24 +86,30 @@ if [[ " $* " == *" twogpu "* ]]; then
   cmp build-gpu/two1/da.npz build-gpu/two2/da.npz && echo "da.npz 1 GPU == 2 GPUs byte for byte" | tee -a "$OUT/twogpu.log"
 fi
 if [[ " $* " == *" blocks "* ]]; then
-  # Threads per block of the single-particle kernel when few particles fill the GPU (latency-bound):
-  # the lone CLIC scan (10^4 particles) and the light-source study (29,760) on GPU 0, for each
-  # FUSETRACK_THREADS_PER_BLOCK in TPB_LIST (0: the default, 32 below 512 particles per SM); da.npz
-  # compared with the default's byte for byte.
+  # Latency-bound scans on GPU 0: the lone CLIC scan (10^4 particles) and the light-source study
+  # (29,760), for each "FIRST_CALL THREADS_PER_BLOCK" pair of RUN_LIST: FUSETRACK_DA_FIRST_CALL_TURNS
+  # (16: compaction after 16, 32, 64, ... turns; 1000: every 1000 turns as before) and
+  # FUSETRACK_THREADS_PER_BLOCK (0: the default). da.npz compared with the first run's byte for byte.
   export CUDA_VISIBLE_DEVICES=0
   DT=${DA_TURNS:-1000}
   mba_seeds
-  for tpb in ${TPB_LIST:-0 16 8}; do
-    echo "== threads per block $tpb (0: default)" | tee -a "$OUT/blocks.log"
-    FUSETRACK_THREADS_PER_BLOCK=$tpb $BIN da "$CLIC" --turns $DT --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
-      --device gpu --no-plots -o build-gpu/tpb_clic$tpb 2>&1 | grep -E "^survivors|^tracking" | tee -a "$OUT/blocks.log"
-    FUSETRACK_THREADS_PER_BLOCK=$tpb $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json --angles 16 \
-      --amplitudes 31 --amplitude-range 0.0002 0.004 -n ${LS_TURNS:-1000} --device gpu --no-plots -o build-gpu/tpb_ls$tpb 2>&1 \
+  IFS=';' read -ra RUNS <<< "${RUN_LIST:-1000 0;16 0;16 16;16 8}"
+  first=""
+  for run in "${RUNS[@]}"; do
+    read -r fc tpb <<< "$run"
+    tag=${fc}_$tpb
+    echo "== first call $fc turns, threads per block $tpb (0: default)" | tee -a "$OUT/blocks.log"
+    export FUSETRACK_DA_FIRST_CALL_TURNS=$fc FUSETRACK_THREADS_PER_BLOCK=$tpb
+    $BIN da "$CLIC" --turns $DT --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+      --device gpu --no-plots -o build-gpu/blk_clic$tag 2>&1 | grep -E "^survivors|^tracking" | tee -a "$OUT/blocks.log"
+    $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json --angles 16 \
+      --amplitudes 31 --amplitude-range 0.0002 0.004 -n ${LS_TURNS:-1000} --device gpu --no-plots -o build-gpu/blk_ls$tag 2>&1 \
       | grep -E "^tracking" | sed 's/^/light source: /' | tee -a "$OUT/blocks.log"
-    if [ "$tpb" != 0 ]; then
-      cmp build-gpu/tpb_clic0/da.npz build-gpu/tpb_clic$tpb/da.npz && cmp build-gpu/tpb_ls0/da.npz build-gpu/tpb_ls$tpb/da.npz \
-        && echo "da.npz identical to the default's" | tee -a "$OUT/blocks.log"
-    fi
+    unset FUSETRACK_DA_FIRST_CALL_TURNS FUSETRACK_THREADS_PER_BLOCK
+    if [ -n "$first" ]; then
+      cmp build-gpu/blk_clic$first/da.npz build-gpu/blk_clic$tag/da.npz && cmp build-gpu/blk_ls$first/da.npz build-gpu/blk_ls$tag/da.npz \
+        && echo "da.npz identical to the first run's" | tee -a "$OUT/blocks.log"
+    else first=$tag; fi
   done
   unset CUDA_VISIBLE_DEVICES
 fi

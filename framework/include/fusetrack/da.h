@@ -93,7 +93,7 @@ struct DaProgress {
 };
 
 struct DaRunOptions {
-  int64_t checkpoint_every = 0;     // turns between checkpoints (0: chunks of 1000 turns, no file)
+  int64_t checkpoint_every = 0;     // turns between checkpoints (0: 1000), and one where the scan stops
   std::string checkpoint_file;      // .npz; "" for none
   std::string fingerprint;          // da_fingerprint(lattice file, config), stored in checkpoints
   std::function<void(const DaProgress&)> on_progress;

@@ -54,11 +54,13 @@ struct Share {
   size_t size() const { return end - begin; }
 };
 Share share_of(size_t n, int rank, int size);
-/// The order that deals `n` items out to `size` ranks in turn: item i to rank i % size. Rank r's
-/// items (r, r + size, ...) are then contiguous at share_of(n, r, size) of the reordered list, so
-/// shares stay contiguous while every rank gets a sample of the whole list (a DA scan's survivors,
-/// which crowd at small amplitudes and in the better variants, balanced over the ranks).
-std::vector<size_t> interleaved_order(size_t n, int size);
+/// The order that deals `n` items out to `size` ranks in blocks of `block`, in turn: items
+/// [0, block) to rank 0, [block, 2 block) to rank 1, ..., and what is left after the last full
+/// round split as share_of splits it. Rank r's items are then contiguous, in their own order, at
+/// share_of(n, r, size) of the reordered list: shares stay contiguous while every rank gets a
+/// sample of the whole list (a DA study's survivors, which crowd at small amplitudes and in the
+/// better variants, balanced over the ranks; blocks keep neighbouring rays together in a warp).
+std::vector<size_t> interleaved_order(size_t n, int size, size_t block);
 /// The inverse permutation: inverse[order[k]] = k.
 std::vector<size_t> inverse_order(const std::vector<size_t>& order);
 

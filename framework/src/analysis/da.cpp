@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cctype>
 #include <chrono>
 #include <cmath>
@@ -200,7 +201,18 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   DaProgress progress;
   progress.turns_total = scan.config.turns;
   progress.total = scan.particles.size();
-  const int64_t chunk = options.checkpoint_every > 0 ? options.checkpoint_every : 1000;
+  // Checkpoints every `checkpoint_every` turns (default 1000). The survivors are compacted before every
+  // backend call, and the calls are short at first (16, 32, 64, ... turns, then at most 1000): most of
+  // the particles that a scan loses go early, and on the GPU a lost particle's lane idles, its warp
+  // running on, until the next compaction. Each particle's result does not depend on the calls.
+  const int64_t checkpoint_every = options.checkpoint_every > 0 ? options.checkpoint_every : 1000;
+  // FUSETRACK_DA_FIRST_CALL_TURNS (1000: the calls of earlier versions) for the benchmarks' baseline.
+  constexpr int64_t kLongestCallTurns = 1000;
+  static const int64_t first_call_turns = [] {
+    const char* v = std::getenv("FUSETRACK_DA_FIRST_CALL_TURNS");
+    return v ? std::clamp<int64_t>(std::atoll(v), 1, 1000) : int64_t{16};
+  }();
+  int64_t call_turns = first_call_turns;
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
   const auto t0 = std::chrono::steady_clock::now();
   bool completed = true;
@@ -227,7 +239,9 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       for (size_t k = 0; k < alive.size(); ++k) batch.variant[k] = scan.variant[alive[k]];
     }
     TrackOptions o;
-    o.turns = std::min(chunk, scan.config.turns - scan.turns_done);
+    o.turns = std::min({call_turns, checkpoint_every - scan.turns_done % checkpoint_every,
+                        scan.config.turns - scan.turns_done});
+    call_turns = std::min(2 * call_turns, kLongestCallTurns);
     o.first_turn = scan.turns_done;
     o.fma = options.fma;
     o.threads = options.threads;
@@ -240,11 +254,14 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     }
     progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
     scan.turns_done += o.turns;
-    if (!options.checkpoint_file.empty()) write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
     progress.turns_done = scan.turns_done;
     progress.alive = scan.particles.alive_count();
     progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    if (options.on_progress) options.on_progress(progress);
+    if (options.on_progress) options.on_progress(progress);  // may ask to stop
+    const bool stopping = options.stop && options.stop->load();
+    if (!options.checkpoint_file.empty() &&
+        (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping))
+      write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
   }
   progress.turns_done = scan.turns_done;
   progress.alive = scan.particles.alive_count();

@@ -77,12 +77,17 @@ Share share_of(size_t n, int rank, int size) {
   return sh;
 }
 
-std::vector<size_t> interleaved_order(size_t n, int size) {
-  const size_t s = static_cast<size_t>(std::max(size, 1));
+std::vector<size_t> interleaved_order(size_t n, int size, size_t block) {
+  const size_t s = static_cast<size_t>(std::max(size, 1)), b = std::max<size_t>(block, 1);
+  const size_t round = s * b, full_rounds = n / round, rest = n - full_rounds * round;
   std::vector<size_t> order;
   order.reserve(n);
-  for (size_t r = 0; r < s; ++r)
-    for (size_t i = r; i < n; i += s) order.push_back(i);
+  for (size_t r = 0; r < s; ++r) {
+    for (size_t f = 0; f < full_rounds; ++f)
+      for (size_t j = 0; j < b; ++j) order.push_back(f * round + r * b + j);
+    const Share last = share_of(rest, static_cast<int>(r), static_cast<int>(s));
+    for (size_t j = last.begin; j < last.end; ++j) order.push_back(full_rounds * round + j);
+  }
   return order;
 }
 

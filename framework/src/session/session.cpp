@@ -424,10 +424,11 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
   m_total = m_full.particles.size();
   m_share = share_of(m_total, m_part.index, m_part.count);
   if (split() && !m_job_part) {
-    // MPI ranks take every count-th particle (interleaved_order), so that each rank tracks a sample of
-    // every ray and every variant: the survivors, which crowd at small amplitudes and in the better
-    // variants, are balanced over the ranks. Job-array parts stay contiguous (da-merge concatenates them).
-    m_rank_order = interleaved_order(m_total, m_part.count);
+    // MPI ranks take blocks of 1024 particles in turn (interleaved_order), so that each rank tracks a
+    // sample of every variant: the survivors, which crowd in the better variants, are balanced over the
+    // ranks. Job-array parts stay contiguous (da-merge concatenates them).
+    constexpr size_t kDealtBlock = 1024;
+    m_rank_order = interleaved_order(m_total, m_part.count, kDealtBlock);
     m_full = pick_da_scan(m_full, m_rank_order);
   }
   if (split()) {
