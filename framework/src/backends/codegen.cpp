@@ -394,21 +394,6 @@ bool motifs_enabled() {
   return !(v && std::string(v) == "0");
 }
 
-/// The switch kernels prefetch the next dispatch's parameter line into L1 while the current one
-/// computes (a long lattice's parameters live in L2: a few hundred cycles per element on the latency-
-/// bound chain of a particle). FUSETRACK_PREFETCH_PARAMS=0 turns it off (the benchmarks' baseline).
-bool prefetch_params_enabled() {
-  const char* v = std::getenv("FUSETRACK_PREFETCH_PARAMS");
-  return !(v && std::string(v) == "0");
-}
-
-/// A PTX prefetch of the parameter block that `step` points to (nothing for 0), or "" when off.
-std::string params_prefetch(const std::string& step, const std::string& indent) {
-  if (!prefetch_params_enabled()) return "";
-  return fmt::format("{0}asm volatile(\"prefetch.global.L1 [%0];\" :: \"l\"(params + (({1} & 0xffffffu) << 3)));\n",
-                     indent, step);
-}
-
 }  // namespace
 
 namespace {
@@ -562,22 +547,14 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
     // else 0. An occurrence that runs past element_end (a segment boundary) falls back to single elements.
     // The next dispatch's steps are loaded while the current one computes.
-    // The steps two dispatches ahead are loaded, and the next dispatch's parameters prefetched, while the
-    // current one computes.
     s += "    int e = element_begin;\n";
-    s += "#define FT_MOTIF_LENGTH(m, at) ((m) != 0u && (at) + (int)((m) & 0xffu) <= element_end ? (int)((m) & 0xffu) : 0)\n";
     s += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
     s += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
-    s += "    int len = FT_MOTIF_LENGTH(mot, e);\n";
-    s += "    int next = e + (len ? len : 1);\n";
-    s += "    unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
-    s += "    unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
     s += "    while (e < element_end) {\n";
-    s += "      const int len_next = FT_MOTIF_LENGTH(mot_next, next);\n";
-    s += "      const int after = next + (len_next ? len_next : 1);\n";
-    s += "      const unsigned int cur_after = after < element_end ? steps[after] : 0u;\n";
-    s += "      const unsigned int mot_after = after < element_end ? steps[n_elements + after] : 0u;\n";
-    s += params_prefetch("cur_next", "      ");
+    s += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
+    s += "      const int next = e + (len ? len : 1);\n";
+    s += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
+    s += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
     s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
     s += "      if (len) {\n";
     s += "        switch (mot >> 8) {\n";
@@ -586,10 +563,8 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "      } else {\n";
     s += single_element_dispatch(src, "        ");
     s += "      }\n";
-    s += "      e = next;\n      cur = cur_next;\n      mot = mot_next;\n      len = len_next;\n";
-    s += "      next = after;\n      cur_next = cur_after;\n      mot_next = mot_after;\n";
+    s += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
     s += "    }\n";
-    s += "#undef FT_MOTIF_LENGTH\n";
   } else if (src.dispatch == Dispatch::Switch) {
     // Each step is (type id << 24 | parameter offset / 8). With few particles in flight the
     // kernel is latency-bound and the table of a long lattice lives in L2: the step two ahead is
@@ -598,7 +573,6 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "    unsigned int nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : 0u;\n";
     s += "    for (int e = element_begin; e < element_end; ++e) {\n";
     s += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
-    s += params_prefetch("nxt", "      ");
     s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
     s += single_element_dispatch(src, "      ");
     s += "      cur = nxt;\n      nxt = after;\n";
