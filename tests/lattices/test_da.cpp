@@ -233,6 +233,30 @@ TEST_CASE("DA: a killed scan resumes to results identical to an uninterrupted ru
   CHECK(out3.find("another lattice or scan configuration") != std::string::npos);
 }
 
+TEST_CASE("DA: --stop-after between checkpoints writes one where the scan stops, and --resume gives the whole run") {
+  // The backend calls last 16, 32, 64, ... turns (survivors compacted between them): with checkpoints
+  // every 1000 turns (the default), a stop after 100 turns comes at the end of a call, not at a checkpoint.
+  const std::string lattice = ft::test::source_path("lattices/sextupole_rf_ring.json");
+  const auto base = ft::test::temp_dir("da_stop_between");
+  const std::string args = fmt::format(
+      " da {} --turns 600 --angles 6 --amplitudes 12 --amplitude-range 0.002 0.035 --device cpu --threads 1 --no-plots -o ",
+      lattice);
+  const std::string whole = (base / "whole").string(), stopped = (base / "stopped").string();
+  REQUIRE(run(fusetrack_binary() + args + whole).first == 0);
+  const auto [rc, out] = run(fusetrack_binary() + args + stopped + " --stop-after 100");
+  REQUIRE(rc == 0);
+  CHECK_FALSE(fs::exists(fs::path(stopped) / "da.npz"));
+  const int64_t turns = read_npz((fs::path(stopped) / "checkpoint.npz").string()).at("turns_done").to_int64().at(0);
+  CHECK(turns >= 100);
+  CHECK(turns < 600);
+  CHECK(out.find(fmt::format("stopped after turn {}", turns)) != std::string::npos);
+  const auto [rc2, out2] = run(fusetrack_binary() + args + stopped + " --resume");
+  REQUIRE(rc2 == 0);
+  CHECK(out2.find(fmt::format("at turn {}", turns)) != std::string::npos);
+  std::string which;
+  CHECK_MESSAGE(same_arrays(read_npz(whole + "/da.npz"), read_npz(stopped + "/da.npz"), which), "differs: " << which);
+}
+
 TEST_CASE("DA: Ctrl-C stops cleanly with the checkpoint written") {
   const std::string lattice = ft::test::source_path("lattices/sextupole_rf_ring.json");
   const auto dir = ft::test::temp_dir("da_sigint");
