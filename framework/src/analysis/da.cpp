@@ -197,6 +197,9 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
   return da_scan_in_frame(da_frame(lattice, config), config);
 }
 
+/// The longest backend call of a DA scan, in turns (the survivors are compacted between calls).
+constexpr int64_t kLongestCallTurns = 1000;
+
 bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, DaProgress* progress_out) {
   DaProgress progress;
   progress.turns_total = scan.config.turns;
@@ -207,10 +210,9 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   // running on, until the next compaction. Each particle's result does not depend on the calls.
   const int64_t checkpoint_every = options.checkpoint_every > 0 ? options.checkpoint_every : 1000;
   // FUSETRACK_DA_FIRST_CALL_TURNS (1000: the calls of earlier versions) for the benchmarks' baseline.
-  constexpr int64_t kLongestCallTurns = 1000;
   static const int64_t first_call_turns = [] {
     const char* v = std::getenv("FUSETRACK_DA_FIRST_CALL_TURNS");
-    return v ? std::clamp<int64_t>(std::atoll(v), 1, 1000) : int64_t{16};
+    return v ? std::clamp<int64_t>(std::atoll(v), 1, kLongestCallTurns) : int64_t{16};
   }();
   int64_t call_turns = first_call_turns;
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
