@@ -24,6 +24,9 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_beambeam6d.
+namespace test_beambeam6d {
+
 using namespace ft;
 
 namespace {
@@ -502,3 +505,5 @@ extern "C" __global__ void fusetrack_bb6d(Bb6dParams p, const Bb6dSlice* slices,
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());
 }
+
+}  // namespace test_beambeam6d

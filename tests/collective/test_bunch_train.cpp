@@ -28,6 +28,9 @@
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_bunch_train.
+namespace test_bunch_train {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 using ft::test::wake_ring_reference;
@@ -650,3 +653,5 @@ TEST_CASE("bunch train: host solve of a GPU turn, one rank and one of two ranks"
   }
   MESSAGE("one rank / rank 0 of two: ", seconds[0] / seconds[1]);
 }
+
+}  // namespace test_bunch_train

@@ -17,6 +17,9 @@
 #include "support/collective_lattice.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_collective_framework.
+namespace test_collective_framework {
+
 using namespace ft;
 using ft::test::CollectiveRingOptions;
 
@@ -284,3 +287,5 @@ TEST_CASE("a DA scan of a lattice with a collective element is refused, naming t
   CHECK(message.find("LongitudinalImpedance") != std::string::npos);
   CHECK(message.find("dynamic-aperture scan") != std::string::npos);
 }
+
+}  // namespace test_collective_framework

@@ -24,6 +24,9 @@
 #include "support/paths.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_collider.
+namespace test_collider {
+
 using namespace ft;
 using ft::test::builtin_registry;
 using json = nlohmann::ordered_json;
@@ -320,3 +323,5 @@ TEST_CASE("collide --device gpu without a GPU: a clear DeviceError, auto falls b
     CHECK(gpu_unavailable_reason().empty());
   }
 }
+
+}  // namespace test_collider

@@ -11,6 +11,9 @@
 #include "fusetrack/lattice.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_coordinate_traffic.
+namespace test_coordinate_traffic {
+
 using namespace ft;
 
 TEST_CASE("collective kernels: the bytes per particle-turn follow the elements' declared coordinates") {
@@ -67,3 +70,5 @@ TEST_CASE("derived energy: rpp and rvv recomputed from delta and ptau are the bi
   }
   CHECK(checked == 6000);
 }
+
+}  // namespace test_coordinate_traffic

@@ -20,6 +20,9 @@
 #include "fusetrack/collective.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_impedance_defaults.
+namespace test_impedance_defaults {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -235,3 +238,5 @@ TEST_CASE("LongitudinalImpedance profile_filter: filtered smooth bunch = analyti
   CHECK(plain_rms > peak);              // the unfiltered voltage of 10^4 particles is mostly noise
   CHECK(filtered_rms < 0.1 * peak);     // filtered: the physics shows
 }
+
+}  // namespace test_impedance_defaults

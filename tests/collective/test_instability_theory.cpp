@@ -14,6 +14,9 @@
 #include "fusetrack/instability_theory.h"
 #include "fusetrack/transverse_wakes.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_instability_theory.
+namespace test_instability_theory {
+
 using namespace ft;
 using namespace ft::instability;
 
@@ -205,3 +208,5 @@ TEST_CASE("instability theory: Sacherer's short-bunch limit against the point-bu
   CHECK(mu_s == mu_p);
   CHECK(s.growth_rate / best == doctest::Approx(8.0 / (kPi * kPi)).epsilon(0.01));
 }
+
+}  // namespace test_instability_theory

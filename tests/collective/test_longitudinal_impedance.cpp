@@ -21,6 +21,9 @@
 #include "support/paths.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_longitudinal_impedance.
+namespace test_longitudinal_impedance {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -554,3 +557,5 @@ TEST_CASE("LongitudinalImpedance: bad input names the lattice file, the element 
     for (const auto& part : c.expected) CHECK_MESSAGE(msg.find(part) != std::string::npos, "missing '", part, "'");
   }
 }
+
+}  // namespace test_longitudinal_impedance

@@ -13,6 +13,9 @@
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/monitor.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_matched_bunch.
+namespace test_matched_bunch {
+
 using namespace ft;
 using ft::test::LongitudinalRing;
 
@@ -287,3 +290,5 @@ TEST_CASE("the matched bunch with potential-well distortion stays at its rms len
   CHECK(matched < 0.01);
   CHECK(unmatched > 3.0 * matched);
 }
+
+}  // namespace test_matched_bunch

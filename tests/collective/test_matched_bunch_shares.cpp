@@ -8,6 +8,9 @@
 #include "fusetrack/matched_bunch.h"
 #include "fusetrack/parallel.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_matched_bunch_shares.
+namespace test_matched_bunch_shares {
+
 using namespace ft;
 
 namespace {
@@ -52,3 +55,5 @@ TEST_CASE("matched bunch shares: any rank count and thread count gives the same 
     CHECK(same_bits(smaller.particles.zeta, sample_matched_bunch(report, o.seed, 0, 100).zeta));
   }
 }
+
+}  // namespace test_matched_bunch_shares

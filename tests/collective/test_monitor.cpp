@@ -11,6 +11,9 @@
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/monitor.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_monitor.
+namespace test_monitor {
+
 using namespace ft;
 using ft::test::LongitudinalRing;
 
@@ -186,3 +189,5 @@ TEST_CASE("bunch monitor: identical particles give identical monitor files (1 an
     CHECK(files[0][k].second.data == files[1][k].second.data);
   }
 }
+
+}  // namespace test_monitor

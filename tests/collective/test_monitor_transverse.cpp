@@ -11,6 +11,9 @@
 #include "fusetrack/monitor.h"
 #include "fusetrack/particles.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_monitor_transverse.
+namespace test_monitor_transverse {
+
 TEST_CASE("bunch monitor: transverse emittances with the dispersion removed") {
   const size_t n = 1000;
   const double pi = 3.14159265358979323846;
@@ -42,3 +45,5 @@ TEST_CASE("bunch monitor: transverse emittances with the dispersion removed") {
   p.state[0] = 0;
   CHECK(ft::bunch_moments(p, 1e9).alive == static_cast<int64_t>(n - 1));
 }
+
+}  // namespace test_monitor_transverse

@@ -20,6 +20,9 @@
 #include "fusetrack/poisson.h"
 #include "fusetrack/reduction.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_poisson.
+namespace test_poisson {
+
 using namespace ft;
 
 namespace {
@@ -733,3 +736,5 @@ TEST_CASE("Poisson solve time on the CPU: 2.5D 256x256x64 and 3D 128x128x64, FFT
     }
   }
 }
+
+}  // namespace test_poisson

@@ -12,6 +12,9 @@
 #include "fusetrack/parallel.h"
 #include "fusetrack/reduction.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_reduction.
+namespace test_reduction {
+
 using namespace ft;
 
 namespace {
@@ -195,3 +198,5 @@ extern "C" __global__ void fusetrack_charge(ft::ChargeGridSpec g, const double* 
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());
 }
+
+}  // namespace test_reduction

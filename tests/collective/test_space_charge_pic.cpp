@@ -21,6 +21,9 @@
 #include "support/emulated_ranks.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_space_charge_pic.
+namespace test_space_charge_pic {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -694,3 +697,5 @@ TEST_CASE("space charge PIC: the GPU segment kernels with grid elements compile 
       CHECK(k.cubin.size() > 1000);
     }
 }
+
+}  // namespace test_space_charge_pic

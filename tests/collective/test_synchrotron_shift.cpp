@@ -21,6 +21,9 @@
 #include "fusetrack/longitudinal.h"
 #include "fusetrack/optics.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_synchrotron_shift.
+namespace test_synchrotron_shift {
+
 using namespace ft;
 using ft::test::LongitudinalRing;
 
@@ -123,3 +126,5 @@ TEST_CASE("incoherent synchrotron-tune shift of a parabolic bunch in an inductiv
   const double generator_ratio = std::pow(std::sin(kPi * m.report.qs) / std::sin(kPi * m.report.qs0), 2);
   CHECK(ft::test::rel_diff(generator_ratio - 1.0, expected - 1.0) < 0.03);
 }
+
+}  // namespace test_synchrotron_shift

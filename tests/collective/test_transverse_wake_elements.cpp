@@ -28,6 +28,9 @@
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_transverse_wake_elements.
+namespace test_transverse_wake_elements {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 using ft::test::wake_ring_reference;
@@ -744,3 +747,5 @@ TEST_CASE("transverse wake: benchmark of the host solve, direct and FFT convolut
                   std::thread::hardware_concurrency(), 1e3 * seconds[0], 1e3 * seconds[1], seconds[0] / seconds[1]));
   CHECK(seconds[1] > 0.0);
 }
+
+}  // namespace test_transverse_wake_elements

@@ -16,6 +16,9 @@
 #include "fusetrack/error.h"
 #include "fusetrack/transverse_wakes.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_transverse_wakes.
+namespace test_transverse_wakes {
+
 using namespace ft::wakes;
 
 namespace {
@@ -544,3 +547,5 @@ TEST_CASE("transverse wakes: the resonator mode memory equals the stored-turns m
   CHECK(contains(error_of([&] { m.track_bunch(1, b); }), "bunch 0 expected"));
   CHECK(contains(error_of([&] { m.end_turn(); }), "after 0 of 2 bunches"));
 }
+
+}  // namespace test_transverse_wakes

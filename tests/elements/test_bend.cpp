@@ -12,6 +12,9 @@
 #include "support/element_testing.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_bend.
+namespace test_bend {
+
 using namespace ft_test;
 
 namespace {
@@ -329,3 +332,5 @@ TEST_CASE("Bend: a lattice with a bad Bend names the file, the element and the f
   CHECK(msg.find("'b1'") != std::string::npos);
   CHECK(msg.find("field 'length'") != std::string::npos);
 }
+
+}  // namespace test_bend

@@ -9,6 +9,9 @@
 #include "cavity.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_cavity.
+namespace test_cavity {
+
 using namespace ft_test;
 
 namespace {
@@ -159,3 +162,5 @@ TEST_CASE("Cavity: symplectic") {
     CHECK(std::fabs(j[5][4]) > 1e-5);  // d pzeta / d zeta: the kick depends on zeta
   }
 }
+
+}  // namespace test_cavity

@@ -19,6 +19,9 @@
 #include "fusetrack/registry.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_coordinate_use.
+namespace test_coordinate_use {
+
 namespace {
 
 constexpr const char* kNames[9] = {"x", "px", "y", "py", "zeta", "delta", "ptau", "rpp", "rvv"};
@@ -155,3 +158,5 @@ TEST_CASE("declared coordinates: an undeclared type reads and writes every coord
   CHECK(type.coordinates_read == FT_COORD_ZETA);
   CHECK(type.coordinates_written == FT_COORD_ZETA);
 }
+
+}  // namespace test_coordinate_use

@@ -9,6 +9,9 @@
 #include "support/element_testing.h"
 #include "thick_multipole.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_corrector.
+namespace test_corrector {
+
 using namespace ft_test;
 
 namespace {
@@ -71,3 +74,5 @@ TEST_CASE("Corrector: drift matrix, symplectic, inverse with -length and -kicks"
     CHECK(close(p.zeta, c.zeta, 1e-13, 1e-17));
   }
 }
+
+}  // namespace test_corrector

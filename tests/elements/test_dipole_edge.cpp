@@ -8,6 +8,9 @@
 #include "dipole_edge.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_dipole_edge.
+namespace test_dipole_edge {
+
 using namespace ft_test;
 
 namespace {
@@ -73,3 +76,5 @@ TEST_CASE("DipoleEdge: symplectic") {
     CHECK(std::fabs(j[1][0] - d.r21) < 1e-10);
   }
 }
+
+}  // namespace test_dipole_edge

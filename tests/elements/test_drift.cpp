@@ -7,6 +7,9 @@
 #include "drift.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_drift.
+namespace test_drift {
+
 using namespace ft_test;
 
 TEST_CASE("Drift: descriptor") {
@@ -61,3 +64,5 @@ TEST_CASE("Drift: L then -L returns to the start") {
     CHECK(close(p.zeta, c.zeta, 1e-14, 1e-17));
   }
 }
+
+}  // namespace test_drift

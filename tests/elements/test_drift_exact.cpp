@@ -8,6 +8,9 @@
 #include "drift.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_drift_exact.
+namespace test_drift_exact {
+
 using namespace ft_test;
 
 TEST_CASE("DriftExact: descriptor") {
@@ -81,3 +84,5 @@ TEST_CASE("DriftExact: L then -L returns to the start") {
     CHECK(close(p.zeta, c.zeta, 1e-14, 1e-17));
   }
 }
+
+}  // namespace test_drift_exact

@@ -7,6 +7,9 @@
 
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_element_testing.
+namespace test_element_testing {
+
 using namespace ft_test;
 
 TEST_CASE("element_testing: ptau <-> delta conversions agree with particle.h") {
@@ -79,3 +82,5 @@ TEST_CASE("element_testing: symplecticity check accepts symplectic and rejects o
     CHECK(symplecticity_error(jacobian(bad, TestMap_track, canonical(c), c.beta0)) > 1e-4);
   }
 }
+
+}  // namespace test_element_testing

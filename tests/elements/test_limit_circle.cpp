@@ -8,6 +8,9 @@
 #include "limit_circle.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_circle.
+namespace test_limit_circle {
+
 using namespace ft_test;
 
 namespace {
@@ -59,3 +62,5 @@ TEST_CASE("LimitCircle: prepare rejects a non-positive radius") {
   e.radius = std::numeric_limits<double>::quiet_NaN();
   CHECK_THROWS_AS(LimitCircle_prepare(e, reference_proton(0.9)), std::invalid_argument);
 }
+
+}  // namespace test_limit_circle

@@ -8,6 +8,9 @@
 #include "limit_ellipse.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_ellipse.
+namespace test_limit_ellipse {
+
 using namespace ft_test;
 
 namespace {
@@ -68,3 +71,5 @@ TEST_CASE("LimitEllipse: prepare rejects non-positive semi-axes") {
   CHECK_NOTHROW(LimitEllipse_prepare(e, reference_proton(0.9)));
   CHECK(e.a_b_squ == (0.01 * 0.01) * (0.02 * 0.02));
 }
+
+}  // namespace test_limit_ellipse

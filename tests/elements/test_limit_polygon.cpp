@@ -10,6 +10,9 @@
 #include "limit_polygon.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_polygon.
+namespace test_limit_polygon {
+
 using namespace ft_test;
 
 namespace {
@@ -96,3 +99,5 @@ TEST_CASE("LimitPolygon: bad input") {
   g.x_vertices[2] = 2.0;
   CHECK_THROWS_AS(LimitPolygon_prepare(g, reference_proton(0.9)), std::invalid_argument);
 }
+
+}  // namespace test_limit_polygon

@@ -9,6 +9,9 @@
 #include "limit_racetrack.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_racetrack.
+namespace test_limit_racetrack {
+
 using namespace ft_test;
 
 namespace {
@@ -109,3 +112,5 @@ TEST_CASE("LimitRacetrack: prepare checks (as xtrack's constructor)") {
   e.a = 1.5;  // exactly half the width is allowed
   CHECK_NOTHROW(LimitRacetrack_prepare(e, reference_proton(0.9)));
 }
+
+}  // namespace test_limit_racetrack

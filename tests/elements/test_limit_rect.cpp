@@ -8,6 +8,9 @@
 #include "limit_rect.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_rect.
+namespace test_limit_rect {
+
 using namespace ft_test;
 
 namespace {
@@ -83,3 +86,5 @@ TEST_CASE("LimitRect: prepare rejects min > max") {
   e.max_y = -0.02;
   CHECK_THROWS_AS(LimitRect_prepare(e, reference_proton(0.9)), std::invalid_argument);
 }
+
+}  // namespace test_limit_rect

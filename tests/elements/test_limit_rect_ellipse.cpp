@@ -9,6 +9,9 @@
 #include "limit_rect_ellipse.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_limit_rect_ellipse.
+namespace test_limit_rect_ellipse {
+
 using namespace ft_test;
 
 namespace {
@@ -64,3 +67,5 @@ TEST_CASE("LimitRectEllipse: bad input") {
   CHECK_NOTHROW(LimitRectEllipse_prepare(e, reference_proton(0.9)));
   CHECK(e.a_b_squ == (0.01 * 0.01) * (0.01 * 0.01));
 }
+
+}  // namespace test_limit_rect_ellipse

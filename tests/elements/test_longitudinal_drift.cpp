@@ -9,6 +9,9 @@
 #include "longitudinal_drift.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_longitudinal_drift.
+namespace test_longitudinal_drift {
+
 using namespace ft_test;
 
 TEST_CASE("LongitudinalDrift: zeta += L - beta0 c t over the path L (1 + alpha_c delta + alpha_2 delta^2)") {
@@ -54,3 +57,5 @@ TEST_CASE("LongitudinalDrift: slip factor eta = alpha_c - 1/gamma0^2 for small d
     CHECK(close(a.zeta, b.zeta, 1e-15, 1e-16));
   }
 }
+
+}  // namespace test_longitudinal_drift

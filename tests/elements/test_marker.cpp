@@ -7,6 +7,9 @@
 #include "marker.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_marker.
+namespace test_marker {
+
 using namespace ft_test;
 
 TEST_CASE("Marker: descriptor") {
@@ -33,3 +36,5 @@ TEST_CASE("Marker: leaves every particle field bit-identical") {
     CHECK(p.state == before.state);
   }
 }
+
+}  // namespace test_marker

@@ -10,6 +10,9 @@
 #include "multipole.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_multipole.
+namespace test_multipole {
+
 using namespace ft_test;
 
 namespace {
@@ -168,3 +171,5 @@ TEST_CASE("Multipole: symplectic, with and without hxl") {
     }
   }
 }
+
+}  // namespace test_multipole

@@ -9,6 +9,9 @@
 #include "quadrupole.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_quadrupole.
+namespace test_quadrupole {
+
 using namespace ft_test;
 
 namespace {
@@ -203,3 +206,5 @@ TEST_CASE("Quadrupole: prepare rejects num_slices < 1") {
   q.num_slices = 0;
   CHECK_THROWS_AS(Quadrupole_prepare(q, reference_proton(0.9)), std::invalid_argument);
 }
+
+}  // namespace test_quadrupole

@@ -9,6 +9,9 @@
 #include "rf_multipole.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_rf_multipole.
+namespace test_rf_multipole {
+
 using namespace ft_test;
 
 namespace {
@@ -108,3 +111,5 @@ TEST_CASE("RFMultipole: bad input") {
   e.frequency = 1e8;
   CHECK_NOTHROW(RFMultipole_prepare(e, ref));
 }
+
+}  // namespace test_rf_multipole

@@ -8,6 +8,9 @@
 #include "s_rotation.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_s_rotation.
+namespace test_s_rotation {
+
 using namespace ft_test;
 
 namespace {
@@ -72,3 +75,5 @@ TEST_CASE("SRotation: symplectic") {
     CHECK(std::fabs(j[0][2] - std::sin(25.0 * 3.14159265358979323846 / 180.0)) < 1e-10);
   }
 }
+
+}  // namespace test_s_rotation

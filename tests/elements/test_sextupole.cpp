@@ -8,6 +8,9 @@
 #include "sextupole.h"
 #include "support/element_testing.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_sextupole.
+namespace test_sextupole {
+
 using namespace ft_test;
 
 namespace {
@@ -113,3 +116,5 @@ TEST_CASE("Sextupole: prepare rejects num_slices < 1") {
   s.num_slices = -2;
   CHECK_THROWS_AS(Sextupole_prepare(s, reference_proton(0.9)), std::invalid_argument);
 }
+
+}  // namespace test_sextupole

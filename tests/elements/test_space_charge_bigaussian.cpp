@@ -16,6 +16,9 @@
 #include "support/element_testing.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_space_charge_bigaussian.
+namespace test_space_charge_bigaussian {
+
 using namespace ft_test;
 
 namespace {
@@ -376,3 +379,5 @@ TEST_CASE("SpaceChargeBiGaussian: Laslett tune shift in the PS Booster (128 elem
   CHECK(r.formula_x < -0.01);
   report("PS Booster, 128 elements", r);
 }
+
+}  // namespace test_space_charge_bigaussian

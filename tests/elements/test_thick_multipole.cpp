@@ -12,6 +12,9 @@
 #include "support/registry.h"
 #include "thick_multipole.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_thick_multipole.
+namespace test_thick_multipole {
+
 using namespace ft_test;
 
 namespace {
@@ -114,3 +117,5 @@ TEST_CASE("ThickMultipole: automatic slices and bad input") {
   CHECK(ft::test::error_message([&] { ThickMultipole_prepare(m, reference_proton(0.9)); }).find("num_slices = -1") !=
         std::string::npos);
 }
+
+}  // namespace test_thick_multipole

@@ -6,6 +6,9 @@
 #include "support/element_testing.h"
 #include "xy_shift.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xy_shift.
+namespace test_xy_shift {
+
 using namespace ft_test;
 
 TEST_CASE("XYShift: descriptor and defaults") {
@@ -40,3 +43,5 @@ TEST_CASE("XYShift: symplectic") {
     CHECK(symplecticity_error(jacobian(s, XYShift_track, canonical(c), c.beta0)) < kSymplecticTolerance);
   }
 }
+
+}  // namespace test_xy_shift

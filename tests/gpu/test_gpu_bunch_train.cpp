@@ -22,6 +22,9 @@
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_bunch_train.
+namespace test_gpu_bunch_train {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -220,3 +223,5 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
     }
   CHECK(p.size() == share.size() * per_bunch);
 }
+
+}  // namespace test_gpu_bunch_train

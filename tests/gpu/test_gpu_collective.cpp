@@ -17,6 +17,9 @@
 #include "fusetrack/registry.h"
 #include "support/collective_lattice.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_collective.
+namespace test_gpu_collective {
+
 using namespace ft;
 using ft::test::CollectiveRingOptions;
 
@@ -167,3 +170,5 @@ TEST_CASE(
   CHECK(cpu.state[2] > 0);
   CHECK(gpu.y[2] == 0.5);
 }
+
+}  // namespace test_gpu_collective

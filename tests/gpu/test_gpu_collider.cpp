@@ -14,6 +14,9 @@
 #include "support/paths.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_collider.
+namespace test_gpu_collider {
+
 using namespace ft;
 
 namespace {
@@ -86,3 +89,5 @@ TEST_CASE("collider on the GPU: small bunches, the fallback deposit (401 slices)
   }
   CHECK(compared == 5);
 }
+
+}  // namespace test_gpu_collider

@@ -7,6 +7,9 @@
 #include "fusetrack/da.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_da.
+namespace test_gpu_da {
+
 using namespace ft;
 
 TEST_CASE("DA scan: CPU and GPU bitwise identical with fma=off") {
@@ -36,3 +39,5 @@ TEST_CASE("DA scan: CPU and GPU bitwise identical with fma=off") {
   REQUIRE(a.per_angle.size() == b.per_angle.size());
   for (size_t i = 0; i < a.per_angle.size(); ++i) CHECK(a.per_angle[i].da_last_stable == b.per_angle[i].da_last_stable);
 }
+
+}  // namespace test_gpu_da

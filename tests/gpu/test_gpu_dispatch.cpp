@@ -9,6 +9,9 @@
 #include "fusetrack/cuda_backend.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_dispatch.
+namespace test_gpu_dispatch {
+
 using namespace ft;
 
 TEST_CASE("auto dispatch: the form measured fastest runs, and reproduces the CPU bitwise") {
@@ -46,3 +49,5 @@ TEST_CASE("auto dispatch: the form measured fastest runs, and reproduces the CPU
   CHECK(gpu.last_stats().form.dispatch == best.dispatch);
   CHECK(compare_particles(cpu, again).identical());
 }
+
+}  // namespace test_gpu_dispatch

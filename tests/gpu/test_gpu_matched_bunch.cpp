@@ -14,6 +14,9 @@
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/matched_bunch.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_matched_bunch.
+namespace test_gpu_matched_bunch {
+
 using namespace ft;
 
 namespace {
@@ -111,3 +114,5 @@ TEST_CASE("matched bunch made on the device and tracked there equals the CPU's r
     CHECK(same_bits(a[k].field, b[k].field));
   }
 }
+
+}  // namespace test_gpu_matched_bunch

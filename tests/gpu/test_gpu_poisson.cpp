@@ -10,6 +10,9 @@
 
 #include "fusetrack/cuda_poisson.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_poisson.
+namespace test_gpu_poisson {
+
 using namespace ft;
 
 namespace {
@@ -89,3 +92,5 @@ TEST_CASE("GPU Poisson solve time: 2.5D 256x256x64 and 3D 128x128x64, cuFFT vs r
     }
   }
 }
+
+}  // namespace test_gpu_poisson

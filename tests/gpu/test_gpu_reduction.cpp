@@ -7,6 +7,9 @@
 
 #include "fusetrack/cuda_reduction.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_reduction.
+namespace test_gpu_reduction {
+
 using namespace ft;
 
 namespace {
@@ -49,3 +52,5 @@ TEST_CASE("GPU slice moments and charge grids equal the CPU's integers bit for b
     MESSAGE(fmt::format("charge grid {}D, {} particles: GPU kernel {:.3f} ms", dims, n, seconds * 1e3));
   }
 }
+
+}  // namespace test_gpu_reduction

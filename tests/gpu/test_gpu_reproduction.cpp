@@ -12,6 +12,9 @@
 #include "fusetrack/cuda_backend.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_reproduction.
+namespace test_gpu_reproduction {
+
 using namespace ft;
 
 namespace {
@@ -173,3 +176,5 @@ TEST_CASE("chunking when device memory is short gives identical results") {
   CHECK(chunky.last_stats().chunks == (whole.size() + 332) / 333);
   CHECK(compare_particles(whole, chunked).identical());
 }
+
+}  // namespace test_gpu_reproduction

@@ -13,6 +13,9 @@
 #include "fusetrack/memory_budget.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_robustness.
+namespace test_gpu_robustness {
+
 using namespace ft;
 
 namespace {
@@ -137,3 +140,5 @@ TEST_CASE("particle copies through the page-locked staging buffers come back byt
   CHECK(c.identical());
   CHECK(staged.lost_element == plain.lost_element);
 }
+
+}  // namespace test_gpu_robustness

@@ -23,6 +23,9 @@
 #include "fusetrack/space_charge.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_space_charge.
+namespace test_gpu_space_charge {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -217,3 +220,5 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     CHECK(per_turn > 0);
   }
 }
+
+}  // namespace test_gpu_space_charge

@@ -13,6 +13,9 @@
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_space_charge_follow.
+namespace test_gpu_space_charge_follow {
+
 namespace {
 
 ft::Lattice ring_with_space_charge() { return ft::test::space_charge_ring(16); }
@@ -61,3 +64,5 @@ TEST_CASE("frozen space charge with sizes that follow the beam: GPU (switch, fma
   const double installed = ring_with_space_charge().field(a.space_charge_elements[0].definition, "sigma_x");
   CHECK(a.space_charge_updates.back().sizes[0].sigma_x > 1.2 * installed);
 }
+
+}  // namespace test_gpu_space_charge_follow

@@ -14,6 +14,9 @@
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_space_charge_frozen.
+namespace test_gpu_space_charge_frozen {
+
 using namespace ft;
 
 TEST_CASE("fma=off: frozen space charge (flat, tall, round beams) reproduces bitwise on the GPU") {
@@ -60,3 +63,5 @@ TEST_CASE("fma=off: frozen space charge (flat, tall, round beams) reproduces bit
     }
   }
 }
+
+}  // namespace test_gpu_space_charge_frozen

@@ -12,6 +12,9 @@
 #include "fusetrack/cuda_backend.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_thick_magnets.
+namespace test_gpu_thick_magnets {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -77,3 +80,5 @@ TEST_CASE("fma=off: ThickMultipole (every integrator, octupole and skew terms) a
   doc["elements"]["ds"] = {{"type", "Corrector"}, {"length", 2.5}, {"hkick", 1e-5}, {"vkick", -2e-5}};
   CHECK(reproduces(doc, "Corrector in every straight"));
 }
+
+}  // namespace test_gpu_thick_magnets

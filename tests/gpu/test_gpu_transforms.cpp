@@ -10,6 +10,9 @@
 #include "fusetrack/cuda_backend.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_transforms.
+namespace test_gpu_transforms {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -66,3 +69,5 @@ TEST_CASE("fma=off: transformed elements and the new apertures reproduce bitwise
     CHECK(c.identical());
   }
 }
+
+}  // namespace test_gpu_transforms

@@ -18,6 +18,9 @@
 #include "support/registry.h"
 #include "support/wake_test_ring.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_transverse_wake.
+namespace test_gpu_transverse_wake {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -147,3 +150,5 @@ TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slice
     if (fma == FmaMode::Off) CHECK(compare_particles(c, g).identical());
   }
 }
+
+}  // namespace test_gpu_transverse_wake

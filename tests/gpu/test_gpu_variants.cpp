@@ -8,6 +8,9 @@
 #include "fusetrack/da.h"
 #include "support/variant_study.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_gpu_variants.
+namespace test_gpu_variants {
+
 using namespace ft;
 
 TEST_CASE("variants on the GPU: a DA study equals the CPU's bit for bit and each variant equals its lone GPU scan") {
@@ -67,3 +70,5 @@ TEST_CASE("variants on the GPU: every multipole shifted and rolled in every vari
   CHECK(on_cpu.particles.alive_count() < on_cpu.particles.size());
   CHECK(cmp.identical());
 }
+
+}  // namespace test_gpu_variants

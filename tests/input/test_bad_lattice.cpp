@@ -4,6 +4,9 @@
 
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_bad_lattice.
+namespace test_bad_lattice {
+
 using ft::test::builtin_registry;
 using ft::test::error_message;
 using ft::test::write_temp_file;
@@ -130,3 +133,5 @@ TEST_CASE("a lattice naming a plugin that does not exist") {
   CHECK(msg.find("no_such_plugin.so") != std::string::npos);
   CHECK(msg.find("does not exist") != std::string::npos);
 }
+
+}  // namespace test_bad_lattice

@@ -13,6 +13,9 @@
 
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_lattice_scale.
+namespace test_lattice_scale {
+
 using ft::test::builtin_registry;
 using ft::test::write_temp_file;
 
@@ -262,3 +265,5 @@ TEST_CASE("an empty line repeated absurdly often is refused") {
   CHECK(has(msg, "field 'sequence[1].repeat'"));
   CHECK(has(msg, "the repeat count 1000000000000 of 'nothing' is larger than the whole sequence may be"));
 }
+
+}  // namespace test_lattice_scale

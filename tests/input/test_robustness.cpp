@@ -24,6 +24,9 @@
 #include "support/paths.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_robustness.
+namespace test_robustness {
+
 namespace fs = std::filesystem;
 using ft::test::run_command;
 
@@ -516,3 +519,5 @@ TEST_CASE("identical runs write identical files (track, monitor, DA), and a fail
   CHECK(read_bytes((dir / "t0.npz").string()) == before);
   CHECK(temporary_files_in(dir) == 0);
 }
+
+}  // namespace test_robustness

@@ -33,6 +33,9 @@
 #include "support/process.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_trackcpp_import.
+namespace test_trackcpp_import {
+
 using ft::test::builtin_registry;
 using ft::test::error_message;
 using ft::test::write_temp_file;
@@ -787,3 +790,5 @@ TEST_CASE("load_lattice with the importers' options: header values of a trackcpp
   CHECK(document.format == ft::LatticeFileFormat::trackcpp_flat_file);
   CHECK(document.source_elements == 51);
 }
+
+}  // namespace test_trackcpp_import

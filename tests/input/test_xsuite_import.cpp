@@ -13,6 +13,9 @@
 #include "fusetrack/xsuite_import.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xsuite_import.
+namespace test_xsuite_import {
+
 using ft::test::builtin_registry;
 using ft::test::error_message;
 using ft::test::write_temp_file;
@@ -435,3 +438,5 @@ TEST_CASE("Replica elements resolve to their parent, quadrupoles and sextupoles 
   CHECK(contains(msg2, "Quadrupole.model"));
   CHECK(contains(msg2, "Quadrupole.edge_entry_active"));
 }
+
+}  // namespace test_xsuite_import

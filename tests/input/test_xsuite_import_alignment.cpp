@@ -13,6 +13,9 @@
 #include "fusetrack/xsuite_import.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xsuite_import_alignment.
+namespace test_xsuite_import_alignment {
+
 using ft::test::builtin_registry;
 using ft::test::error_message;
 using json = nlohmann::ordered_json;
@@ -149,3 +152,5 @@ TEST_CASE("Xsuite import: bad alignment and aperture input is named") {
   });
   CHECK(contains(high_order, "knl[6]"));
 }
+
+}  // namespace test_xsuite_import_alignment

@@ -9,6 +9,9 @@
 #include "fusetrack/xsuite_import.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xsuite_import_space_charge.
+namespace test_xsuite_import_space_charge {
+
 using json = nlohmann::ordered_json;
 
 namespace {
@@ -123,3 +126,5 @@ TEST_CASE("Xsuite import: SpaceChargeBiGaussian that fusetrack does not model is
     CHECK(msg.find("field 'sigma_y'") != std::string::npos);
   }
 }
+
+}  // namespace test_xsuite_import_space_charge

@@ -12,6 +12,9 @@
 #include "fusetrack/xsuite_import.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xsuite_import_thick.
+namespace test_xsuite_import_thick {
+
 using ft::test::error_message;
 using json = nlohmann::ordered_json;
 
@@ -129,3 +132,5 @@ TEST_CASE("Xsuite thick magnets: the converted line loads and prepares") {
   const ft::Lattice lattice = ft::load_lattice(path, ft::test::builtin_registry());
   CHECK(std::fabs(lattice.circumference() - 4.0) < 1e-15);
 }
+
+}  // namespace test_xsuite_import_thick

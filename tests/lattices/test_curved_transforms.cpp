@@ -19,6 +19,9 @@
 #include "fusetrack/tracker.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_curved_transforms.
+namespace test_curved_transforms {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -153,3 +156,5 @@ TEST_CASE("curved transformations: with a field the misalignment changes the mot
   // A quadrupole component displaced by 2 mm kicks by about k1 L dx = 1.6e-3.
   CHECK(std::fabs((b.px[4] - a.px[4]) - 0.4 * 2.0 * 2e-3) < 0.5 * 0.4 * 2.0 * 2e-3);
 }
+
+}  // namespace test_curved_transforms

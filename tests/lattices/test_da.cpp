@@ -17,6 +17,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_da.
+namespace test_da {
+
 using namespace ft;
 namespace fs = std::filesystem;
 
@@ -277,3 +280,5 @@ TEST_CASE("DA: Ctrl-C stops cleanly with the checkpoint written") {
   CHECK(done > 0);
   CHECK(done < 200000);
 }
+
+}  // namespace test_da

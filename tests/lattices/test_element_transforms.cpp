@@ -19,6 +19,9 @@
 #include "fusetrack/transform.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_element_transforms.
+namespace test_element_transforms {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -283,3 +286,5 @@ TEST_CASE("transformations: lattice format, written back, bad values named") {
   CHECK(unknown.find("shift_z") != std::string::npos);
   CHECK(unknown.find("rot_s_rad") != std::string::npos);  // the generic fields are listed
 }
+
+}  // namespace test_element_transforms

@@ -14,6 +14,9 @@
 #include "support/thin_lens.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_fodo_ring.
+namespace test_fodo_ring {
+
 using namespace ft;
 
 namespace {
@@ -145,3 +148,5 @@ TEST_CASE("FODO ring: the tune from 1024 turns of tracking agrees with the matri
   CHECK(std::fabs(t.qx - q_thin_lens()) < 1e-6);
   CHECK(std::isnan(t.qs));
 }
+
+}  // namespace test_fodo_ring

@@ -15,6 +15,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_footprint.
+namespace test_footprint {
+
 namespace {
 
 ft::FootprintOptions footprint_options() {
@@ -156,3 +159,5 @@ TEST_CASE("fusetrack spacecharge footprint (command line) on the bundled space-c
   CHECK(r3.first == 2);
   CHECK(r3.second.find("'turns'") != std::string::npos);
 }
+
+}  // namespace test_footprint

@@ -17,6 +17,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_lattice_optimize.
+namespace test_lattice_optimize {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -501,3 +504,5 @@ TEST_CASE("Optimization: fusetrack bench --optimize compares the two lattices in
   CHECK(output.find("speed ratio") != std::string::npos);
   CHECK(output.find("losses agree") != std::string::npos);
 }
+
+}  // namespace test_lattice_optimize

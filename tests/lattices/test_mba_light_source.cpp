@@ -9,6 +9,9 @@
 #include "fusetrack/optics.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_mba_light_source.
+namespace test_mba_light_source {
+
 using namespace ft;
 
 TEST_CASE("MBA light-source ring: stable optics, the generator's tunes, corrected chromaticity") {
@@ -59,3 +62,5 @@ TEST_CASE("MBA light-source ring: the dynamic aperture of a 4th-generation light
     CHECK((scan.particles.state[i] > 0) == (scan.amplitude[i] < 0.01));
   }
 }
+
+}  // namespace test_mba_light_source

@@ -23,6 +23,9 @@
 #include "support/lattice_builders.h"
 #include "support/thin_lens.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_octupole_detuning.
+namespace test_octupole_detuning {
+
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
@@ -131,3 +134,5 @@ TEST_CASE("Octupole detuning with amplitude: a_xx, a_xy, a_yy from tracked tunes
     CHECK(std::fabs(0.5 * (ratios[0][k] + ratios[1][k]) - 1) < 2e-3);
   }
 }
+
+}  // namespace test_octupole_detuning

@@ -24,6 +24,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_optics.
+namespace test_optics {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -680,3 +683,5 @@ TEST_CASE("Element stepping of the Twiss table equals the whole-turn kernel for 
   }
   CHECK(checked >= 10);
 }
+
+}  // namespace test_optics

@@ -31,6 +31,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_optics_along_ring.
+namespace test_optics_along_ring {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 
@@ -881,3 +884,5 @@ TEST_CASE("fusetrack optics --twiss-table / --plot: files, summary, exit code 2 
   const auto [rc5, out5] = test::run_command(exe + " optics " + lattice + " --twiss-table");
   CHECK(rc5 != 0);
 }
+
+}  // namespace test_optics_along_ring

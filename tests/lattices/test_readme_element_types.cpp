@@ -9,6 +9,9 @@
 
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_readme_element_types.
+namespace test_readme_element_types {
+
 namespace {
 
 const char* const kBegin = "<!-- element-types begin: fusetrack info --markdown -->\n";
@@ -58,3 +61,5 @@ TEST_CASE("README: the table of built-in element types equals `fusetrack info --
   INFO("regenerate the README's table with: ./build/bin/fusetrack info --markdown");
   CHECK(readme_table() == table);
 }
+
+}  // namespace test_readme_element_types

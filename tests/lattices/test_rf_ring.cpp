@@ -23,6 +23,9 @@
 #include "support/thin_lens.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_rf_ring.
+namespace test_rf_ring {
+
 using namespace ft;
 
 namespace {
@@ -165,3 +168,5 @@ TEST_CASE("RF ring: --4d freezes delta: no synchrotron tune, same transverse opt
   CHECK(std::fabs(t.qx - o4.qx) < 1e-9);
   CHECK(std::fabs(t.qy - o4.qy) < 1e-9);
 }
+
+}  // namespace test_rf_ring

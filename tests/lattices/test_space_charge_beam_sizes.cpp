@@ -14,6 +14,9 @@
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_space_charge_beam_sizes.
+namespace test_space_charge_beam_sizes {
+
 namespace {
 
 struct Installed {
@@ -88,3 +91,5 @@ TEST_CASE("SpaceChargeBeamSizes: bad input") {
   CHECK_THROWS_WITH_AS(follow.update(in.ring, p, 1e11), doctest::Contains("has no size"), ft::Error);
   CHECK_THROWS_WITH_AS(follow.update(in.ring, p, -1.0), doctest::Contains("'intensity'"), ft::InputError);
 }
+
+}  // namespace test_space_charge_beam_sizes

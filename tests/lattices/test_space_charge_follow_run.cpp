@@ -15,6 +15,9 @@
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_space_charge_follow_run.
+namespace test_space_charge_follow_run {
+
 namespace {
 
 ft::Lattice ring_with_space_charge() { return ft::test::space_charge_ring(8); }
@@ -122,3 +125,5 @@ TEST_CASE("run_tracking with space-charge sizes that follow the beam: bad option
   CHECK_THROWS_WITH_AS(ft::run_tracking(ring, *backend, p, o), doctest::Contains("--space-charge-update: at turn 0"),
                        ft::Error);
 }
+
+}  // namespace test_space_charge_follow_run

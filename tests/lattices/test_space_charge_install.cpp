@@ -15,6 +15,9 @@
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_space_charge_install.
+namespace test_space_charge_install {
+
 using namespace ft;
 
 namespace {
@@ -238,3 +241,5 @@ TEST_CASE("fusetrack spacecharge install / remove (command line)") {
   CHECK(rc4 == 2);
   CHECK(text4.find("--elements") != std::string::npos);
 }
+
+}  // namespace test_space_charge_install

@@ -23,6 +23,9 @@
 #include "support/process.h"
 #include "support/variant_study.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_variants.
+namespace test_variants {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
@@ -396,3 +399,5 @@ TEST_CASE("DA study: a variant without a closed orbit stops the study with the v
   CHECK(e.find("DA study, variant 'broken'") != std::string::npos);
   CHECK(e.find("fine") == std::string::npos);
 }
+
+}  // namespace test_variants

@@ -12,6 +12,9 @@
 #include "fusetrack/variants.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_variants_setup.
+namespace test_variants_setup {
+
 using namespace ft;
 using json = nlohmann::ordered_json;
 namespace fs = std::filesystem;
@@ -109,3 +112,5 @@ TEST_CASE("Variants built in parallel: of several bad variants the first in the 
   CHECK(k.find("variant 'a'") != std::string::npos);
   CHECK(k.find("variant 'b'") == std::string::npos);
 }
+
+}  // namespace test_variants_setup

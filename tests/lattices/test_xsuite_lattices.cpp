@@ -16,6 +16,9 @@
 #include "fusetrack/xsuite_import.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_xsuite_lattices.
+namespace test_xsuite_lattices {
+
 using json = nlohmann::ordered_json;
 using ft::test::builtin_registry;
 
@@ -470,3 +473,5 @@ TEST_CASE("SRotation and XYShift from an Xsuite line against Xsuite's formulas")
   }
   CHECK(lat.field(2, "angle") == doctest::Approx(-53.13010235415599).epsilon(1e-14));
 }
+
+}  // namespace test_xsuite_lattices

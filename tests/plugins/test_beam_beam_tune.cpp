@@ -19,6 +19,9 @@
 
 #include "plugins/plugin_test_support.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_beam_beam_tune.
+namespace test_beam_beam_tune {
+
 using namespace ft;
 using ft::plugin_test::example_plugin;
 using json = nlohmann::ordered_json;
@@ -193,3 +196,5 @@ TEST_CASE("linear beam-beam tune shift of a flat beam from tracking") {
   }
   CHECK(xi_y > 2 * xi_x);  // the narrow plane sees the stronger lens
 }
+
+}  // namespace test_beam_beam_tune

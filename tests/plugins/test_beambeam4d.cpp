@@ -22,6 +22,9 @@
 #include "support/element_testing.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_beambeam4d.
+namespace test_beambeam4d {
+
 using namespace ft;
 using cld = std::complex<long double>;
 
@@ -387,3 +390,5 @@ TEST_CASE("bad parameters are rejected by prepare") {
   CHECK(error_of(1e-5, 1e-5, 1.0, 2).find("subtract_dipole must be 0 or 1") != std::string::npos);
   CHECK(error_of(1e-5, 2e-5, 1.0, 1).empty());
 }
+
+}  // namespace test_beambeam4d

@@ -9,6 +9,9 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "plugins/plugin_test_support.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_example_lattices.
+namespace test_example_lattices {
+
 using namespace ft;
 
 TEST_CASE("example lattices load, track and compile with NVRTC") {
@@ -53,3 +56,5 @@ TEST_CASE("tutorial: KickX gives the same bits as the built-in Multipole with kn
     CHECK(a.zeta[i] == b.zeta[i]);
   }
 }
+
+}  // namespace test_example_lattices

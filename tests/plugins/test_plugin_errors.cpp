@@ -14,6 +14,9 @@
 #include "plugins/plugin_test_support.h"
 #include "support/paths.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_plugin_errors.
+namespace test_plugin_errors {
+
 using namespace ft;
 using ft::plugin_test::example_plugin;
 using ft::plugin_test::fixture;
@@ -269,3 +272,5 @@ TEST_CASE("the default plugin path skips bad plugins with a warning and loads th
   CHECK(registry.find("Drift") != nullptr);
   check_still_usable(registry);
 }
+
+}  // namespace test_plugin_errors

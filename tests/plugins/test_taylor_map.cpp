@@ -15,6 +15,9 @@
 #include "support/element_testing.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_taylor_map.
+namespace test_taylor_map {
+
 using namespace ft;
 using ft::plugin_test::example_plugin;
 using json = nlohmann::ordered_json;
@@ -305,3 +308,5 @@ TEST_CASE("a collective lattice with a plugin type that does not declare its coo
   CHECK(t.wrap.stored == FT_COORD_ALL);
   CHECK_FALSE(t.wrap.derived_energy);
 }
+
+}  // namespace test_taylor_map

@@ -14,6 +14,9 @@
 #include "fusetrack/slice_wakes.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_codegen.
+namespace test_codegen {
+
 using namespace ft;
 using ft::test::builtin_registry;
 
@@ -254,3 +257,5 @@ TEST_CASE("automatic kernel form: many elements of a large-code type go to the s
   CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Auto) == Dispatch::Switch);
   CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Baked) == Dispatch::Baked);  // asked for
 }
+
+}  // namespace test_codegen

@@ -12,6 +12,9 @@
 
 #include "fusetrack/device/invariant_division.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_invariant_division.
+namespace test_invariant_division {
+
 namespace {
 
 __extension__ typedef unsigned __int128 u128;  // the 107-bit products B M
@@ -95,3 +98,5 @@ TEST_CASE("division by an invariant divisor: random dividends and beta0 values g
   CHECK(std::signbit(ft::divide_by_invariant(-0.0, 0.9)));
   CHECK(std::isnan(ft::divide_by_invariant(std::nan(""), 0.9)));
 }
+
+}  // namespace test_invariant_division

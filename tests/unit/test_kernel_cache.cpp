@@ -7,6 +7,9 @@
 #include "fusetrack/nvrtc_compiler.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_kernel_cache.
+namespace test_kernel_cache {
+
 using namespace ft;
 
 TEST_CASE("kernel cache: miss, hit, and a corrupt entry is reported and rebuilt") {
@@ -64,3 +67,5 @@ TEST_CASE("kernel cache key covers source, options and arch") {
   const auto fast = KernelCompiler::options(b, 90);
   CHECK(std::find(fast.begin(), fast.end(), "--fmad=true") != fast.end());
 }
+
+}  // namespace test_kernel_cache

@@ -17,6 +17,9 @@
 #include "support/paths.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_lattice_errors.
+namespace test_lattice_errors {
+
 using ft::test::builtin_registry;
 using ft::test::error_message;
 using json = nlohmann::ordered_json;
@@ -516,3 +519,5 @@ TEST_CASE("error seeds: bad tables and options name the file, the entry, the ele
   CHECK(msg.find(path) != std::string::npos);
   CHECK(msg.find("fusetrack_error_table") != std::string::npos);
 }
+
+}  // namespace test_lattice_errors

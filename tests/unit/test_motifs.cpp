@@ -9,6 +9,9 @@
 #include "fusetrack/motifs.h"
 #include "support/lattice_builders.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_motifs.
+namespace test_motifs {
+
 using namespace ft;
 
 namespace {
@@ -129,3 +132,5 @@ TEST_CASE("switch kernel motifs of the 12k-element collider agree with its switc
   // Other forms have none.
   CHECK(generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Staged).motif_at.empty());
 }
+
+}  // namespace test_motifs

@@ -15,6 +15,9 @@
 #include "support/paths.h"
 #include "support/registry.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_particle_files.
+namespace test_particle_files {
+
 using namespace ft;
 
 namespace {
@@ -230,3 +233,5 @@ TEST_CASE("interleaved shares: blocks dealt to the ranks in turn, contiguous sha
     }
   }
 }
+
+}  // namespace test_particle_files

@@ -12,6 +12,9 @@
 
 #include "fusetrack/device/portable_math.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_portable_math.
+namespace test_portable_math {
+
 namespace {
 
 namespace P = ft::portable;
@@ -358,3 +361,5 @@ TEST_CASE("portable math: NaN results are the canonical quiet NaN (same bits on 
   CHECK(same_bits(P::exp(-kNaN), canonical));
   CHECK(same_bits(P::acos(2.0), canonical));
 }
+
+}  // namespace test_portable_math

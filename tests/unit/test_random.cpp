@@ -11,6 +11,9 @@
 #include "fusetrack/device/random.h"
 #include "fusetrack/nvrtc_compiler.h"
 
+// The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_random.
+namespace test_random {
+
 using namespace ft;
 
 TEST_CASE("Philox4x32-10 gives Random123's known answers") {
@@ -100,3 +103,5 @@ TEST_CASE("NVRTC compiles the kernels that make matched bunches on the device (f
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());
 }
+
+}  // namespace test_random
