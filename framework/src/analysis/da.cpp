@@ -20,6 +20,7 @@
 #include "fusetrack/output_files.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/parallel.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -28,7 +29,6 @@ using json = nlohmann::ordered_json;
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 InputLocation option(const std::string& name) {

@@ -10,12 +10,12 @@
 #include "fusetrack/device/collective.h"
 #include "fusetrack/error.h"
 #include "fusetrack/memory_budget.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
 namespace {
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
-constexpr double kPi = 3.14159265358979323846;
 }  // namespace
 
 BunchMoments bunch_moments(const Particles& p, double p0c) {

@@ -23,12 +23,12 @@
 #include "fusetrack/npy.h"
 #include "fusetrack/tracker.h"
 #include "../core/fftw_planner.hpp"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
 const char* const kCoordinateNames[6] = {"x", "px", "y", "py", "zeta", "delta"};
 

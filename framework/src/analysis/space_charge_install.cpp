@@ -12,6 +12,7 @@
 
 #include "fusetrack/error.h"
 #include "fusetrack/monitor.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -21,7 +22,6 @@ using json = nlohmann::ordered_json;
 
 constexpr const char* kType = "SpaceChargeBiGaussian";
 constexpr double kBoundaryTolerance = 1e-9;  // [m]
-constexpr double kPi = 3.141592653589793;
 
 InputLocation option_at(const std::string& file, const std::string& field) {
   InputLocation w{file};

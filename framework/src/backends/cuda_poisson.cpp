@@ -11,6 +11,7 @@
 #include "gpu_module.h"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -82,12 +83,6 @@ const char* gpu_poisson_kernel_source() { return kPoissonKernels; }
 
 namespace {
 
-int log2_of(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
-}
-
 constexpr unsigned kThreads = 256;
 constexpr int kMaxLine = 2048;  // 2 * 2048 doubles = 32 KiB of shared memory per block
 
@@ -156,7 +151,7 @@ struct GpuPoissonSolver::Impl {
     for (int d = 0; d < 3; ++d) {
       p.n[d] = d < T ? n[d] : 1;
       p.m[d] = M[d];
-      p.log2m[d] = log2_of(M[d]);
+      p.log2m[d] = ceil_log2(M[d]);
     }
     p.h = H;
     return p;

@@ -9,12 +9,12 @@
 #include "fusetrack/device/element.h"
 #include "fusetrack/error.h"
 #include "../core/fftw_planner.hpp"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
 namespace {
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
-constexpr double kPi = 3.14159265358979323846;
 
 }  // namespace
 

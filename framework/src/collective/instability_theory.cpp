@@ -6,11 +6,11 @@
 #include <string>
 
 #include "fusetrack/error.h"
+#include "core/math_helpers.hpp"
 
 namespace ft::instability {
 
 namespace {
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kC = 299792458.0;              // [m/s]
 constexpr double kE = 1.602176634e-19;          // [C]
 

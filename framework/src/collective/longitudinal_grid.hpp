@@ -5,11 +5,11 @@
 #include <vector>
 
 #include "fusetrack/longitudinal.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 namespace longitudinal_grid {
 
-constexpr double kPi = 3.14159265358979323846;
 
 inline std::vector<double> linspace(double a, double b, size_t n) {
   std::vector<double> v(n);

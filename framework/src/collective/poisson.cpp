@@ -16,12 +16,12 @@
 #include "../core/fftw_planner.hpp"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kEpsilon0 = 8.8541878128e-12;  // [F/m], CODATA 2018
 
 
@@ -60,12 +60,6 @@ int next_power_of_two(int n) {
   int m = 1;
   while (m < n) m <<= 1;
   return m;
-}
-
-int log2_of(int n) {
-  int l = 0;
-  while ((1 << l) < n) ++l;
-  return l;
 }
 
 }  // namespace
@@ -168,7 +162,7 @@ struct PoissonSolver::Impl {
     for (int d = 0; d < 3; ++d) {
       p.n[d] = d < T ? e[d] : 1;
       p.m[d] = M[d];
-      p.log2m[d] = log2_of(M[d]);
+      p.log2m[d] = ceil_log2(M[d]);
     }
     p.h = H;
     return p;

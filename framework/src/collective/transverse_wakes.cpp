@@ -17,12 +17,12 @@
 
 #include "../core/fftw_planner.hpp"
 #include "fusetrack/error.h"
+#include "core/math_helpers.hpp"
 
 namespace ft::wakes {
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kC = 299792458.0;                // [m/s]
 constexpr double kMu0 = 1.25663706212e-6;         // [H/m]
 constexpr double kZ0 = kMu0 * kC;                 // [Ohm]

@@ -31,12 +31,12 @@
 #include "fusetrack/reduction.h"
 #include "fusetrack/registry.h"
 #include "fusetrack/session.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
 namespace {
 
-constexpr double kPi = 3.14159265358979323846;
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
 using Clock = std::chrono::steady_clock;
 

@@ -11,6 +11,7 @@
 #include "fusetrack/npy.h"
 #include "fusetrack/output_files.h"
 #include "particle_shards.hpp"
+#include "core/text.hpp"
 
 namespace ft {
 
@@ -45,10 +46,6 @@ void check_no_missing(const std::string& path, const char* what, const bool seen
       at.field = kCoordinateNames[k];
       throw InputError(at, fmt::format("the {} is missing; {}", what, kExpectedArrays));
     }
-}
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
 }
 
 Particles read_csv(const std::string& path, double beta0) {

@@ -14,6 +14,7 @@
 #include "fusetrack/output_files.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/particle_files.h"
+#include "core/text.hpp"
 
 namespace ft {
 
@@ -25,10 +26,6 @@ constexpr const char* kShardCountsMember = "fusetrack_shard_counts";
 constexpr const char* kCsvIndexHeader = "fusetrack_shard,count";
 // An index holds 8 bytes per shard: anything larger is a particle file, not read twice to find out.
 constexpr uintmax_t kLargestIndexBytes = uintmax_t(16) << 20;
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 std::string extension_of(const std::string& path) { return ends_with(path, ".csv") ? ".csv" : ".npz"; }
 

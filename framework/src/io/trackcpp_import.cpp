@@ -27,6 +27,7 @@
 #include <unordered_map>
 
 #include "fusetrack/error.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -35,7 +36,6 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr double kNoLimit = std::numeric_limits<double>::max();  // trackcpp's default aperture (DBL_MAX)
-constexpr double kPi = 3.141592653589793;
 constexpr int kMaxOrder = 5;  // FT_MAGNET_MAX_ORDER (elements/magnet_integrators.h)
 // Electron rest energy [eV] as trackcpp computes it (m_e c^2 / e with CODATA
 // 2018 m_e and exact c, e).

@@ -30,6 +30,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/transform.h"
+#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -39,7 +40,6 @@ using json = nlohmann::ordered_json;
 
 constexpr double kUnlimited = 1e10;    // xtrack's UNLIMITED aperture (apertures/_aperture_common.py)
 constexpr int kMaxMultipoleOrder = 5;  // FT_MULTIPOLE_MAX_ORDER (elements/multipole.h)
-constexpr double kPi = 3.141592653589793;
 
 bool is_complex(const json& v) { return v.is_object() && v.size() == 1 && v.contains("__complex__"); }
 
