@@ -33,12 +33,12 @@ namespace {
 /// The FODO ring of the single-bunch GPU wake test (160 m) with a train of `bunches` bunches `spacing` m
 /// apart: a TransverseWake first (resonator and resistive wall, `memory` stored turns, `slices` per bunch)
 /// and a bunch-by-bunch TransverseDamper with a delay of 2 turns after qd.
-Lattice train_ring(int bunches, double spacing, int slices, int memory) {
+Lattice train_ring(int bunches, double spacing, int slices, int memory, double intensity = 3e11) {
   json sources = json::array();
   sources.push_back({{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}});
   sources.push_back({{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}});
   json wake = {{"type", "TransverseWake"}, {"n_slices", slices},      {"zeta_min", -0.6},
-               {"zeta_max", 0.6},          {"intensity", 3e11},       {"memory_turns", memory},
+               {"zeta_max", 0.6},          {"intensity", intensity},       {"memory_turns", memory},
                {"n_bunches", bunches},     {"bunch_spacing", spacing}, {"sources", sources}};
   if (const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION")) wake["convolution"] = convolution;
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
@@ -138,7 +138,7 @@ TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (wind
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,
 // 25 m apart, 500 slices per bunch, FUSETRACK_TRAIN_MEMORY (default 100) stored turns, FUSETRACK_TRAIN_TURNS
-// (default 20) turns, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
+// (default 20) turns, FUSETRACK_TRAIN_INTENSITY (default 3e11) particles per bunch, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
 // over the ranks (whole bunches, share_of): each rank solves its own bunches, the ranks exchange which bunches
 // they hold and the bunches' point totals (MomentsCollectiveSolver::solve_over_ranks; FUSETRACK_FULL_RANK_SUM=1:
 // the whole integer table summed over the ranks, the baseline). Rank 0 prints turns per second and one hash over the
@@ -155,7 +155,7 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   // Cuts of 1.2 m (500 slices of 2.4 mm), the spacing a whole number of cut lengths that fits the 160 m ring
   // (100 bunches: 1.2 m, the cuts adjacent; sigma_zeta 0.1 m, so the cuts hold 6 sigma).
   const double bunch_spacing = 1.2 * std::max(1, static_cast<int>(std::floor(150.0 / (1.2 * bunches))));
-  const Lattice lattice = train_ring(bunches, bunch_spacing, 500, memory);
+  const Lattice lattice = train_ring(bunches, bunch_spacing, 500, memory, env("FUSETRACK_TRAIN_INTENSITY", 3e11));
   Communicator& comm = world();
   Share share = share_of(static_cast<size_t>(bunches), comm.rank(), comm.size());
   // FUSETRACK_TRAIN_SHARE=k/n (one process): only the bunches rank k of n would hold, without the sums over
@@ -190,6 +190,8 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   std::vector<uint64_t> hashes(static_cast<size_t>(bunches), 0);
   for (size_t k = 0; k < share.size(); ++k) hashes[share.begin + k] = bunch_hash(p, k * per_bunch, (k + 1) * per_bunch);
   comm.allreduce_sum(hashes.data(), hashes.size());  // each slot from its one rank
+  uint64_t alive = p.alive_count();  // at the end, over all ranks (the unstable train loses particles)
+  comm.allreduce_sum(&alive, 1);
   uint64_t all = 1469598103934665603ull;
   for (uint64_t h : hashes) all = (all ^ h) * 1099511628211ull;
   const CudaRunStats& s = gpu.last_stats();
@@ -198,7 +200,7 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
         fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns) on {} rank(s): "
                     "{:.2f} turns/s over {} turns ({:.2f} without rank 0's particle copies; rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
                     "{:.3f} ms/turn: transfers {:.3f}, sums over ranks {:.3f}, host solve {:.3f}; particles up "
-                    "{:.3f} s, down {:.3f} s){}; hash of the final bunches {:016x}",
+                    "{:.3f} s, down {:.3f} s){}; {} particles alive at the end; hash of the final bunches {:016x}",
                     bunches, per_bunch, bunch_spacing, memory, comm.size(), (turns - 1) / wall, turns - 1,
                     (turns - 1) / (wall - s.upload_seconds - s.download_seconds),
                     1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1),
@@ -207,7 +209,7 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
                     share_spec    ? fmt::format(" (bunches {} to {} alone: share {})", share.begin, share.end - 1, share_spec)
                     : std::getenv("FUSETRACK_FULL_RANK_SUM") ? " (whole table summed over ranks)"
                                                              : "",
-                    all));
+                    alive, all));
   // Every rank's split (the waits in the sums show which rank is the slower).
   std::vector<uint64_t> split(4 * static_cast<size_t>(comm.size()), 0);
   const double mine[4] = {s.segment_seconds, s.moments_transfer_seconds, s.moments_sum_seconds, s.moments_host_seconds};
