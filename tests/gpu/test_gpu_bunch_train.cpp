@@ -49,8 +49,10 @@ Lattice train_ring(int bunches, double spacing, int slices, int memory, double i
 }
 
 /// Bunches [first, first + count) of a train of `per_bunch` macroparticles each (bunch b offset by b mm in x
-/// and at zeta - b spacing, rms sigma_zeta); every bunch drawn from its own seed, so that any share of bunches is the same.
-Particles train_bunches(double beta0, int first, int count, size_t per_bunch, double spacing, double sigma_zeta) {
+/// and at zeta - b spacing, rms sigma_zeta and sigma_delta); every bunch drawn from its own seed, so that any share
+/// of bunches is the same.
+Particles train_bunches(double beta0, int first, int count, size_t per_bunch, double spacing, double sigma_zeta,
+                        double sigma_delta = 1e-4) {
   Particles p(static_cast<size_t>(count) * per_bunch, beta0);
   std::normal_distribution<double> g(0.0, 1.0);
   for (int k = 0; k < count; ++k) {
@@ -58,7 +60,7 @@ Particles train_bunches(double beta0, int first, int count, size_t per_bunch, do
     std::mt19937_64 rng(1000 + static_cast<uint64_t>(b));
     for (size_t i = 0; i < per_bunch; ++i)
       p.set(static_cast<size_t>(k) * per_bunch + i, 1e-3 * (1 + b % 5) + 1e-3 * g(rng), 2e-5 * g(rng),
-            -5e-4 + 1e-3 * g(rng), 2e-5 * g(rng), sigma_zeta * g(rng) - b * spacing, 1e-4 * g(rng));
+            -5e-4 + 1e-3 * g(rng), 2e-5 * g(rng), sigma_zeta * g(rng) - b * spacing, sigma_delta * g(rng));
   }
   return p;
 }
@@ -138,7 +140,8 @@ TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (wind
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,
 // 25 m apart, 500 slices per bunch, FUSETRACK_TRAIN_MEMORY (default 100) stored turns, FUSETRACK_TRAIN_TURNS
-// (default 20) turns, FUSETRACK_TRAIN_INTENSITY (default 3e11) particles per bunch, fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
+// (default 20) turns, FUSETRACK_TRAIN_INTENSITY (default 3e11) particles per bunch, FUSETRACK_TRAIN_DELTA (default
+// 1e-4) rms momentum spread (the ring has no RF: with 0 the bunches keep their zeta over long runs), fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
 // over the ranks (whole bunches, share_of): each rank solves its own bunches, the ranks exchange which bunches
 // they hold and the bunches' point totals (MomentsCollectiveSolver::solve_over_ranks; FUSETRACK_FULL_RANK_SUM=1:
 // the whole integer table summed over the ranks, the baseline). Rank 0 prints turns per second and one hash over the
@@ -167,7 +170,8 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   else
     share_spec = nullptr;
   const Particles initial = train_bunches(lattice.reference().beta0(), static_cast<int>(share.begin),
-                                          static_cast<int>(share.size()), per_bunch, bunch_spacing, 0.1);
+                                          static_cast<int>(share.size()), per_bunch, bunch_spacing, 0.1,
+                                          env("FUSETRACK_TRAIN_DELTA", 1e-4));
   CudaBackendOptions co;
   co.time_phases = true;  // the segment kernels and the solves timed apart
   const int gpus = static_cast<int>(list_gpus().size());
