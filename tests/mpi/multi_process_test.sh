@@ -267,6 +267,32 @@ JSON
         same single.npz np$np.npz
       fi
     done
+    # Adjacent cuts, a large momentum spread and no RF: from about turn 60 particles drift into the neighbouring
+    # bunches' cuts, some into a bunch that another rank holds, while a damper kicks with the centroids of two
+    # turns earlier. Each rank must have stored every bunch's centroids (a rank that had stored only its own
+    # bunches gave such particles a zero delayed kick: 2 ranks differed from one process).
+    cat >drift.json <<'JSON'
+{"fusetrack_lattice": 1,
+ "reference": {"mass0": 938272088.16, "q0": 1, "p0c": 26e9},
+ "elements": {
+  "qf_half": {"type": "Multipole", "knl": [0.0, 0.01]}, "qd": {"type": "Multipole", "knl": [0.0, -0.02]},
+  "d": {"type": "Drift", "length": 40.0},
+  "wake": {"type": "TransverseWake", "n_slices": 100, "zeta_min": -0.6, "zeta_max": 0.6, "intensity": 1e3,
+           "memory_turns": 20, "n_bunches": 4, "bunch_spacing": 1.2,
+           "sources": [{"type": "ResistiveWall", "radius": 0.02, "length": 160.0, "conductivity": 1e6}]},
+  "damper": {"type": "TransverseDamper", "gain_turns": 20, "zeta_min": -0.6, "zeta_max": 0.6, "delay": 2,
+             "n_bunches": 4, "bunch_spacing": 1.2}},
+ "sequence": ["wake", "qf_half", "d", "qd", "damper", "d", "qf_half", "qf_half", "d", "qd", "d", "qf_half"]}
+JSON
+    DRIFT_OPTS="-n 80 --gaussian 2000 --emittance-nx 2e-6 --emittance-ny 2e-6 --sigma-zeta 0.05 --sigma-delta 1e-2
+                --bunches 4 --device cpu --threads 1"
+    run "$BIN" track drift.json $DRIFT_OPTS -o drift_single.npz --bunches-output drift_single.csv
+    for np in 2 3; do
+      run mpirun -np $np "$BIN" track drift.json $DRIFT_OPTS -o drift_np$np.npz --bunches-output drift_np${np}_bunches.csv
+      same drift_single.csv drift_np${np}_bunches.csv
+      run "$MERGE" drift_np$np.npz drift_np${np}_merged.npz
+      same drift_single.npz drift_np${np}_merged.npz
+    done
     ;;
   *) echo "unknown case $CASE"; exit 1 ;;
 esac

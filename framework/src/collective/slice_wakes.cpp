@@ -278,7 +278,11 @@ void MomentsCollectiveSolver::solve_over_ranks(uint64_t* local, const RankSum& s
   // Particles outside the moment ranges are in no slice's integers, so a rank may hold particles of a bunch
   // it does not see: then every rank solves every bunch from the summed table.
   const bool out_of_range = holders.back() > 0;
-  if (out_of_range || m_full_rank_sum ||
+  // A delayed feedback kicks with the centroids of feedback_delay turns ago. Every rank stores every bunch's
+  // centroids (the summed table each turn): a particle that drifts into another rank's bunch then gets the
+  // same delayed kick as in one process, not the zeros of a bunch its rank never measured.
+  const bool delayed_feedback = m_model.feedback_delay > 0;
+  if (out_of_range || m_full_rank_sum || delayed_feedback ||
       std::any_of(holders.begin(), holders.end() - 1, [](uint64_t h) { return h > 1; })) {
     sum(local, words);  // a bunch over several ranks: its integers summed
     if (out_of_range) here.clear();
