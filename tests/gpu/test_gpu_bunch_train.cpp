@@ -32,8 +32,11 @@ namespace {
 
 /// The FODO ring of the single-bunch GPU wake test (160 m) with a train of `bunches` bunches `spacing` m
 /// apart: a TransverseWake first (resonator and resistive wall, `memory` stored turns, `slices` per bunch)
-/// and a bunch-by-bunch TransverseDamper with a delay of 2 turns after qd.
-Lattice train_ring(int bunches, double spacing, int slices, int memory, double intensity = 3e11) {
+/// and a bunch-by-bunch TransverseDamper with a delay of `delay` turns after qd. With the ring's tune 0.262 and
+/// the gain 0.1, the damper's eigenvalue (transverse_damper.h) has modulus about 0.949 with no delay, 1.044 with 2
+/// turns (anti-damping: the train is lost within about 150 turns), 0.941 with 4 (the kick about one betatron
+/// period after the pickup: damped in 16 turns).
+Lattice train_ring(int bunches, double spacing, int slices, int memory, double intensity = 3e11, int delay = 2) {
   json sources = json::array();
   sources.push_back({{"type", "Resonator"}, {"r_shunt", 1e6}, {"q", 1.0}, {"frequency", 1e9}});
   sources.push_back({{"type", "ResistiveWall"}, {"radius", 0.02}, {"length", 160.0}, {"conductivity", 1e6}});
@@ -42,7 +45,7 @@ Lattice train_ring(int bunches, double spacing, int slices, int memory, double i
                {"n_bunches", bunches},     {"bunch_spacing", spacing}, {"sources", sources}};
   if (const char* convolution = std::getenv("FUSETRACK_WAKE_CONVOLUTION")) wake["convolution"] = convolution;
   json damper = {{"type", "TransverseDamper"}, {"gain_turns", 20.0}, {"zeta_min", -0.6}, {"zeta_max", 0.6},
-                 {"delay", 2},                 {"n_bunches", bunches}, {"bunch_spacing", spacing}};
+                 {"delay", delay},             {"n_bunches", bunches}, {"bunch_spacing", spacing}};
   const json doc =
       ft::test::wake_test_ring({{"wake", wake}, {"damper", damper}}, {"wake"}, 0.01, -0.02, 26e9, "damper");
   return lattice_from_json(doc, "gpu_train_ring.json", ft::test::builtin_registry());
@@ -140,8 +143,13 @@ TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (wind
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,
 // 25 m apart, 500 slices per bunch, FUSETRACK_TRAIN_MEMORY (default 100) stored turns, FUSETRACK_TRAIN_TURNS
-// (default 20) turns, FUSETRACK_TRAIN_INTENSITY (default 3e11) particles per bunch, FUSETRACK_TRAIN_DELTA (default
-// 1e-4) rms momentum spread (the ring has no RF: with 0 the bunches keep their zeta over long runs), fma off; FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
+// (default 20) turns, FUSETRACK_TRAIN_INTENSITY (default 1e10) particles per bunch, FUSETRACK_TRAIN_DELTA (default
+// 1e-4) rms momentum spread (the ring has no RF: with 0 the bunches keep their zeta over long runs),
+// FUSETRACK_TRAIN_DELAY (default 4) the damper's delay in turns (4 damps, 2 loses the train: train_ring), fma off.
+// The defaults keep the train for 10^3 turns (on the CPU, 100 bunches x 200: every particle within the cuts, the
+// emittance x4.4 by turn 1000; at 3e10 the head-tail motion, which a bunch-by-bunch damper does not reach, loses
+// most of the train from turn 700, at 3e11 by turn 100);
+// FUSETRACK_WAKE_CONVOLUTION=fft: the wake's FFT convolution. The bunches are shared
 // over the ranks (whole bunches, share_of): each rank solves its own bunches, the ranks exchange which bunches
 // they hold and the bunches' point totals (MomentsCollectiveSolver::solve_over_ranks; FUSETRACK_FULL_RANK_SUM=1:
 // the whole integer table summed over the ranks, the baseline). Rank 0 prints turns per second and one hash over the
@@ -158,7 +166,9 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   // Cuts of 1.2 m (500 slices of 2.4 mm), the spacing a whole number of cut lengths that fits the 160 m ring
   // (100 bunches: 1.2 m, the cuts adjacent; sigma_zeta 0.1 m, so the cuts hold 6 sigma).
   const double bunch_spacing = 1.2 * std::max(1, static_cast<int>(std::floor(150.0 / (1.2 * bunches))));
-  const Lattice lattice = train_ring(bunches, bunch_spacing, 500, memory, env("FUSETRACK_TRAIN_INTENSITY", 3e11));
+  const int delay = static_cast<int>(env("FUSETRACK_TRAIN_DELAY", 4));
+  const Lattice lattice =
+      train_ring(bunches, bunch_spacing, 500, memory, env("FUSETRACK_TRAIN_INTENSITY", 1e10), delay);
   Communicator& comm = world();
   Share share = share_of(static_cast<size_t>(bunches), comm.rank(), comm.size());
   // FUSETRACK_TRAIN_SHARE=k/n (one process): only the bunches rank k of n would hold, without the sums over
@@ -201,11 +211,11 @@ TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over
   const CudaRunStats& s = gpu.last_stats();
   if (comm.is_root())
     MESSAGE(
-        fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns) on {} rank(s): "
+        fmt::format("{} bunches x {} macroparticles ({} m apart, 500 slices each, {} stored turns, damper delay {}) on {} rank(s): "
                     "{:.2f} turns/s over {} turns ({:.2f} without rank 0's particle copies; rank 0: segment kernels {:.3f} ms/turn, solve with transfers "
                     "{:.3f} ms/turn: transfers {:.3f}, sums over ranks {:.3f}, host solve {:.3f}; particles up "
                     "{:.3f} s, down {:.3f} s){}; {} particles alive at the end; hash of the final bunches {:016x}",
-                    bunches, per_bunch, bunch_spacing, memory, comm.size(), (turns - 1) / wall, turns - 1,
+                    bunches, per_bunch, bunch_spacing, memory, delay, comm.size(), (turns - 1) / wall, turns - 1,
                     (turns - 1) / (wall - s.upload_seconds - s.download_seconds),
                     1e3 * s.segment_seconds / (turns - 1), 1e3 * s.solve_seconds / (turns - 1),
                     1e3 * s.moments_transfer_seconds / (turns - 1), 1e3 * s.moments_sum_seconds / (turns - 1),
