@@ -5,8 +5,11 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
+#include <vector>
 
+#include "fusetrack/codegen.h"
 #include "fusetrack/compare.h"
 #include "fusetrack/particle_files.h"
 #include "fusetrack/cuda_backend.h"
@@ -106,6 +109,45 @@ TEST_CASE("the sextupole ring loses some particles and keeps others (the reprodu
   backend.track(p, o);
   CHECK(p.alive_count() > p.size() / 10);
   CHECK(p.alive_count() < p.size());
+}
+
+TEST_CASE("switch motifs: particles lost inside an occurrence (fast pass, then the checked replay) equal the CPU's") {
+  const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
+  REQUIRE(src.motif_at.size() == lattice.sequence().size());
+  // Each element's place in its motif occurrence (0: the first, or in none).
+  std::vector<uint32_t> place(lattice.sequence().size(), 0);
+  for (size_t e = 0; e < src.motif_at.size(); ++e)
+    for (uint32_t j = 1; j < (src.motif_at[e] & 0xffu); ++j) place[e + j] = j;
+  const Particles initial = spread_particles(lattice, 0.03);
+  Particles cpu = initial;
+  TrackOptions o;
+  o.turns = 300;
+  o.fma = FmaMode::Off;
+  make_cpu_backend(lattice)->track(cpu, o);
+  size_t lost = 0, inside = 0;
+  for (size_t i = 0; i < cpu.size(); ++i) {
+    if (cpu.state[i] > 0) continue;
+    ++lost;
+    const int64_t e = cpu.lost_element[i];
+    if (e >= 0 && e + 1 < static_cast<int64_t>(place.size()) && place[static_cast<size_t>(e)] > 0) ++inside;
+  }
+  MESSAGE(fmt::format("{} of {} particles lost in 300 turns, {} of them after an element inside a motif occurrence",
+                      lost, cpu.size(), inside));
+  CHECK(inside > 0);
+  // The default (the loss test deferred to the end of an occurrence) and FUSETRACK_DEFERRED_LOSS=0 (a test
+  // after every element).
+  for (const char* deferred : {"1", "0"}) {
+    CAPTURE(deferred);
+    setenv("FUSETRACK_DEFERRED_LOSS", deferred, 1);
+    Particles gpu = initial;
+    CudaBackendOptions co;
+    co.dispatch = Dispatch::Switch;
+    CudaBackend backend(lattice, co);
+    backend.track(gpu, o);
+    CHECK(compare_particles(cpu, gpu).identical());
+  }
+  unsetenv("FUSETRACK_DEFERRED_LOSS");
 }
 
 TEST_CASE("GPU run: kernel cache miss then hit, corrupt entry rebuilt, same results") {
