@@ -5,7 +5,6 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <vector>
 
@@ -111,7 +110,7 @@ TEST_CASE("the sextupole ring loses some particles and keeps others (the reprodu
   CHECK(p.alive_count() < p.size());
 }
 
-TEST_CASE("switch motifs: particles lost inside an occurrence (fast pass, then the checked replay) equal the CPU's") {
+TEST_CASE("switch motifs: particles lost after an element inside a motif occurrence equal the CPU's") {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
   REQUIRE(src.motif_at.size() == lattice.sequence().size());
@@ -135,19 +134,12 @@ TEST_CASE("switch motifs: particles lost inside an occurrence (fast pass, then t
   MESSAGE(fmt::format("{} of {} particles lost in 300 turns, {} of them after an element inside a motif occurrence",
                       lost, cpu.size(), inside));
   CHECK(inside > 0);
-  // The default (the loss test deferred to the end of an occurrence) and FUSETRACK_DEFERRED_LOSS=0 (a test
-  // after every element).
-  for (const char* deferred : {"1", "0"}) {
-    CAPTURE(deferred);
-    setenv("FUSETRACK_DEFERRED_LOSS", deferred, 1);
-    Particles gpu = initial;
-    CudaBackendOptions co;
-    co.dispatch = Dispatch::Switch;
-    CudaBackend backend(lattice, co);
-    backend.track(gpu, o);
-    CHECK(compare_particles(cpu, gpu).identical());
-  }
-  unsetenv("FUSETRACK_DEFERRED_LOSS");
+  Particles gpu = initial;
+  CudaBackendOptions co;
+  co.dispatch = Dispatch::Switch;
+  CudaBackend backend(lattice, co);
+  backend.track(gpu, o);
+  CHECK(compare_particles(cpu, gpu).identical());
 }
 
 TEST_CASE("GPU run: kernel cache miss then hit, corrupt entry rebuilt, same results") {

@@ -1,8 +1,8 @@
 #!/bin/bash
 # Switch-kernel motifs (fusetrack/motifs.h) on the GPU machine, against FUSETRACK_MOTIFS=0 in the same call.
 #   OUT=/tmp/out bash tools/device/motifs.sh [tests] [latency] [da] [optimize] [study] [lightsource]
-# (needs .carry/deps and .carry/xsuite). TOGGLE=FUSETRACK_DEFERRED_LOSS: the same runs with that setting 0 and 1
-# instead (the motifs' loss test after every element against deferred to the end of an occurrence).
+# (needs .carry/deps and .carry/xsuite). TOGGLE=NAME: the same runs with the environment setting NAME=0 and NAME=1
+# instead of FUSETRACK_MOTIFS (a kernel-form switch under test).
 #   tests:      the GPU tests that run the switch kernel (bitwise CPU == GPU, losses, segments, variants)
 #   latency:    bench at 10^4 particles on a 600-element piece of CLIC (all forms, baked included) and on
 #               the whole ring; the 12k collider at 10^6 (throughput)

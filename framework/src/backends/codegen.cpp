@@ -131,17 +131,13 @@ extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
     turn = first_turn + t;
 )";
 
-// The end of a turn (the turn limits) and of the loop over the turns.
-const char* kTurnEnd = R"(
+const char* kKernelEpilogue = R"(
     if (element_end == n_elements) {
       ft::apply_turn_limits(p, limits);
       if (p.state <= 0) { lost_at = n_elements - 1; goto done; }
     }
   }
-)";
-
-// The particle stored (where it was lost, or after the last turn).
-const char* kKernelEpilogue = R"(done:
+done:
   P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;
   P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;
   if (p.state <= 0) { P.lost_turn[i] = turn; P.lost_element[i] = lost_at; }
@@ -374,39 +370,22 @@ MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std:
 }
 
 /// The motif cases: element j of an occurrence starting at e reads its block through steps[e + j]; the
-/// limits are applied after every element. `checked`: a lost particle stops at its element, as in the
-/// single-element cases. Otherwise (the fast pass) an occurrence runs to its end without a branch, so
-/// that its elements' parameter loads and arithmetic can overlap, and a particle lost anywhere in it
-/// jumps to ft_replay: the launch is run again for it from its stored start in the checked form, which
-/// stops it at the same element with the same coordinates (the arithmetic is the same up to there).
-std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent,
-                        bool checked) {
+/// limits are checked after every element, as in the single-element cases.
+std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent) {
   std::string s;
   for (size_t m = 0; m < plan.motifs.size(); ++m) {
     const std::vector<uint32_t>& motif = plan.motifs[m];
     s += fmt::format("{}case {}: {{\n", indent, m + 1);
     for (size_t j = 1; j < motif.size(); ++j)
       s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
-    for (size_t j = 0; j < motif.size(); ++j) {
-      const std::string call =
-          element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm", keys.fixed[motif[j]]);
-      if (checked)
-        s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
-                         indent, call, j);
-      else
-        s += fmt::format("{}  {} ft::apply_element_limits(p, limits);\n", indent, call);
-    }
-    if (!checked) s += fmt::format("{}  if (p.state <= 0) goto ft_replay;\n", indent);
+    for (size_t j = 0; j < motif.size(); ++j)
+      s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
+                       indent, element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm",
+                                            keys.fixed[motif[j]]),
+                       j);
     s += fmt::format("{}}} break;\n", indent);
   }
   return s;
-}
-
-/// Whether the motif cases defer the loss test to the end of an occurrence (motif_cases): on unless
-/// FUSETRACK_DEFERRED_LOSS=0 (the benchmarks' baseline: a test after every element).
-bool deferred_loss_enabled() {
-  const char* v = std::getenv("FUSETRACK_DEFERRED_LOSS");
-  return !(v && std::string(v) == "0");
 }
 
 /// Whether the switch kernel gets motifs: on unless FUSETRACK_MOTIFS=0 (the benchmarks' baseline).
@@ -568,40 +547,24 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
     // else 0. An occurrence that runs past element_end (a segment boundary) falls back to single elements.
     // The next dispatch's steps are loaded while the current one computes.
-    auto turn_body = [&](bool checked) {
-      std::string b = "    int e = element_begin;\n";
-      b += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
-      b += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
-      b += "    while (e < element_end) {\n";
-      b += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
-      b += "      const int next = e + (len ? len : 1);\n";
-      b += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
-      b += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
-      b += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
-      b += "      if (len) {\n";
-      b += "        switch (mot >> 8) {\n";
-      b += motif_cases(src, keys, plan, "          ", checked);
-      b += "          default: break;\n        }\n";
-      b += "      } else {\n";
-      b += single_element_dispatch(src, "        ");
-      b += "      }\n";
-      b += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
-      b += "    }\n";
-      return b;
-    };
-    if (deferred_loss_enabled()) {
-      // The fast pass (no loss test inside an occurrence), then, for a particle lost inside one, the
-      // launch again from the particle's stored start with a test after every element (motif_cases).
-      s += turn_body(false);
-      s += kTurnEnd;
-      s += "  goto done;\n";
-      s += "ft_replay:\n";
-      s += "  p = ft::ParticleView{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],\n";
-      s += "                      P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};\n";
-      s += "  for (int t = 0; t < n_turns; ++t) {\n";
-      s += "    turn = first_turn + t;\n";
-    }
-    s += turn_body(true);
+    s += "    int e = element_begin;\n";
+    s += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
+    s += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
+    s += "    while (e < element_end) {\n";
+    s += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
+    s += "      const int next = e + (len ? len : 1);\n";
+    s += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
+    s += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
+    s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+    s += "      if (len) {\n";
+    s += "        switch (mot >> 8) {\n";
+    s += motif_cases(src, keys, plan, "          ");
+    s += "          default: break;\n        }\n";
+    s += "      } else {\n";
+    s += single_element_dispatch(src, "        ");
+    s += "      }\n";
+    s += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
+    s += "    }\n";
   } else if (src.dispatch == Dispatch::Switch) {
     // Each step is (type id << 24 | parameter offset / 8). With few particles in flight the
     // kernel is latency-bound and the table of a long lattice lives in L2: the step two ahead is
@@ -628,7 +591,6 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
                        baked_track_call(lattice, entry.definition), e, e, def.name);
     }
   }
-  s += kTurnEnd;
   s += kKernelEpilogue;
   src.text = std::move(s);
   return src;
