@@ -90,6 +90,14 @@ if has lightsource; then
     env $TOGGLE=$2 $BIN da build-gpu/mba_split.json --variants build-gpu/mba_seeds.json $LGRID -n ${LS_TURNS:-1000} --device $1 \
       --threads 16 --no-plots -o build-gpu/ls_$1_$2 2>&1 | grep -E "^survivors|DA .smallest|^set-up|^tracking" | tee -a "$OUT/lightsource.log"
   done
-  cmp build-gpu/ls_gpu_0/da.npz build-gpu/ls_gpu_1/da.npz && echo "light source da.npz without == with motifs" | tee -a "$OUT/lightsource.log"
+  cmp build-gpu/ls_gpu_0/da.npz build-gpu/ls_gpu_1/da.npz && echo "light source da.npz $TOGGLE=0 == 1" | tee -a "$OUT/lightsource.log"
+  # LS_BENCH=1: the ring at 10^6 particles (throughput-bound), both settings.
+  if [ "${LS_BENCH:-0}" = 1 ]; then
+    for m in 0 1; do
+      echo "== $TOGGLE=$m: light-source ring, 10^6 particles, 20 turns" | tee -a "$OUT/lightsource.log"
+      env $TOGGLE=$m $BIN bench lattices/mba_light_source.json -N 64 -n 1 --thread-counts 1 --gpu-particles 1e6 --gpu-turns 20 \
+        --no-per-element 2>&1 | grep -E "fused|rror" | tee -a "$OUT/lightsource.log"
+    done
+  fi
   echo "== lightsource $((SECONDS - t0)) s"
 fi
