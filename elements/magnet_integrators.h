@@ -30,15 +30,10 @@
 // The slice loops stay loops on the GPU: unrolled, a ring of thick magnets with constant slice
 // counts (the baked kernel) grows by the number of slices and NVRTC takes minutes.
 // For the same reason the body of a thick magnet is one device function, called (not inlined)
-// from every instance of the magnet in a baked kernel; the switch and staged kernels, where a type's
-// call appears in a few cases only, inline it (FT_MAGNET_INLINE_BODIES, set by the code generator).
+// from every instance of the magnet in a baked kernel.
 #if defined(FT_DEVICE_COMPILE)
 #define FT_MAGNET_NO_UNROLL _Pragma("unroll 1")
-#if defined(FT_MAGNET_INLINE_BODIES)
-#define FT_MAGNET_BODY_FUNCTION __device__ __forceinline__
-#else
 #define FT_MAGNET_BODY_FUNCTION __device__ __noinline__
-#endif
 #else
 #define FT_MAGNET_NO_UNROLL
 #define FT_MAGNET_BODY_FUNCTION inline

@@ -214,7 +214,7 @@ std::string baked_track_call(const Lattice& lattice, uint32_t definition) {
 
 /// The parts every generated source shares: headers, includes and layout checks.
 std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode fma,
-                            const std::vector<const Lattice*>& variants = {}, bool inline_magnet_bodies = false) {
+                            const std::vector<const Lattice*>& variants = {}) {
   src.fma = fma;
   src.types = lattice.types_used();
   if (src.types.size() > 255) throw Error("a fused kernel supports at most 255 element types per lattice");
@@ -238,7 +238,6 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   s += fmt::format("// dispatch: {}, fma: {}\n", dispatch_name(src.dispatch),
                    fma == FmaMode::On ? "on (CUDA math, contraction)" : "off (portable math, no contraction)");
   if (fma == FmaMode::On) s += "#define FT_DEVICE_FAST_MATH 1\n";
-  if (inline_magnet_bodies) s += "#define FT_MAGNET_INLINE_BODIES 1\n";
   s += "#include \"fusetrack/device/element.h\"\n";
   for (const ElementType* t : src.types) s += fmt::format("#include \"{}\"\n", t->header);
   add_transformed_types(lattice, src, variants);
@@ -528,12 +527,7 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     src.dispatch = Dispatch::Switch;
   }
   src.variants = variants.size() > 1;
-  // The thick magnets' bodies are inlined where each type's call appears a few times (a switch case, a
-  // motif); the baked kernel calls them (magnet_integrators.h). FUSETRACK_INLINE_MAGNETS=0: called
-  // everywhere (the benchmarks' baseline).
-  const char* inline_env = std::getenv("FUSETRACK_INLINE_MAGNETS");
-  const bool inline_magnets = src.dispatch != Dispatch::Baked && !(inline_env && std::string(inline_env) == "0");
-  std::string s = source_preamble(lattice, src, fma, variants, inline_magnets);
+  std::string s = source_preamble(lattice, src, fma, variants);
   if (src.dispatch == Dispatch::Staged) {
     src.text = s + staged_kernel(src);
     return src;
