@@ -530,8 +530,9 @@ void add_bench_command(CLI::App& app) {
   cmd->add_option("--slices", args->slices, "collective bench: n_slices of every collective element (repeatable list)");
   cmd->add_option("--sigma-zeta", args->sigma_zeta, "collective bench: rms bunch length [m] (default: a tenth of the cuts)");
   cmd->add_flag("--optimize", args->optimize,
-                "instead of the thread and GPU tables: the lattice and its optimized form (markers removed, drifts "
-                "and thin kicks merged) on the same particles, with the speed ratio, the largest coordinate "
+                "instead of the thread and GPU tables: the lattice and its optimized form (markers, inactive kicks "
+                "and zero-length drifts removed, drifts and thin kicks merged) on the same particles, with the "
+                "speed ratio, the largest coordinate "
                 "differences and whether losses agree (threads: the last of --thread-counts)");
   add_common_options(*cmd, args->common);
   cmd->callback([args] { run_bench(*args); });

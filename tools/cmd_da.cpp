@@ -376,8 +376,8 @@ void add_da_command(CLI::App& app) {
                   "files (fusetrack errors writes them) applied to LATTICE, or lattice files with LATTICE's "
                   "sequence; results per variant and across them");
   cmd->add_flag("--optimize", a->optimize,
-                "simplify the lattice for tracking first: markers removed, consecutive drifts and adjacent thin "
-                "kicks merged (README: Optimizing a lattice for tracking)");
+                "simplify the lattice for tracking first: markers, inactive kicks and zero-length drifts removed, "
+                "consecutive drifts and adjacent thin kicks merged (README: Optimizing a lattice for tracking)");
   add_common_options(*cmd, a->common);
   cmd->callback([a, cmd] {
     refuse_options_of_the_other_grid(*cmd, a->grid);

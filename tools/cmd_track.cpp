@@ -48,7 +48,7 @@ struct TrackArgs {
   int64_t profile_every = 0;
   std::string plots;
   bool progress = false;
-  bool optimize = false;  // markers removed, drifts and thin kicks merged (fusetrack/lattice_optimize.h)
+  bool optimize = false;  // markers and inactive elements removed, drifts and kicks merged (lattice_optimize.h)
   std::vector<std::string> variants;  // --variants: the particles tracked through every variant in one run
   // Frozen space charge whose sizes follow the beam (SpaceChargeFollowOptions).
   CLI::Option* space_charge_update_option = nullptr;
@@ -578,7 +578,8 @@ void add_track_command(CLI::App& app) {
                   "lattice variants (variants files applied to LATTICE, or lattice files with its sequence): the "
                   "particles are tracked through every variant in one run; the output gets a 'variant' column");
   cmd->add_flag("--optimize", args->optimize,
-                "track a simplified lattice: markers removed, consecutive drifts and thin kicks merged (the same "
+                "track a simplified lattice: markers, inactive kicks and zero-length drifts removed, consecutive "
+                "drifts and thin kicks merged (the same "
                 "map to rounding; lost_element still indexes the lattice file's sequence)");
   args->space_charge_update_option = cmd->add_option(
       "--space-charge-update", args->space_charge_update,

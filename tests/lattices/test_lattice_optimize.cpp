@@ -63,7 +63,8 @@ size_t count_of_type(const Lattice& lattice, const std::string& type) {
 void check_invariants(const Lattice& original, const Lattice& optimized, const OptimizeReport& r) {
   CHECK(r.elements_before == original.sequence().size());
   CHECK(r.elements_after == optimized.sequence().size());
-  CHECK(r.elements_before - r.markers_removed - r.drifts_merged - r.thin_kicks_merged == r.elements_after);
+  CHECK(r.elements_before - r.markers_removed - r.inactive_removed - r.drifts_merged - r.thin_kicks_merged ==
+        r.elements_after);
   REQUIRE(r.first_original_index.size() == r.elements_after);
   REQUIRE(r.last_original_index.size() == r.elements_after);
   for (size_t i = 0; i < r.elements_after; ++i) {
@@ -180,7 +181,7 @@ TEST_CASE("Optimization: markers removed, drifts and thin kicks merged in runs, 
   OptimizeReport r;
   const Lattice optimized = optimize_for_tracking(original, &r);
   check_invariants(original, optimized, r);
-  CHECK(r.summary() == "optimized: 16 -> 7 elements (markers removed 4, drifts merged 3, thin kicks merged 2)");
+  CHECK(r.summary() == "optimized: 16 -> 7 elements (markers removed 4, inactive kicks and zero-length drifts removed 0, drifts merged 3, thin kicks merged 2)");
 
   const std::vector<std::string> names = {"D1+D2", "E1+E2", "Q+S+O", "A", "D3", "D4", "D5+D6"};
   REQUIRE(optimized.sequence().size() == names.size());
@@ -210,6 +211,74 @@ TEST_CASE("Optimization: markers removed, drifts and thin kicks merged in runs, 
   REQUIRE(t != nullptr);
   CHECK(t->shift_x == 1e-3);
   CHECK(optimized.has_transforms());
+}
+
+// xtrack's remove_inactive_multipoles and remove_zero_length_drifts: a thin kick with every knl and ksl
+// zero and no bending, and a drift of length 0, are removed (counted apart from the markers); a kick
+// with bending is kept even when its knl are zero; removing them lets their neighbours merge.
+TEST_CASE("Optimization: inactive thin kicks and zero-length drifts are removed, and their neighbours merge") {
+  LatticeBuilder b;
+  b.add("D1", "Drift", {{"length", 1.0}})
+      .add("Z", "Multipole")                      // every knl and ksl zero, hxl 0: removed
+      .add("D2", "Drift", {{"length", 0.5}})      // merges with D1 once Z is gone
+      .add("Q", "Multipole", {{"knl", {0.0, 0.1}}})
+      .add("L0", "Drift", {{"length", 0.0}})      // zero length: removed
+      .add("S", "Multipole", {{"knl", {0.0, 0.0, 0.5}}})  // merges with Q once L0 is gone
+      .add("B", "Multipole", {{"hxl", 0.01}, {"length", 1.0}})  // bending, knl zero: kept
+      .add("E", "DriftExact", {{"length", 0.0}})  // zero length: removed
+      .add("D3", "Drift", {{"length", 1.5}})
+      .add("A", "LimitRect", {{"min_x", -0.01}, {"max_x", 0.01}, {"min_y", -0.01}, {"max_y", 0.01}})
+      .add("D4", "Drift", {{"length", 0.7}});
+  const Lattice original = b.prepared();
+  OptimizeReport r;
+  const Lattice optimized = optimize_for_tracking(original, &r);
+  check_invariants(original, optimized, r);
+  CHECK(r.inactive_removed == 3);
+  CHECK(r.summary() == "optimized: 11 -> 6 elements (markers removed 0, inactive kicks and zero-length drifts removed 3, "
+                       "drifts merged 1, thin kicks merged 1)");
+  const std::vector<std::string> names = {"D1+D2", "Q+S", "B", "D3", "A", "D4"};
+  REQUIRE(optimized.sequence().size() == names.size());
+  for (size_t i = 0; i < names.size(); ++i) CHECK(name_at(optimized, i) == names[i]);
+  CHECK(r.first_original_index == std::vector<size_t>{0, 3, 6, 8, 9, 10});
+  CHECK(r.last_original_index == std::vector<size_t>{2, 5, 6, 8, 9, 10});
+
+  // Removal alone (nothing merged): the particles are those of the original, the same bits up to the sign
+  // of a zero, and the aperture loses the same particles at the same turn and element.
+  LatticeBuilder c;
+  c.add("Q", "Multipole", {{"knl", {0.0, 0.4}}})
+      .add("D1", "Drift", {{"length", 2.0}})
+      .add("Z", "Multipole", {{"knl", {0.0, 0.0, 0.0}}, {"ksl", {0.0, 0.0}}})
+      .add("A", "LimitRect", {{"min_x", -0.002}, {"max_x", 0.002}, {"min_y", -0.002}, {"max_y", 0.002}})
+      .add("L0", "Drift", {{"length", 0.0}})
+      .add("S", "Multipole", {{"knl", {0.0, -0.4, 3.0}}})
+      .add("D2", "Drift", {{"length", 2.0}});
+  const Lattice ring = c.prepared();
+  OptimizeReport rr;
+  const Lattice removed = optimize_for_tracking(ring, &rr);
+  check_invariants(ring, removed, rr);
+  CHECK(rr.summary() == "optimized: 7 -> 5 elements (markers removed 0, inactive kicks and zero-length drifts removed 2, "
+                        "drifts merged 0, thin kicks merged 0)");
+  const Particles start = test_particles(ring, 200, 3e-3);
+  const Particles before = track_cpu(ring, start, 100), after = track_cpu(removed, start, 100);
+  const Difference d = compare(before, after, rr);
+  MESSAGE(fmt::format("{} of {} particles lost (aperture and global limit); {}", before.size() - before.alive_count(),
+                      before.size(), describe(d)));
+  CHECK(before.alive_count() < before.size());
+  CHECK(before.alive_count() > 0);
+  CHECK(d.loss_mismatches == 0);
+  CHECK(d.element_mismatches == 0);
+  CHECK(d.element_in_run == 0);
+  CHECK(max_of(d.absolute) == 0.0);
+
+  // Variants: a kick inactive in one variant but given a strength in another is kept in all.
+  Lattice seed = ring;
+  seed.set_field(static_cast<uint32_t>(seed.find_definition("Z")), "knl", 1e-3, 2);
+  seed.prepare();
+  OptimizeReport rv;
+  const std::vector<Lattice> variants = optimize_variants_for_tracking({&ring, &seed}, &rv);
+  CHECK(rv.summary() == "optimized: 7 -> 6 elements (markers removed 0, inactive kicks and zero-length drifts removed 1, "
+                        "drifts merged 0, thin kicks merged 0)");
+  for (const Lattice& variant : variants) CHECK(name_at(variant, 2) == "Z");
 }
 
 TEST_CASE("Optimization: kicks with bending or a transformation and transformed markers are never merged") {
@@ -263,12 +332,13 @@ TEST_CASE("Optimization: a repeated run shares one merged definition, names stay
   CHECK(kept.sequence().size() == 1);
   CHECK(name_at(kept, 0) == "A");
   CHECK(rm.markers_removed == 1);
-  CHECK(rm.summary() == "optimized: 2 -> 1 elements (markers removed 1, drifts merged 0, thin kicks merged 0)");
+  CHECK(rm.summary() == "optimized: 2 -> 1 elements (markers removed 1, inactive kicks and zero-length drifts removed 0, drifts merged 0, thin kicks merged 0)");
 }
 
 // Two thin kicks without bending: (px - Re S1) - Re S2 against px - Re(S1 + S2) with S1 + S2 by
 // Horner on the summed coefficients. The same map; bitwise the same only when the other kick adds
-// exactly zero (an all-zero multipole: px + (-0.0) == px). Otherwise the merged kick rounds once
+// exactly zero (an all-zero multipole, px + (-0.0) == px: it is removed as inactive, not merged, with
+// the same result). Otherwise the merged kick rounds once
 // where the parts round twice: measured here at most 2 ulp of |px| + the sum of the magnitudes of
 // the Horner terms of both kicks (the size of what is summed).
 TEST_CASE("Optimization: a merged thin kick is the sum of the two kicks, bitwise where it adds zero") {
@@ -284,7 +354,8 @@ TEST_CASE("Optimization: a merged thin kick is the sum of the two kicks, bitwise
   OptimizeReport r;
   const auto [zero_original, zero_optimized] =
       one_turn({{"knl", {1e-4, 0.3, 12.0}}, {"ksl", {0.0, 0.02, 1.5}}}, {{"knl", {0.0}}}, start, &r);
-  CHECK(r.thin_kicks_merged == 1);
+  CHECK(r.inactive_removed == 1);
+  CHECK(r.thin_kicks_merged == 0);
   for (size_t i = 0; i < start.size(); ++i) {
     CHECK(zero_original.px[i] == zero_optimized.px[i]);
     CHECK(zero_original.py[i] == zero_optimized.py[i]);
@@ -346,7 +417,7 @@ TEST_CASE("Optimization: the FODO ring, 100 turns, agrees with the original to 1
   OptimizeReport r;
   const Lattice optimized = optimize_for_tracking(original, &r);
   check_invariants(original, optimized, r);
-  CHECK(r.summary() == "optimized: 81 -> 65 elements (markers removed 1, drifts merged 0, thin kicks merged 15)");
+  CHECK(r.summary() == "optimized: 81 -> 65 elements (markers removed 1, inactive kicks and zero-length drifts removed 0, drifts merged 0, thin kicks merged 15)");
   const Particles start = test_particles(original, 400, 2e-3);
   const Difference d = compare(track_cpu(original, start, 100), track_cpu(optimized, start, 100), r);
   MESSAGE("FODO ring, 400 particles x 100 turns: " << describe(d));
@@ -379,7 +450,7 @@ TEST_CASE("Optimization: a ring with an aperture loses the same particles at the
   OptimizeReport r;
   const Lattice optimized = optimize_for_tracking(original, &r);
   check_invariants(original, optimized, r);
-  CHECK(r.summary() == "optimized: 73 -> 33 elements (markers removed 8, drifts merged 16, thin kicks merged 16)");
+  CHECK(r.summary() == "optimized: 73 -> 33 elements (markers removed 8, inactive kicks and zero-length drifts removed 0, drifts merged 16, thin kicks merged 16)");
   const Particles start = test_particles(original, 1000, 1.8e-2);
   const Particles a = track_cpu(original, start, 300), c = track_cpu(optimized, start, 300);
   size_t lost = 0, lost_on_aperture = 0, lost_after_turn_0 = 0;
@@ -402,10 +473,12 @@ TEST_CASE("Optimization: a ring with an aperture loses the same particles at the
 }
 
 // The Xsuite lines of ../shared (read in place): CLIC damping ring 36954 elements (1111 markers,
-// 1100 pairs of drifts on either side of a marker) and PS Booster 604 (162 markers, 146 drifts
-// after another drift once the markers are gone), counted from the Xsuite files; the PS Booster's
-// thick cavity loads as drift(L/2), kick, drift(L/2) (606 entries) and its two half drifts merge
-// with their neighbours (148).
+// 1100 pairs of drifts on either side of a marker, no inactive kick or zero-length drift) and PS
+// Booster 604 (162 markers, 3 multipoles with knl, ksl and hxl all zero, 1 drift of length 0),
+// counted from the Xsuite files; the PS Booster's thick cavity loads as drift(L/2), kick, drift(L/2)
+// (606 entries), and once the markers and the 4 inactive elements are gone 150 drifts follow another
+// drift (148 before the inactive elements were removed: the 3 kicks stood between drifts, the
+// zero-length drift was merged).
 TEST_CASE("Optimization: the Xsuite CLIC damping ring and PS Booster, counts and 10 turns") {
   struct Case {
     const char* file;
@@ -413,9 +486,10 @@ TEST_CASE("Optimization: the Xsuite CLIC damping ring and PS Booster, counts and
   };
   for (const Case& c :
        {Case{"lattices/xsuite/clic_damping_ring.json",
-             "optimized: 36954 -> 34743 elements (markers removed 1111, drifts merged 1100, thin kicks merged 0)"},
+             "optimized: 36954 -> 34743 elements (markers removed 1111, inactive kicks and zero-length drifts removed 0, drifts merged 1100, thin kicks merged 0)"},
         Case{"lattices/xsuite/psb_injection.json",
-             "optimized: 606 -> 296 elements (markers removed 162, drifts merged 148, thin kicks merged 0)"}}) {
+             "optimized: 606 -> 290 elements (markers removed 162, inactive kicks and zero-length drifts removed 4, drifts merged 150, "
+             "thin kicks merged 0)"}}) {
     CAPTURE(c.file);
     const Lattice original = load_lattice(test::require_shared(c.file), test::builtin_registry());
     OptimizeReport r;
@@ -456,7 +530,7 @@ TEST_CASE("Optimization: variants are optimized alike and keep one sequence") {
   OptimizeReport r;
   const std::vector<Lattice> optimized = optimize_variants_for_tracking({&base, &seed}, &r);
   REQUIRE(optimized.size() == 2);
-  CHECK(r.summary() == "optimized: 8 -> 5 elements (markers removed 1, drifts merged 1, thin kicks merged 1)");
+  CHECK(r.summary() == "optimized: 8 -> 5 elements (markers removed 1, inactive kicks and zero-length drifts removed 0, drifts merged 1, thin kicks merged 1)");
   CHECK_NOTHROW(check_same_sequence(optimized[0], optimized[1], "seed"));
   const std::vector<std::string> names = {"D1+D2", "K1+K2", "D3", "D4", "K3"};
   for (const Lattice& variant : optimized) {
@@ -488,7 +562,7 @@ TEST_CASE("Optimization: fusetrack track --optimize prints the counts and writes
                                     test::source_path("lattices/fodo_ring.json"), out));
   CAPTURE(output);
   CHECK(status == 0);
-  CHECK(output.find("optimized: 81 -> 65 elements (markers removed 1, drifts merged 0, thin kicks merged 15)") !=
+  CHECK(output.find("optimized: 81 -> 65 elements (markers removed 1, inactive kicks and zero-length drifts removed 0, drifts merged 0, thin kicks merged 15)") !=
         std::string::npos);
   CHECK(std::filesystem::exists(out));
   std::filesystem::remove_all(dir);

@@ -1,7 +1,10 @@
 // Opt-in simplification of a lattice for tracking (`fusetrack track --optimize`), as Xsuite's
-// Line.optimize_for_tracking does (xtrack/line.py: remove_markers, merge_consecutive_drifts,
-// merge_consecutive_multipoles):
+// Line.optimize_for_tracking does (xtrack/line.py: remove_markers, remove_inactive_multipoles,
+// remove_zero_length_drifts, merge_consecutive_drifts, merge_consecutive_multipoles):
 //   - markers are removed (type Marker: its track function does nothing);
+//   - inactive thin kicks (type Multipole with every knl and ksl zero and hxl = 0) and drifts of length
+//     zero are removed: each is the identity up to the sign of a zero, and leaves x and y as they were
+//     at the previous element's limit check;
 //   - runs of consecutive drifts of one type (Drift with Drift, DriftExact with DriftExact) become
 //     one drift of the summed length (a drift map is a translation in x, y, zeta linear in the
 //     length at fixed px, py, delta);
@@ -31,6 +34,7 @@ struct OptimizeReport {
   size_t elements_before = 0;    // sequence entries of the lattice given
   size_t elements_after = 0;     // sequence entries of the optimized lattice
   size_t markers_removed = 0;    // sequence entries of type Marker dropped
+  size_t inactive_removed = 0;   // inactive thin kicks and zero-length drifts dropped
   size_t drifts_merged = 0;      // drift entries absorbed into a preceding drift of their run
   size_t thin_kicks_merged = 0;  // thin-multipole entries absorbed into a preceding kick of their run
   /// By sequence index of the optimized lattice: the index in the original sequence of the first
@@ -38,15 +42,17 @@ struct OptimizeReport {
   std::vector<size_t> first_original_index;
   std::vector<size_t> last_original_index;
 
-  /// "optimized: N -> M elements (markers removed a, drifts merged b, thin kicks merged c)"
+  /// "optimized: N -> M elements (markers removed a, inactive kicks and zero-length drifts removed i, drifts
+  /// merged b, thin kicks merged c)"
   std::string summary() const;
 };
 
-/// A new, prepared lattice (same reference particle, global limits and source file) with markers
-/// removed and consecutive drifts and thin kicks merged by the rules above. Merged definitions are
+/// A new, prepared lattice (same reference particle, global limits and source file) with markers,
+/// inactive kicks and zero-length drifts removed and consecutive drifts and thin kicks merged by the
+/// rules above. Merged definitions are
 /// named from their parts ("D1+D2", "D1+D2+...+D9" for long runs; "#2", ... appended if the name is
 /// taken); a run that repeats (the same definitions in the same order) reuses its definition, and
-/// kept definitions keep their names. A lattice made only of markers keeps its first element.
+/// kept definitions keep their names. A lattice made only of removed elements keeps its first element.
 /// `report` (may be null) receives the counts and the index map.
 Lattice optimize_for_tracking(const Lattice& lattice, OptimizeReport* report = nullptr);
 

@@ -1,6 +1,6 @@
 // Lattice simplification for tracking (fusetrack/lattice_optimize.h). The rules follow Xsuite's
-// Line.optimize_for_tracking (xtrack/line.py: remove_markers, merge_consecutive_drifts,
-// merge_consecutive_multipoles). The core names no element type elsewhere; here the three built-in
+// Line.optimize_for_tracking (xtrack/line.py: remove_markers, remove_inactive_multipoles,
+// remove_zero_length_drifts, merge_consecutive_drifts, merge_consecutive_multipoles). The core names no element type elsewhere; here the three built-in
 // types whose maps compose exactly are named, and recognised only when they come from the built-in
 // plugin with the field table this file was written for (anything else is kept as it is).
 #include "fusetrack/lattice_optimize.h"
@@ -21,7 +21,8 @@ namespace {
 /// What the optimization may do with a definition.
 enum class Role {
   Keep,    // copied as it is, and a barrier to every merge
-  Remove,  // a marker: dropped
+  Remove,    // a marker: dropped
+  Inactive,  // a thin kick of zero strength without bending, or a drift of zero length: dropped
   Drift,   // merged with neighbouring drifts of the same type
   Kick,    // a thin multipole without bending: merged with neighbouring such kicks
 };
@@ -49,15 +50,23 @@ Role role_of(const Lattice& lattice, uint32_t definition) {
   // functions of px, py, delta, rvv alone, which a drift does not change: two drifts of lengths
   // L1 and L2 are one of length L1 + L2 (elements/drift.h, drift_exact.h).
   if ((type.name == "Drift" || type.name == "DriftExact") && type.thick && has_input_fields(type, {"length"}))
-    return Role::Drift;
+    // A drift of length 0 moves nothing (x += x' 0): xtrack's remove_zero_length_drifts.
+    return lattice.field(definition, "length") == 0.0 ? Role::Inactive : Role::Drift;
   // Multipole_track: px -= Re S(x, y), py += Im S(x, y), S linear in knl and ksl. Without bending
   // (hxl = 0) there are no curvature terms and x, y, delta, zeta are untouched, so two adjacent
   // kicks are one with knl1 + knl2, ksl1 + ksl2 (elements/multipole.h). With hxl != 0 the terms
   // h knl[0] x and h knl[1] (...) with h = hxl / length only add up for equal h: xtrack's
   // merge_consecutive_multipoles merges only hxl == 0 kicks, and so does this.
   if (type.name == "Multipole" && !type.thick && has_input_fields(type, {"knl", "ksl", "hxl", "length", "order"}) &&
-      lattice.field(definition, "hxl") == 0.0)
-    return Role::Kick;
+      lattice.field(definition, "hxl") == 0.0) {
+    // All of knl and ksl zero (and no bending): the kick adds zero to px and py, the element is the
+    // identity (up to the sign of a zero): xtrack's remove_inactive_multipoles.
+    const unsigned count = type.find_field("knl")->count;
+    bool inactive = true;
+    for (unsigned k = 0; k < count; ++k)
+      inactive = inactive && lattice.field(definition, "knl", k) == 0.0 && lattice.field(definition, "ksl", k) == 0.0;
+    return inactive ? Role::Inactive : Role::Kick;
+  }
   return Role::Keep;
 }
 
@@ -115,8 +124,8 @@ class Optimizer {
     for (size_t i = 0; i < sequence.size(); ++i) {
       const uint32_t d = sequence[i].definition;
       const Role role = roles[d];
-      if (role == Role::Remove) {
-        ++report.markers_removed;
+      if (role == Role::Remove || role == Role::Inactive) {
+        ++(role == Role::Remove ? report.markers_removed : report.inactive_removed);
         continue;
       }
       const ElementType* type = m_original.definitions()[d].type;
@@ -131,8 +140,8 @@ class Optimizer {
     }
     flush(current, report);
     if (m_optimized.sequence().empty() && !sequence.empty()) {
-      // Only markers: a lattice needs one element; keep the first.
-      --report.markers_removed;
+      // Only removed elements: a lattice needs one element; keep the first.
+      --(roles[sequence[0].definition] == Role::Remove ? report.markers_removed : report.inactive_removed);
       append(copy_of(sequence[0].definition), 0, 0, report);
     }
     report.elements_after = m_optimized.sequence().size();
@@ -238,8 +247,10 @@ class Optimizer {
 }  // namespace
 
 std::string OptimizeReport::summary() const {
-  return fmt::format("optimized: {} -> {} elements (markers removed {}, drifts merged {}, thin kicks merged {})",
-                     elements_before, elements_after, markers_removed, drifts_merged, thin_kicks_merged);
+  return fmt::format(
+      "optimized: {} -> {} elements (markers removed {}, inactive kicks and zero-length drifts removed {}, drifts "
+      "merged {}, thin kicks merged {})",
+      elements_before, elements_after, markers_removed, inactive_removed, drifts_merged, thin_kicks_merged);
 }
 
 Lattice optimize_for_tracking(const Lattice& lattice, OptimizeReport* report) {
