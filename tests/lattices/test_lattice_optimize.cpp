@@ -83,6 +83,13 @@ void check_invariants(const Lattice& original, const Lattice& optimized, const O
   CHECK(optimized.source_file() == original.source_file());
 }
 
+/// optimize_for_tracking with the invariants above checked.
+Lattice optimized_and_checked(const Lattice& original, OptimizeReport& r) {
+  Lattice optimized = optimize_for_tracking(original, &r);
+  check_invariants(original, optimized, r);
+  return optimized;
+}
+
 Particles track_cpu(const Lattice& lattice, Particles particles, int64_t turns) {
   TrackOptions options;
   options.turns = turns;
@@ -179,8 +186,7 @@ TEST_CASE("Optimization: markers removed, drifts and thin kicks merged in runs, 
       .add("end", "Marker");
   const Lattice original = b.prepared();
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   CHECK(r.summary() == "optimized: 16 -> 7 elements (markers removed 4, inactive kicks and zero-length drifts removed 0, drifts merged 3, thin kicks merged 2)");
 
   const std::vector<std::string> names = {"D1+D2", "E1+E2", "Q+S+O", "A", "D3", "D4", "D5+D6"};
@@ -231,8 +237,7 @@ TEST_CASE("Optimization: inactive thin kicks and zero-length drifts are removed,
       .add("D4", "Drift", {{"length", 0.7}});
   const Lattice original = b.prepared();
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   CHECK(r.inactive_removed == 3);
   CHECK(r.summary() == "optimized: 11 -> 6 elements (markers removed 0, inactive kicks and zero-length drifts removed 3, "
                        "drifts merged 1, thin kicks merged 1)");
@@ -254,8 +259,7 @@ TEST_CASE("Optimization: inactive thin kicks and zero-length drifts are removed,
       .add("D2", "Drift", {{"length", 2.0}});
   const Lattice ring = c.prepared();
   OptimizeReport rr;
-  const Lattice removed = optimize_for_tracking(ring, &rr);
-  check_invariants(ring, removed, rr);
+  const Lattice removed = optimized_and_checked(ring, rr);
   CHECK(rr.summary() == "optimized: 7 -> 5 elements (markers removed 0, inactive kicks and zero-length drifts removed 2, "
                         "drifts merged 0, thin kicks merged 0)");
   const Particles start = test_particles(ring, 200, 3e-3);
@@ -296,8 +300,7 @@ TEST_CASE("Optimization: kicks with bending or a transformation and transformed 
       .add("D", "Drift", {{"length", 1.0}});
   const Lattice original = b.prepared();
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   CHECK(r.elements_after == 9);
   CHECK(r.markers_removed == 0);
   CHECK(r.thin_kicks_merged == 0);
@@ -313,8 +316,7 @@ TEST_CASE("Optimization: a repeated run shares one merged definition, names stay
   for (int k = 0; k < 6; ++k) b.add(fmt::format("d{}", k), "Drift", {{"length", 0.5}});
   const Lattice original = b.prepared();
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   // Q (D D) Q (D D) Q (D D D+D) Q (d0..d5)
   REQUIRE(r.elements_after == 8);
   CHECK(name_at(optimized, 1) == "D+D#2");
@@ -395,8 +397,7 @@ TEST_CASE("Optimization: the bundled lattices keep their length and track as bef
     CAPTURE(name);
     const Lattice original = test::bundled_lattice(name);
     OptimizeReport r;
-    const Lattice optimized = optimize_for_tracking(original, &r);
-    check_invariants(original, optimized, r);
+    const Lattice optimized = optimized_and_checked(original, r);
     CHECK(count_of_type(optimized, "Marker") == 0);
     CHECK(count_of_type(optimized, "Cavity") == count_of_type(original, "Cavity"));
     CHECK(count_of_type(optimized, "LongitudinalImpedance") == count_of_type(original, "LongitudinalImpedance"));
@@ -415,8 +416,7 @@ TEST_CASE("Optimization: the bundled lattices keep their length and track as bef
 TEST_CASE("Optimization: the FODO ring, 100 turns, agrees with the original to 1e-12 of the spread") {
   const Lattice original = test::bundled_lattice("fodo_ring.json");
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   CHECK(r.summary() == "optimized: 81 -> 65 elements (markers removed 1, inactive kicks and zero-length drifts removed 0, drifts merged 0, thin kicks merged 15)");
   const Particles start = test_particles(original, 400, 2e-3);
   const Difference d = compare(track_cpu(original, start, 100), track_cpu(optimized, start, 100), r);
@@ -448,8 +448,7 @@ TEST_CASE("Optimization: a ring with an aperture loses the same particles at the
   }
   const Lattice original = b.prepared();
   OptimizeReport r;
-  const Lattice optimized = optimize_for_tracking(original, &r);
-  check_invariants(original, optimized, r);
+  const Lattice optimized = optimized_and_checked(original, r);
   CHECK(r.summary() == "optimized: 73 -> 33 elements (markers removed 8, inactive kicks and zero-length drifts removed 0, drifts merged 16, thin kicks merged 16)");
   const Particles start = test_particles(original, 1000, 1.8e-2);
   const Particles a = track_cpu(original, start, 300), c = track_cpu(optimized, start, 300);
@@ -493,8 +492,7 @@ TEST_CASE("Optimization: the Xsuite CLIC damping ring and PS Booster, counts and
     CAPTURE(c.file);
     const Lattice original = load_lattice(test::require_shared(c.file), test::builtin_registry());
     OptimizeReport r;
-    const Lattice optimized = optimize_for_tracking(original, &r);
-    check_invariants(original, optimized, r);
+    const Lattice optimized = optimized_and_checked(original, r);
     CHECK(r.summary() == c.summary);
     CHECK(count_of_type(optimized, "Marker") == 0);
     const Particles start = test_particles(original, 32, 1e-4);

@@ -25,9 +25,8 @@ export CMAKE_PREFIX_PATH=$ROOT/.carry/deps/usr
 export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_PATH:-}
 export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
 export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
-if [ ! -x build-gpu/bin/fusetrack ]; then
+if ! bash tools/device/refresh_sources.sh || [ ! -x build-gpu/bin/fusetrack ]; then
   t0=$(date +%s)
-  bash tools/device/refresh_sources.sh
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
   cmake --build build-gpu -j16 --target fusetrack builtin merge_particle_set ${EXTRA_TARGETS:-} >"$OUT/build.log" 2>&1 \
     || { grep -E -A5 "error" "$OUT/build.log" | head -60; exit 1; }

@@ -9,7 +9,7 @@ export LD_LIBRARY_PATH=$ROOT/.carry/deps/usr/lib/x86_64-linux-gnu:${LD_LIBRARY_P
 export FUSETRACK_KERNEL_CACHE=$ROOT/build-gpu/kernel-cache
 
 build_gpu() {
-  bash tools/device/refresh_sources.sh
+  bash tools/device/refresh_sources.sh || true  # 1: sources changed, all touched
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; return 1; }
   cmake --build build-gpu -j"$(nproc)" ${1:+--target "$@"} >"$OUT/build.log" 2>&1 \
     || { grep -E -A5 "error" "$OUT/build.log" | head -60; return 1; }

@@ -6,8 +6,7 @@
 set -u
 source tools/device/device_env.sh
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
-if [ ! -x build-gpu/bin/fusetrack ]; then
-  bash tools/device/refresh_sources.sh
+if ! bash tools/device/refresh_sources.sh || [ ! -x build-gpu/bin/fusetrack ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
   cmake --build build-gpu -j16 --target fusetrack builtin ${TESTS:+test_gpu} >"$OUT/build.log" 2>&1 || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 fi

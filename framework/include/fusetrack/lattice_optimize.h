@@ -49,9 +49,8 @@ struct OptimizeReport {
 
 /// A new, prepared lattice (same reference particle, global limits and source file) with markers,
 /// inactive kicks and zero-length drifts removed and consecutive drifts and thin kicks merged by the
-/// rules above. Merged definitions are
-/// named from their parts ("D1+D2", "D1+D2+...+D9" for long runs; "#2", ... appended if the name is
-/// taken); a run that repeats (the same definitions in the same order) reuses its definition, and
+/// rules above. Merged definitions are named from their parts ("D1+D2", "D1+D2+...+D9" for long runs;
+/// "#2", ... appended if the name is taken); a run that repeats (the same definitions in the same order) reuses its definition, and
 /// kept definitions keep their names. A lattice made only of removed elements keeps its first element.
 /// `report` (may be null) receives the counts and the index map.
 Lattice optimize_for_tracking(const Lattice& lattice, OptimizeReport* report = nullptr);

@@ -1,8 +1,9 @@
 // Lattice simplification for tracking (fusetrack/lattice_optimize.h). The rules follow Xsuite's
 // Line.optimize_for_tracking (xtrack/line.py: remove_markers, remove_inactive_multipoles,
-// remove_zero_length_drifts, merge_consecutive_drifts, merge_consecutive_multipoles). The core names no element type elsewhere; here the three built-in
-// types whose maps compose exactly are named, and recognised only when they come from the built-in
-// plugin with the field table this file was written for (anything else is kept as it is).
+// remove_zero_length_drifts, merge_consecutive_drifts, merge_consecutive_multipoles). The core names no
+// element type elsewhere; here the three built-in types whose maps compose exactly are named, and
+// recognised only when they come from the built-in plugin with the field table this file was written
+// for (anything else is kept as it is).
 #include "fusetrack/lattice_optimize.h"
 
 #include <fmt/format.h>
@@ -20,11 +21,11 @@ namespace {
 
 /// What the optimization may do with a definition.
 enum class Role {
-  Keep,    // copied as it is, and a barrier to every merge
+  Keep,      // copied as it is, and a barrier to every merge
   Remove,    // a marker: dropped
   Inactive,  // a thin kick of zero strength without bending, or a drift of zero length: dropped
-  Drift,   // merged with neighbouring drifts of the same type
-  Kick,    // a thin multipole without bending: merged with neighbouring such kicks
+  Drift,     // merged with neighbouring drifts of the same type
+  Kick,      // a thin multipole without bending: merged with neighbouring such kicks
 };
 
 bool from_builtin_plugin(const ElementType& type) { return type.plugin && type.plugin->name() == "builtin"; }
