@@ -9,7 +9,7 @@
 set -u
 source tools/device/device_env.sh
 nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/device.txt"
-build_gpu fusetrack builtin || exit 1
+build_gpu fusetrack builtin || exit 1  # (the report files stay in build-gpu: $OUT returns few files)
 BIN=$ROOT/build-gpu/bin/fusetrack
 CLIC=$ROOT/.carry/xsuite/clic_damping_ring.json
 has() { [[ " $MODES " == *" $1 "* ]]; }
@@ -22,10 +22,10 @@ if has profile; then
     $BIN track $ARGS -n 1 >/dev/null 2>&1  # the kernel compiled and cached
     timeout 200 $NCU --clock-control none -k regex:fusetrack_track -c 1 --import-source no \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SourceCounters --section SchedulerStats \
-      -f -o "$OUT/stall_$n" $BIN track $ARGS -n ${STALL_TURNS:-3} > "$OUT/stall_${n}_run.log" 2>&1
-    tail -3 "$OUT/stall_${n}_run.log"
-    $NCU -i "$OUT/stall_$n.ncu-rep" --page details > "$OUT/stall_$n.txt" 2>&1
-    $NCU -i "$OUT/stall_$n.ncu-rep" --page source --csv --print-source sass > "$OUT/stall_$n.csv" 2>&1
+      -f -o "build-gpu/stall_$n" $BIN track $ARGS -n ${STALL_TURNS:-3} > build-gpu/stall_${n}_run.log 2>&1
+    tail -3 build-gpu/stall_${n}_run.log
+    $NCU -i "build-gpu/stall_$n.ncu-rep" --page details > "$OUT/stall_$n.txt" 2>&1
+    $NCU -i "build-gpu/stall_$n.ncu-rep" --page source --csv --print-source sass > "$OUT/stall_$n.csv" 2>&1
     grep -E "Duration|Registers Per|Warp Cycles Per Issued|Issued Warp|No Eligible|Stall|Achieved Occupancy" "$OUT/stall_$n.txt" | head -20
     wc -c "$OUT/stall_$n.csv"
   done

@@ -369,23 +369,41 @@ MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std:
   return k;
 }
 
-/// The motif cases: element j of an occurrence starting at e reads its block through steps[e + j]; the
-/// limits are checked after every element, as in the single-element cases.
-std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent) {
+/// The motif cases: element j of an occurrence starting at e reads its block through steps[e + j].
+/// `checked` (FUSETRACK_OCCURRENCE_REPLAY=0): the limits are checked after every element with a branch
+/// out, as in the single-element cases. Otherwise an occurrence runs to its end without a branch, so that
+/// its elements' loads and arithmetic overlap: the limits are applied after every element (a lost
+/// particle's state stays lost), and a particle lost anywhere in it gets back the coordinates it had at
+/// the occurrence's start (ft_start) and runs the occurrence again one element at a time (ft_replay):
+/// the same arithmetic up to the loss, so the same coordinates, state and loss element as the checked form.
+std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent,
+                        bool checked) {
   std::string s;
   for (size_t m = 0; m < plan.motifs.size(); ++m) {
     const std::vector<uint32_t>& motif = plan.motifs[m];
     s += fmt::format("{}case {}: {{\n", indent, m + 1);
     for (size_t j = 1; j < motif.size(); ++j)
       s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
-    for (size_t j = 0; j < motif.size(); ++j)
-      s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
-                       indent, element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm",
-                                            keys.fixed[motif[j]]),
-                       j);
+    for (size_t j = 0; j < motif.size(); ++j) {
+      const std::string call =
+          element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm", keys.fixed[motif[j]]);
+      if (checked)
+        s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
+                         indent, call, j);
+      else
+        s += fmt::format("{}  {} ft::apply_element_limits(p, limits);\n", indent, call);
+    }
+    if (!checked) s += fmt::format("{}  ft_replay = p.state <= 0;\n", indent);
     s += fmt::format("{}}} break;\n", indent);
   }
   return s;
+}
+
+/// Whether motif occurrences run without a branch per element and are replayed element by element for a
+/// particle lost inside one (motif_cases): on unless FUSETRACK_OCCURRENCE_REPLAY=0 (the benchmarks' baseline).
+bool occurrence_replay_enabled() {
+  const char* v = std::getenv("FUSETRACK_OCCURRENCE_REPLAY");
+  return !(v && std::string(v) == "0");
 }
 
 /// Whether the switch kernel gets motifs: on unless FUSETRACK_MOTIFS=0 (the benchmarks' baseline).
@@ -556,10 +574,16 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     s += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
     s += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
     s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+    const bool replay = occurrence_replay_enabled();
     s += "      if (len) {\n";
+    if (replay) s += "        const ft::ParticleView ft_start = p;\n        bool ft_replay = false;\n";
     s += "        switch (mot >> 8) {\n";
-    s += motif_cases(src, keys, plan, "          ");
+    s += motif_cases(src, keys, plan, "          ", !replay);
     s += "          default: break;\n        }\n";
+    if (replay) {
+      // A particle lost inside the occurrence: its start again, then its elements one at a time (len 0).
+      s += "        if (ft_replay) { p = ft_start; mot = 0u; continue; }\n";
+    }
     s += "      } else {\n";
     s += single_element_dispatch(src, "        ");
     s += "      }\n";
