@@ -53,6 +53,6 @@ FT_LANES_FUNCTION void dipole_edge_linear_kick(double r21, double r43, ft::Parti
 
 FT_FUNCTION void DipoleEdge_track(const DipoleEdge& e, ft::ParticleView& p) { dipole_edge_linear_kick(e.r21, e.r43, p); }
 
-FT_ELEMENT_COORDINATES(DipoleEdge, FT_COORD_ALL, FT_COORD_TRANSVERSE)
+FT_ELEMENT_COORDINATES(DipoleEdge, FT_COORD_ALL, FT_COORD_PX | FT_COORD_PY)
 FT_REGISTER_ELEMENT(DipoleEdge, FT_DIPOLE_EDGE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Linear dipole edge px += r21 x, py += r43 y (xtrack DipoleEdge, model 'linear')")

@@ -102,6 +102,6 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   p.zeta += dzeta;
 }
 
-FT_ELEMENT_COORDINATES(Multipole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
+FT_ELEMENT_COORDINATES(Multipole, FT_COORD_ALL, FT_COORD_PX | FT_COORD_PY | FT_COORD_ZETA)
 FT_REGISTER_ELEMENT(Multipole, FT_MULTIPOLE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Thin multipole kick with hxl curvature terms (xtrack Multipole, thin)")

@@ -122,11 +122,24 @@ TEST_CASE("switch kernel motifs of the 12k-element collider agree with its switc
   CHECK(covered == counts.covered);
   CHECK(cases_of_motif.size() == counts.motifs);
 
+  // Two entry points: the checked form, and the form for few particles, whose occurrences test the x/y
+  // limits only after elements that may move x or y (not after the thin multipoles) and replay.
+  CHECK(src.few_particles_form);
+  CHECK(src.text.find(std::string("void __launch_bounds__(128) ") + kFusedKernelName + "(") != std::string::npos);
+  CHECK(src.text.find(std::string("void __launch_bounds__(128) ") + kFewParticlesKernelName + "(") != std::string::npos);
+  CHECK(src.text.find("if (ft_replay) { p = ft_start; mot = 0u; continue; }") != std::string::npos);
+  CHECK(src.text.find("Multipole_track(ft_s, p); } ft_inside") == std::string::npos);
+  // A register cap applies to both.
+  const KernelSource capped = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch, 64);
+  CHECK(capped.text.find("__launch_bounds__(128)") == std::string::npos);
+
   // FUSETRACK_MOTIFS=0: the plain switch (the benchmarks' baseline).
   setenv("FUSETRACK_MOTIFS", "0", 1);
   const KernelSource plain = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
   unsetenv("FUSETRACK_MOTIFS");
   CHECK(plain.motif_at.empty());
+  CHECK_FALSE(plain.few_particles_form);
+  CHECK(plain.text.find(kFewParticlesKernelName) == std::string::npos);
   CHECK(plain.text.find("switch (mot >> 8)") == std::string::npos);
   CHECK(kernel_tables(lattice, plain).steps.size() == lattice.sequence().size());
   // Other forms have none.

@@ -62,6 +62,11 @@ struct KernelSource {
   /// sequence position 0 or (motif id << 8 | length) where an occurrence starts; kernel_tables appends
   /// it to the steps. Empty without motifs (other forms, FUSETRACK_MOTIFS=0, nothing recurs).
   std::vector<uint32_t> motif_at;  // count_motifs (fusetrack/motifs.h) sums it up
+  /// The source also defines kFewParticlesKernelName (with motifs): the same tracking, bit for bit, for
+  /// few particles per multiprocessor, where each particle's chain of dependent operations sets the time.
+  /// A motif occurrence runs without a branch per element and is replayed element by element for a
+  /// particle lost inside it.
+  bool few_particles_form = false;
 };
 
 /// KernelSource::transformed_operations of a type whose blocks hold different operations.
@@ -69,6 +74,9 @@ constexpr uint64_t kMixedTransforms = ~uint64_t(0);
 
 /// The kernel entry point every generated source defines.
 constexpr const char* kFusedKernelName = "fusetrack_track";
+/// The entry point for few particles that a source with KernelSource::few_particles_form also defines
+/// (the same arguments).
+constexpr const char* kFewParticlesKernelName = "fusetrack_track_few";
 
 /// Switch for long sequences, Baked for sequences of at most this many elements.
 constexpr size_t kBakedMaxElements = 2000;

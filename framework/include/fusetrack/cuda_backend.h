@@ -40,6 +40,10 @@ struct CudaBackendOptions {
   std::string cache_dir;  // see KernelCompiler
   int device = 0;
   int threads_per_block = 0;  // 0: 128, or 32 when there are few particles (<= 128 by __launch_bounds__)
+  /// The switch kernel's form for few particles (KernelSource::few_particles_form, the same bits): -1
+  /// where there are fewer than 512 particles per multiprocessor, 0 never, 1 always. The environment
+  /// setting FUSETRACK_FEW_PARTICLES_FORM (0 or 1) overrides -1, for the benchmarks.
+  int few_particles_form = -1;
   /// Largest number of particles resident on the device at once; 0: from free device memory.
   size_t max_resident_particles = 0;
   /// Collective lattices: time the segment kernels and the solves separately (one device

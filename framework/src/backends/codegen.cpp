@@ -104,16 +104,19 @@ std::string struct_initializer(const ElementType& type, const unsigned char* par
   return s + "}";
 }
 
-const char* kKernelPrologue = R"(
+const char* kParticleArrays = R"(
 struct FtParticleArrays {
   double* x; double* px; double* y; double* py; double* zeta; double* delta;
   double* ptau; double* rpp; double* rvv;
   int* state; int* lost_turn; long long* lost_element;
 };
+)";
 
+// The start of a fused kernel named FT_KERNEL_NAME (kernel_prologue).
+const char* kKernelPrologue = R"(
 // One thread per particle. The particle stays in registers for every element of every turn;
 // a lost particle stops and records its turn and element.
-extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
+extern "C" __global__ void __launch_bounds__(128) FT_KERNEL_NAME(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
     int n_particles, double beta0, int element_begin, int element_end, int n_elements,
     int first_turn, int n_turns, ft::GlobalLimits limits, const int* __restrict__ variant,
@@ -143,6 +146,13 @@ done:
   if (p.state <= 0) { P.lost_turn[i] = turn; P.lost_element[i] = lost_at; }
 }
 )";
+
+/// A fused kernel named `name` whose turn loop runs `turn_body` (the elements of one turn).
+std::string kernel_function(const char* name, const std::string& turn_body) {
+  std::string prologue = kKernelPrologue;
+  prologue.replace(prologue.find("FT_KERNEL_NAME"), std::strlen("FT_KERNEL_NAME"), name);
+  return prologue + turn_body + kKernelEpilogue;
+}
 
 }  // namespace
 
@@ -369,13 +379,19 @@ MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std:
   return k;
 }
 
+/// Whether switch case `case_id` may change x or y (a transformed case may: its shifts and rotations).
+bool writes_x_or_y(const KernelSource& src, uint32_t case_id) {
+  return case_id >= src.types.size() || (src.types[case_id]->coordinates_written & (FT_COORD_X | FT_COORD_Y)) != 0;
+}
+
 /// The motif cases: element j of an occurrence starting at e reads its block through steps[e + j].
-/// `checked` (FUSETRACK_OCCURRENCE_REPLAY=0): the limits are checked after every element with a branch
-/// out, as in the single-element cases. Otherwise an occurrence runs to its end without a branch, so that
-/// its elements' loads and arithmetic overlap: the limits are applied after every element (a lost
-/// particle's state stays lost), and a particle lost anywhere in it gets back the coordinates it had at
-/// the occurrence's start (ft_start) and runs the occurrence again one element at a time (ft_replay):
-/// the same arithmetic up to the loss, so the same coordinates, state and loss element as the checked form.
+/// `checked` (the kernel for many particles): the limits are checked after every element with a branch
+/// out, as in the single-element cases. Otherwise (the kernel for few particles, latency-bound) an
+/// occurrence runs to its end without a branch, so that its elements' loads and arithmetic overlap: the
+/// x/y limits are tested after every element that may move x or y (ft_inside), and a particle outside
+/// them or marked lost anywhere in it gets back the coordinates it had at the occurrence's start
+/// (ft_start) and runs the occurrence again one element at a time: the same arithmetic up to the loss,
+/// so the same coordinates, state and loss element as the checked form.
 std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent,
                         bool checked) {
   std::string s;
@@ -385,25 +401,21 @@ std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const Mo
     for (size_t j = 1; j < motif.size(); ++j)
       s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
     for (size_t j = 0; j < motif.size(); ++j) {
-      const std::string call =
-          element_call(src, keys.case_id[motif[j]], j ? fmt::format("ft_p{}", j) : "prm", keys.fixed[motif[j]]);
+      const uint32_t case_id = keys.case_id[motif[j]];
+      const std::string call = element_call(src, case_id, j ? fmt::format("ft_p{}", j) : "prm", keys.fixed[motif[j]]);
       if (checked)
         s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
                          indent, call, j);
-      else
-        s += fmt::format("{}  {} ft::apply_element_limits(p, limits);\n", indent, call);
+      else if (writes_x_or_y(src, case_id))
+        s += fmt::format("{}  {} ft_inside &= ft::inside_element_limits(p, limits);\n", indent, call);
+      else  // x and y as after the last test: its result stands
+        s += fmt::format("{}  {}\n", indent, call);
     }
-    if (!checked) s += fmt::format("{}  ft_replay = p.state <= 0;\n", indent);
+    // An element may also mark the particle lost itself (an aperture).
+    if (!checked) s += fmt::format("{}  ft_replay = !ft_inside | (p.state <= 0);\n", indent);
     s += fmt::format("{}}} break;\n", indent);
   }
   return s;
-}
-
-/// Whether motif occurrences run without a branch per element and are replayed element by element for a
-/// particle lost inside one (motif_cases): on unless FUSETRACK_OCCURRENCE_REPLAY=0 (the benchmarks' baseline).
-bool occurrence_replay_enabled() {
-  const char* v = std::getenv("FUSETRACK_OCCURRENCE_REPLAY");
-  return !(v && std::string(v) == "0");
 }
 
 /// Whether the switch kernel gets motifs: on unless FUSETRACK_MOTIFS=0 (the benchmarks' baseline).
@@ -528,9 +540,9 @@ std::string launch_bounds(int max_registers) {
 void apply_register_cap(KernelSource& src, int max_registers) {
   src.max_registers = max_registers;
   if (max_registers <= 0) return;
-  const std::string plain = launch_bounds(0);
-  const size_t at = src.text.find(plain);
-  if (at != std::string::npos) src.text.replace(at, plain.size(), launch_bounds(max_registers));
+  const std::string plain = launch_bounds(0), capped = launch_bounds(max_registers);
+  for (size_t at = src.text.find(plain); at != std::string::npos; at = src.text.find(plain, at + capped.size()))
+    src.text.replace(at, plain.size(), capped);
 }
 
 KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested,
@@ -550,7 +562,8 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     src.text = s + staged_kernel(src);
     return src;
   }
-  s += kKernelPrologue;
+  s += kParticleArrays;
+  std::string b;  // the loop body over one turn's elements
 
   MotifPlan plan;
   MotifKeys keys;
@@ -565,57 +578,61 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
     // else 0. An occurrence that runs past element_end (a segment boundary) falls back to single elements.
     // The next dispatch's steps are loaded while the current one computes.
-    s += "    int e = element_begin;\n";
-    s += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
-    s += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
-    s += "    while (e < element_end) {\n";
-    s += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
-    s += "      const int next = e + (len ? len : 1);\n";
-    s += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
-    s += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
-    s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
-    const bool replay = occurrence_replay_enabled();
-    s += "      if (len) {\n";
-    if (replay) s += "        const ft::ParticleView ft_start = p;\n        bool ft_replay = false;\n";
-    s += "        switch (mot >> 8) {\n";
-    s += motif_cases(src, keys, plan, "          ", !replay);
-    s += "          default: break;\n        }\n";
-    if (replay) {
+    auto turn_body = [&](bool checked) {
+      std::string t = "    int e = element_begin;\n";
+      t += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
+      t += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
+      t += "    while (e < element_end) {\n";
+      t += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
+      t += "      const int next = e + (len ? len : 1);\n";
+      t += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
+      t += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
+      t += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+      t += "      if (len) {\n";
+      if (!checked) t += "        const ft::ParticleView ft_start = p;\n        bool ft_inside = true, ft_replay = false;\n";
+      t += "        switch (mot >> 8) {\n";
+      t += motif_cases(src, keys, plan, "          ", checked);
+      t += "          default: break;\n        }\n";
       // A particle lost inside the occurrence: its start again, then its elements one at a time (len 0).
-      s += "        if (ft_replay) { p = ft_start; mot = 0u; continue; }\n";
-    }
-    s += "      } else {\n";
-    s += single_element_dispatch(src, "        ");
-    s += "      }\n";
-    s += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
-    s += "    }\n";
+      if (!checked) t += "        if (ft_replay) { p = ft_start; mot = 0u; continue; }\n";
+      t += "      } else {\n";
+      t += single_element_dispatch(src, "        ");
+      t += "      }\n";
+      t += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
+      t += "    }\n";
+      return t;
+    };
+    // Two entry points: the checked form for many particles, the replayed occurrences for few.
+    s += kernel_function(kFusedKernelName, turn_body(true));
+    s += kernel_function(kFewParticlesKernelName, turn_body(false));
+    src.few_particles_form = true;
   } else if (src.dispatch == Dispatch::Switch) {
     // Each step is (type id << 24 | parameter offset / 8). With few particles in flight the
     // kernel is latency-bound and the table of a long lattice lives in L2: the step two ahead is
     // loaded while the current element computes.
-    s += "    unsigned int cur = steps[element_begin];\n";
-    s += "    unsigned int nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : 0u;\n";
-    s += "    for (int e = element_begin; e < element_end; ++e) {\n";
-    s += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
-    s += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
-    s += single_element_dispatch(src, "      ");
-    s += "      cur = nxt;\n      nxt = after;\n";
-    s += "    }\n";
+    b += "    unsigned int cur = steps[element_begin];\n";
+    b += "    unsigned int nxt = element_begin + 1 < element_end ? steps[element_begin + 1] : 0u;\n";
+    b += "    for (int e = element_begin; e < element_end; ++e) {\n";
+    b += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
+    b += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
+    b += single_element_dispatch(src, "      ");
+    b += "      cur = nxt;\n      nxt = after;\n";
+    b += "    }\n";
   } else {
-    s += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";
+    b += "    // Baked: each element's parameters are constants; element_begin/element_end must span the sequence.\n";
     for (size_t e = 0; e < lattice.sequence().size(); ++e) {
       const auto& entry = lattice.sequence()[e];
       const ElementDefinition& def = lattice.definitions()[entry.definition];
       if (def.type->is_collective()) {  // single-particle tracking of a collective lattice skips it
-        s += fmt::format("    // #{} {} ({}): collective, skipped\n", e, def.name, def.type->name);
+        b += fmt::format("    // #{} {} ({}): collective, skipped\n", e, def.name, def.type->name);
         continue;
       }
-      s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
+      b += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
                        def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
                        baked_track_call(lattice, entry.definition), e, e, def.name);
     }
   }
-  s += kKernelEpilogue;
+  if (!src.few_particles_form) s += kernel_function(kFusedKernelName, b);
   src.text = std::move(s);
   return src;
 }

@@ -40,6 +40,7 @@ constexpr size_t kBytesPerParticle = 9 * sizeof(double) + 2 * sizeof(int32_t) + 
 struct LoadedKernel {
   CUmodule module = nullptr;
   CUfunction function = nullptr;
+  CUfunction few_particles = nullptr;  // kFewParticlesKernelName, where the source has it
   KernelSource source;
   CompiledKernel compiled;
 };
@@ -200,6 +201,8 @@ LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const 
   const cuda::Driver& d = *impl.d;
   check(d.module_load_data(&k.module, k.compiled.cubin.data()), "cuModuleLoadData");
   check(d.module_get_function(&k.function, k.module, kFusedKernelName), "cuModuleGetFunction");
+  if (k.source.few_particles_form)
+    check(d.module_get_function(&k.few_particles, k.module, kFewParticlesKernelName), "cuModuleGetFunction");
   // The tables are shared by the switch, staged and collective kernels; a switch kernel with motifs
   // needs the motif table after the steps, and uploads the steps again when a form without came first.
   const size_t step_entries = lattice.sequence().size() + k.source.motif_at.size();
@@ -789,9 +792,19 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
       const char* v = std::getenv("FUSETRACK_THREADS_PER_BLOCK");
       return v ? std::clamp(std::atoi(v), 0, 128) : 0;
     }();
+    const bool few = count < static_cast<size_t>(m_gpu.multiprocessors) * 512;
     const int tpb = m_options.threads_per_block > 0 ? m_options.threads_per_block
                     : tpb_from_env > 0                ? tpb_from_env
-                    : count < static_cast<size_t>(m_gpu.multiprocessors) * 512 ? 32 : 128;
+                    : few                             ? 32
+                                                      : 128;
+    // The kernel form for few particles, where the source has one (CudaBackendOptions::few_particles_form).
+    static const int few_form_from_env = [] {
+      const char* v = std::getenv("FUSETRACK_FEW_PARTICLES_FORM");
+      return v ? std::atoi(v) : -1;
+    }();
+    const int few_form = m_options.few_particles_form >= 0 ? m_options.few_particles_form : few_form_from_env;
+    const bool use_few_form = kernel.few_particles && (few_form < 0 ? few : few_form > 0);
+    CUfunction function = use_few_form ? kernel.few_particles : kernel.function;
     const unsigned blocks = static_cast<unsigned>((count + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
     while (done < options.turns) {
       int turns_now = static_cast<int>(std::min(chunk_turns, options.turns - done));
@@ -808,7 +821,7 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
           int le = per_element ? lb + 1 : ee;
           void* args[] = {&dp,          &steps, &params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
                           &launch_turns, const_cast<GlobalLimits*>(&limits), &variant_index, &variant_stride};
-          check(d.launch_kernel(kernel.function, blocks, 1, 1, static_cast<unsigned>(tpb), 1,
+          check(d.launch_kernel(function, blocks, 1, 1, static_cast<unsigned>(tpb), 1,
                                 1, 0, nullptr, args, nullptr),
                 "cuLaunchKernel");
           ++m_stats.launches;
