@@ -13,6 +13,7 @@
 #include "fusetrack/collective.h"
 #include "fusetrack/motifs.h"
 #include "fusetrack/nvrtc_compiler.h"
+#include "fusetrack/variants.h"
 
 namespace ft::cli {
 
@@ -25,6 +26,7 @@ struct CodegenArgs {
   std::string dispatch = "auto";
   int arch = 90;
   int max_registers = 0;
+  std::vector<std::string> variants;  // --variants: the kernel of a study of lattice variants
 };
 
 void run_codegen(const CodegenArgs& a) {
@@ -45,6 +47,12 @@ void run_codegen(const CodegenArgs& a) {
   parse_dispatch(a.dispatch, requested);  // the option is checked against the names
   KernelSource source;
   if (lattice.has_collective()) {
+    if (!a.variants.empty()) {
+      InputLocation at;
+      at.file = a.lattice;
+      at.field = "--variants";
+      throw InputError(at, "lattice variants run without collective elements; this lattice has some");
+    }
     const TurnProgram program = TurnProgram::build(lattice);
     std::vector<SliceGrid> grids;
     for (size_t c : program.collective)  // grid and slice-moment elements: no slice grid
@@ -52,7 +60,10 @@ void run_codegen(const CodegenArgs& a) {
                                                                          : CollectiveSolver(lattice, c, fma, 1).slice_grid());
     source = generate_collective_kernels(lattice, fma, requested, grids);
   } else {
-    source = generate_fused_kernel(lattice, fma, requested, a.max_registers);
+    LatticeVariants variants;
+    if (!a.variants.empty()) variants = load_variants(lattice, a.variants, registry);
+    source = generate_fused_kernel(lattice, fma, requested, a.max_registers,
+                                   variants.size() > 1 ? variants.pointers() : std::vector<const Lattice*>{});
   }
   source.report_resources = true;
   dump_kernel_source(source, a.out);
@@ -115,6 +126,9 @@ void add_codegen_command(CLI::App& app) {
   cmd->add_option("--max-registers", a->max_registers,
                   "cap the fused kernel's registers per thread (its launch bounds); 0: none")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option("--variants", a->variants,
+                  "lattice variants (variants files applied to LATTICE, or lattice files with its sequence): the kernel "
+                  "of a study that tracks them in one run");
   add_common_options(*cmd, a->common, false);
   cmd->add_option("--fma", a->common.fma, "off (reproducible) or on")->check(CLI::IsMember({"off", "on"}));
   cmd->callback([a] { run_codegen(*a); });

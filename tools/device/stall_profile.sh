@@ -4,7 +4,8 @@
 #   profile: Nsight Compute's source counters (stall reasons per instruction) on `fusetrack track` of CLIC with
 #            --optimize, for each grid size of STALL_GRIDS (n x n particles; 56: the lone scan's tail of about
 #            3,100 survivors, 270: about 73,000, one GPU's share of the two-GPU study); the per-instruction table
-#            as CSV in $OUT/stall_N.csv, the kernel's summary in $OUT/stall_N.txt
+#            as CSV in $OUT/stall_N.csv, the kernel's summary in $OUT/stall_N.txt; N = ls: the light-source
+#            study's kernel (60 seeds x 22 x 22 particles)
 #   lone:    the lone CLIC scan 100x100 x 10^4 turns with --optimize, for each fma mode of LONE_FMA
 set -u
 source tools/device/device_env.sh
@@ -17,8 +18,13 @@ MODES=" $* "
 if has profile; then
   NCU=$(command -v ncu || ls /usr/local/cuda*/bin/ncu /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -1)
   echo "ncu: ${NCU:-none}"
+  source tools/device/study_inputs.sh
   for n in ${STALL_GRIDS:-56 270}; do
     ARGS="$CLIC --optimize --grid 1e-5 1e-4 $n 1e-5 1e-4 $n --device gpu --fma off"
+    if [ "$n" = ls ]; then  # the light-source study's kernel: 60 seeds x 22 x 22 particles
+      mba_seeds
+      ARGS="build-gpu/mba_split.json --variants build-gpu/mba_seeds.json --grid 2e-4 2e-3 22 2e-4 2e-3 22 --device gpu --fma off"
+    fi
     $BIN track $ARGS -n 1 >/dev/null 2>&1  # the kernel compiled and cached
     timeout 200 $NCU --clock-control none -k regex:fusetrack_track -c 1 --import-source no \
       --section LaunchStats --section Occupancy --section WarpStateStats --section SourceCounters --section SchedulerStats \
