@@ -198,7 +198,11 @@ FT_FUNCTION void bend_body(const Bend& e, P& p) {
   magnet_integrate(body, e.integrator, e.num_kicks, e.length, p);
 }
 
-FT_MAGNET_BODY_FUNCTION void Bend_body(const Bend& e, ft::ParticleView& p) { bend_body(e, p); }
+// On a copy of the particle (magnet_body_on_copy): in the called body, loads of the element's
+// parameters do not wait for stores to the caller's particle.
+FT_MAGNET_BODY_FUNCTION void Bend_body(const Bend& e, ft::ParticleView& p) {
+  magnet_body_on_copy(p, [&e](ft::ParticleView& q) { bend_body(e, q); });
+}
 
 #ifndef FT_DEVICE_COMPILE
 inline void Bend_body(const Bend& e, ft::ParticleLanes& l) { bend_body(e, l); }

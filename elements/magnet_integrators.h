@@ -39,6 +39,17 @@
 #define FT_MAGNET_BODY_FUNCTION inline
 #endif
 
+/// Runs body(q) on a local copy q of the particle, then stores it back. A called (not inlined) magnet
+/// body gets its particle by reference, in the caller's stack; without the copy every drift and kick
+/// reloads and stores it, since the compiler cannot tell those stores from the element's parameters.
+/// The copy lives in registers. The same arithmetic: the same bits.
+template <class Body>
+FT_FUNCTION void magnet_body_on_copy(ft::ParticleView& p, const Body& body) {
+  ft::ParticleView q = p;
+  body(q);
+  p = q;
+}
+
 /// Integrators (the values of the `integrator` field of the thick magnets).
 #define FT_INTEGRATOR_FOREST_RUTH 0  // 4th order, 3 kicks per step (AT/trackcpp *Symplectic4Pass)
 #define FT_INTEGRATOR_TEAPOT 1       // xtrack 'teapot'
@@ -225,42 +236,35 @@ FT_FUNCTION void magnet_combined_map(double s, double k0, double k1, double h, f
   p.zeta += s - path * p.rv0v;
 }
 
-/// Operation o of one slice of an integrator: returns the coefficient and sets is_drift (a drift
-/// of coefficient x slice length, or a kick of coefficient x slice weight).
+/// The coefficients of one slice of an integrator, written as a first drift D(d_0) and pairs
+/// [K(k_j) D(d_{j+1})]: row (FOREST_RUTH, YOSHIDA, UNIFORM) = {d_0, k_0, d_1, k_1, d_2, ...}, a drift of
+/// coefficient x slice length and a kick of coefficient x slice weight. A table indexed in the loop (on
+/// the GPU in constant memory): no branches and no registers for the constants.
 ///  FOREST_RUTH: D(a1) K(b1) D(a2) K(b2) D(a2) K(b1) D(a1), a1 = theta/2, a2 = (1 - theta)/2,
 ///    b1 = theta, b2 = 1 - 2 theta, theta = 1/(2 - 2^(1/3)) (E. Forest and R. Ruth, Physica D 43
 ///    (1990) 105; H. Yoshida, Phys. Lett. A 150 (1990) 262): 4th order.
 ///  YOSHIDA: xtrack's 7-kick slice (coefficients from MAD-NG).  UNIFORM: D(1/2) K(1) D(1/2).
-FT_FUNCTION double magnet_slice_op(int integrator, int o, bool& is_drift) {
-  is_drift = (o % 2) == 0;
-  if (integrator == FT_INTEGRATOR_FOREST_RUTH) {
-    switch (o) {
-      case 0: case 6: return 0.6756035959798288;
-      case 2: case 4: return -0.17560359597982883;
-      case 1: case 5: return 1.3512071919596575;
-      default: return -1.7024143839193153;
-    }
-  }
-  if (integrator == FT_INTEGRATOR_YOSHIDA) {
-    switch (o) {
-      case 0: case 14: return 3.922568052387799819591407413100e-01;
-      case 2: case 12: return 5.100434119184584780271052295575e-01;
-      case 4: case 10: return -4.710533854097565531482416645304e-01;
-      case 6: case 8: return 6.875316825251809316199569366290e-02;
-      case 1: case 13: return 7.845136104775599639182814826199e-01;
-      case 3: case 11: return 2.355732133593569921359289764951e-01;
-      case 5: case 9: return -1.177679984178870098432412305556e+00;
-      default: return 1.315186320683906284756403692882e+00;
-    }
-  }
-  // UNIFORM: D K D
-  is_drift = o != 1;
-  return o == 1 ? 1.0 : 0.5;
-}
+#if defined(FT_DEVICE_COMPILE)
+__constant__
+#else
+inline constexpr
+#endif
+    double ft_integrator_coefficients[3][15] = {
+        {0.6756035959798288, 1.3512071919596575, -0.17560359597982883, -1.7024143839193153, -0.17560359597982883,
+         1.3512071919596575, 0.6756035959798288},
+        {3.922568052387799819591407413100e-01, 7.845136104775599639182814826199e-01,
+         5.100434119184584780271052295575e-01, 2.355732133593569921359289764951e-01,
+         -4.710533854097565531482416645304e-01, -1.177679984178870098432412305556e+00,
+         6.875316825251809316199569366290e-02, 1.315186320683906284756403692882e+00,
+         6.875316825251809316199569366290e-02, -1.177679984178870098432412305556e+00,
+         -4.710533854097565531482416645304e-01, 2.355732133593569921359289764951e-01,
+         5.100434119184584780271052295575e-01, 7.845136104775599639182814826199e-01,
+         3.922568052387799819591407413100e-01},
+        {0.5, 1.0, 0.5}};
 
 /// Composes body.drift(ds, p) and body.kick(weight, p) over `length` with an integrator
 /// (FOREST_RUTH: num_kicks steps; TEAPOT, YOSHIDA, UNIFORM: xtrack's schedules for num_kicks kicks,
-/// track_magnet.h, in xtrack's order of operations). One call site each for the drift and the
+/// track_magnet.h, in xtrack's order of operations). Two call sites of the drift and one of the
 /// kick, in loops that are not unrolled: the code of a thick magnet does not grow with the
 /// number of integrator stages (NVRTC compile time).
 /// P is ft::ParticleView (one particle; the GPU and the tests) or, on the host, ft::ParticleLanes
@@ -287,26 +291,20 @@ FT_FUNCTION void magnet_integrate(const Body& body, int integrator, int num_kick
     }
     return;
   }
-  int slices = num_kicks;
-  int ops = 7;  // Forest-Ruth
-  if (integrator == FT_INTEGRATOR_YOSHIDA) {
-    slices = num_kicks / 7 + (num_kicks % 7 != 0);
-    ops = 15;
-  } else if (integrator == FT_INTEGRATOR_UNIFORM) {
-    ops = 3;
-  }
+  int slices = num_kicks;  // Forest-Ruth: steps; uniform: kicks
+  if (integrator == FT_INTEGRATOR_YOSHIDA) slices = num_kicks / 7 + (num_kicks % 7 != 0);
   const double slice = length / slices;
   const double w = 1.0 / slices;
+  const int row = integrator == FT_INTEGRATOR_FOREST_RUTH ? 0 : integrator == FT_INTEGRATOR_YOSHIDA ? 1 : 2;
+  const double* c = ft_integrator_coefficients[row];
+  const int pairs = row == 0 ? 3 : row == 1 ? 7 : 1;
   FT_MAGNET_NO_UNROLL
   for (int i = 0; i < slices; ++i) {
+    body.drift(c[0] * slice, p);
     FT_MAGNET_NO_UNROLL
-    for (int o = 0; o < ops; ++o) {
-      bool is_drift;
-      const double c = magnet_slice_op(integrator, o, is_drift);
-      if (is_drift)
-        body.drift(c * slice, p);
-      else
-        body.kick(c * w, p);
+    for (int j = 0; j < pairs; ++j) {
+      body.kick(c[2 * j + 1] * w, p);
+      body.drift(c[2 * j + 2] * slice, p);
     }
   }
 }

@@ -53,7 +53,7 @@ FT_FUNCTION void thick_multipole_track(const ThickMultipole& e, P& p) {
 }
 
 FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::ParticleView& p) {
-  thick_multipole_track(e, p);
+  magnet_body_on_copy(p, [&e](ft::ParticleView& q) { thick_multipole_track(e, q); });
 }
 
 #ifndef FT_DEVICE_COMPILE
