@@ -1,8 +1,11 @@
 // Lattice variants of the bundled sextupole ring for the variant tests (CPU and GPU suites): a
-// nominal variant, per-instance errors with a misalignment on one instance only, a family change,
-// and the DA configuration they are scanned with.
+// nominal variant, per-instance errors with a misalignment on one instance only, a family change
+// (qd[3], sd[5] shifted and rolled, qf_half[7]; sf_.*), and the DA configuration they are scanned with.
 #pragma once
 #include <nlohmann/json.hpp>
+
+#include <fstream>
+#include <string>
 
 #include "fusetrack/da.h"
 #include "fusetrack/variants.h"
@@ -10,17 +13,15 @@
 
 namespace ft::test {
 
+/// The variants (tests/input/fixtures/variants/sextupole_ring_variants.json, also read by `fusetrack codegen
+/// --variants` in CTest).
+inline std::string sextupole_ring_variants_path() {
+  return std::string(FT_SOURCE_DIR) + "/tests/input/fixtures/variants/sextupole_ring_variants.json";
+}
+
 inline nlohmann::ordered_json sextupole_ring_variants_doc() {
-  return nlohmann::ordered_json::parse(R"({
-    "fusetrack_variants": 1,
-    "variants": [
-      {"name": "nominal"},
-      {"name": "errors", "elements": [
-         {"name": "qd[3]", "add": {"knl": [0.0, 0.004]}},
-         {"name": "sd[5]", "set": {"shift_x": 1e-3, "rot_s_rad": 0.02}},
-         {"name": "qf_half[7]", "add": {"knl": [0.0, 0.0, 0.8]}}]},
-      {"name": "sextupoles", "elements": [{"match": "sf_.*", "add": {"knl": [0.0, 0.0, 0.7]}}]}
-    ]})");
+  std::ifstream in(sextupole_ring_variants_path());
+  return nlohmann::ordered_json::parse(in);
 }
 
 inline LatticeVariants sextupole_ring_variants() {
