@@ -112,7 +112,7 @@ struct FtParticleArrays {
 };
 )";
 
-// The start of a fused kernel named FT_KERNEL_NAME (kernel_prologue).
+// The start of a fused kernel; kernel_function puts in its name for FT_KERNEL_NAME.
 const char* kKernelPrologue = R"(
 // One thread per particle. The particle stays in registers for every element of every turn;
 // a lost particle stops and records its turn and element.
