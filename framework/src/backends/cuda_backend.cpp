@@ -745,8 +745,6 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
   const size_t begin = std::min(options.element_begin, n_elements);
   const size_t end = std::min(options.element_end, n_elements);
   LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, form, m_gpu.arch, m_stats);
-  d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, kernel.function);
-  d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, kernel.function);
   CUdeviceptr steps = m_impl->switch_steps;
   CUdeviceptr params = m_impl->switch_params;  // unused (0) by baked kernels
 
@@ -805,6 +803,10 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
     const int few_form = m_options.few_particles_form >= 0 ? m_options.few_particles_form : few_form_from_env;
     const bool use_few_form = kernel.few_particles && (few_form < 0 ? few : few_form > 0);
     CUfunction function = use_few_form ? kernel.few_particles : kernel.function;
+    if (first == 0) {  // the resources of the entry point that runs (of the first chunk's)
+      d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, function);
+      d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function);
+    }
     const unsigned blocks = static_cast<unsigned>((count + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
     while (done < options.turns) {
       int turns_now = static_cast<int>(std::min(chunk_turns, options.turns - done));
