@@ -739,7 +739,7 @@ extern "C" __global__ void fusetrack_mode_update(const double* __restrict__ lamb
 // pass and deposit of adapted grids (the same per-particle steps as the segment kernels).
 const char* kGridSegmentParameters = R"(,
     const double* __restrict__ kick_ex, const double* __restrict__ kick_ey, const double* __restrict__ kick_ez,
-    ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
+    long long kick_stride, ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
     ft::ChargeGridSpec deposit_spec, ft::ExtentScales extent, unsigned long long* __restrict__ extent_acc,
     int grid_mode)";
 
@@ -757,17 +757,19 @@ extern "C" __global__ void fusetrack_grid_density(const unsigned long long* __re
   for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
     rho[k] = static_cast<double>(acc[k]) * factor;
 }
-extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ ex, double* __restrict__ ey,
-                                                       const double* __restrict__ ez, long long n, double gamma0,
+// The field's components side by side: node k's E_x, E_y[, E_z] at e[k * stride + c], stride 2 (or 3 in 3D).
+extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ e, long long n, double gamma0,
                                                        int three_d, unsigned long long* __restrict__ max_bits) {
   double m = 0.0;
+  const long long stride = three_d ? 3 : 2;
   for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
+    double* ek = e + k * stride;
     if (three_d) {
-      ex[k] *= gamma0;
-      ey[k] *= gamma0;
-      m = fmax(m, fabs(ez[k]));
+      ek[0] *= gamma0;
+      ek[1] *= gamma0;
+      m = fmax(m, fabs(ek[2]));
     }
-    m = fmax(m, fmax(fabs(ex[k]), fabs(ey[k])));
+    m = fmax(m, fmax(fabs(ek[0]), fabs(ek[1])));
   }
   atomicMax(max_bits, static_cast<unsigned long long>(__double_as_longlong(m)));
 }
@@ -1186,7 +1188,7 @@ extern "C" __global__ void {3} {0}(
       const ElementDefinition& def = lattice.element(e);
       s += fmt::format(
           "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
-          "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field)) {}(el, ft_field, p);\n"
+          "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field, kick_stride)) {}(el, ft_field, p);\n"
           "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
           "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),

@@ -68,7 +68,12 @@ struct DeviceCollective {
   // kick table up (cuMemHostRegister; left pageable where the driver refuses).
   uint64_t* host_moments = nullptr;
   void* registered_kicks = nullptr;
-  CUdeviceptr grid_acc = 0, extent_acc = 0, ex = 0, ey = 0, ez = 0;
+  CUdeviceptr grid_acc = 0, extent_acc = 0;
+  // The field at the nodes, a node's components side by side (node k's E_x at grid_field[k * field_stride],
+  // E_y one double after it, E_z two): the gather of a corner reads one memory sector, not one per component.
+  // ex, ey, ez point into grid_field (ez 0 in 2.5D).
+  CUdeviceptr grid_field = 0, ex = 0, ey = 0, ez = 0;
+  int field_stride = 2;
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
   CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
   CUdeviceptr half_spectrum = 0, fft_real_out = 0;                  // cuFFT (fma on)
@@ -111,7 +116,7 @@ struct CudaBackend::Impl {
     for (DeviceCollective& c : collective) {
       for (CUdeviceptr p : {c.counts, c.field, c.lambda, c.conv, c.wake_kernel, c.fft_x, c.fft_y, c.spectrum,
                             c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
-                            c.memory, c.grid_acc, c.extent_acc, c.ex, c.ey, c.ez})
+                            c.memory, c.grid_acc, c.extent_acc, c.grid_field})
         if (p) d->mem_free(p);
       if (c.registered_kicks) d->mem_host_unregister(c.registered_kicks);
       if (c.host_moments) d->mem_free_host(c.host_moments);
@@ -964,9 +969,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         const size_t nodes = dc.grid->node_count();
         dc.grid_acc = device_zeros(d, (nodes + 1) * sizeof(uint64_t), "cuMemAlloc(charge grid)");
         dc.extent_acc = device_zeros(d, (kExtentAccumulators + 1) * sizeof(uint64_t), "cuMemAlloc(grid extent)");
-        dc.ex = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
-        dc.ey = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
-        if (dc.grid->model().solver == FT_GRID_3D) dc.ez = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid field)");
+        dc.field_stride = dc.grid->model().solver == FT_GRID_3D ? 3 : 2;
+        dc.grid_field = device_zeros(d, static_cast<size_t>(dc.field_stride) * nodes * sizeof(double), "cuMemAlloc(grid field)");
+        dc.ex = dc.grid_field;
+        dc.ey = dc.grid_field + sizeof(double);
+        if (dc.field_stride == 3) dc.ez = dc.grid_field + 2 * sizeof(double);
         grids.push_back(SliceGrid{});
         impl.collective.push_back(std::move(dc));
         continue;
@@ -1139,6 +1146,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   // deposit on this turn's grid (in the segment kernel for fixed grids), the integer grid down, summed
   // over ranks, solved on the host with the CPU backend's code, the fields up for the next kick.
   std::vector<uint64_t> host_grid;
+  std::vector<double> host_field;
   bool any_grid = false;
   for (const DeviceCollective& c : impl.collective) any_grid |= c.grid != nullptr;
   auto grid_solve = [&](DeviceCollective& dc) {
@@ -1198,11 +1206,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
           launch(kk.grid_density, blocks, 256, 0, args);
         }
         check(d.ctx_synchronize(), "space-charge charge density");
-        dc.gpu_poisson->solve_device(dc.rho, dc.ex, dc.ey, dc.ez);
+        dc.gpu_poisson->solve_device(dc.rho, dc.ex, dc.ey, dc.ez, nullptr, dc.field_stride);
         check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
         check(d.memset_d8(dc.max_field_bits, 0, sizeof(uint64_t)), "cuMemset(grid field maximum)");
         {
-          void* args[] = {&dc.ex, &dc.ey, &dc.ez, &count, &gamma0, &three_d, &dc.max_field_bits};
+          void* args[] = {&dc.grid_field, &count, &gamma0, &three_d, &dc.max_field_bits};
           launch(kk.grid_field_finish, blocks, 256, 0, args);
         }
         uint64_t tail[2] = {0, 0};
@@ -1224,9 +1232,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     const auto t_solve = std::chrono::steady_clock::now();
     g.solve(host_grid.data(), host_grid[nodes]);
     solve_wall = seconds_since(t_solve);
-    upload(d, dc.ex, g.ex(), 0, nodes);
-    upload(d, dc.ey, g.ey(), 0, nodes);
-    if (dc.ez) upload(d, dc.ez, g.ez(), 0, nodes);
+    {  // the components side by side, as the GPU keeps them
+      const size_t s = static_cast<size_t>(dc.field_stride);
+      host_field.resize(s * nodes);
+      const std::vector<double>* components[3] = {&g.ex(), &g.ey(), s == 3 ? &g.ez() : nullptr};
+      for (size_t c = 0; c < s; ++c)
+        for (size_t k = 0; k < nodes; ++k) host_field[k * s + c] = (*components[c])[k];
+      upload(d, dc.grid_field, host_field, 0, host_field.size());
+    }
     m_stats.grid_solve_seconds += solve_wall;
     m_stats.grid_transfer_seconds += seconds_since(t_transfer) - solve_wall;
     m_stats.grid_bytes_transferred += (nodes + 1) * sizeof(uint64_t) + (dc.ez ? 3 : 2) * nodes * sizeof(double);
@@ -1371,13 +1384,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     // Grid elements (kernel_tables' extra arguments, codegen.h): the kick's field and grid, and the
     // deposit (fixed grid) or the first moment pass (adapted grid).
     CUdeviceptr kick_ex = 0, kick_ey = 0, kick_ez = 0, grid_acc = 0, extent_acc = 0;
+    long long kick_stride = 1;
     ChargeGridSpec kick_grid{}, deposit_spec{};
     ExtentScales extent{};
     long long outside_slot = 0;
     int grid_mode = 0;
     if (kick && impl.collective[kick_c].grid) {
       const DeviceCollective& kc = impl.collective[kick_c];
-      kick_ex = kc.ex, kick_ey = kc.ey, kick_ez = kc.ez;
+      kick_ex = kc.ex, kick_ey = kc.ey, kick_ez = kc.ez, kick_stride = kc.field_stride;
       kick_grid = kc.grid->spec();
     }
     if (deposit && impl.collective[deposit_c].grid) {
@@ -1400,7 +1414,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                             const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load};
     void* grid_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
                          const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load,
-                         &kick_ex, &kick_ey, &kick_ez, &kick_grid, &grid_acc, &outside_slot,
+                         &kick_ex, &kick_ey, &kick_ez, &kick_stride, &kick_grid, &grid_acc, &outside_slot,
                          &deposit_spec, &extent, &extent_acc, &grid_mode};
     std::vector<void*> args_all(any_grid ? std::begin(grid_args) : std::begin(profile_args),
                                 any_grid ? std::end(grid_args) : std::end(profile_args));

@@ -5,6 +5,7 @@
 #include <cufft.h>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <vector>
 
@@ -40,10 +41,69 @@ extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long lo
                      blockDim.x);
 }
 extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs, const double* spec, long long spec_layer,
-    double* out, long long out_layer, const double* tw) {
+    double* out, long long out_layer, const double* tw, int out_stride) {
   extern __shared__ double z[];
   const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
-  ft::poisson_inverse_x(p, pair, spec + layer * spec_layer, out + layer * out_layer, tw, z, threadIdx.x, blockDim.x);
+  ft::poisson_inverse_x(p, pair, spec + layer * spec_layer, out + layer * out_layer * out_stride, tw, z, threadIdx.x,
+                        blockDim.x, out_stride);
+}
+// The last axis (y in 2D and 2.5D, zeta in 3D) in one pass: `columns` adjacent lines of a layer per
+// block; each line transformed forward (its first n values, zeros beyond), then per field component
+// multiplied by the component's Green's spectrum and transformed back, its first n values stored to
+// that component's buffer. The same butterflies, products and loads as the separate steps below (and
+// the CPU's), without the spectrum's round trips through device memory between them. Shared memory:
+// the forward lines, then the product lines (2 x columns x 2m doubles).
+extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis, long long lines, int columns,
+    const double* spec, long long spec_layer, int components, const double* g0, const double* g1, const double* g2,
+    double* w0, double* w1, double* w2, const double* tw_fwd, const double* tw_inv) {
+  extern __shared__ double z[];
+  const int m = p.m[axis], log2m = p.log2m[axis], n = p.n[axis], half_m = m / 2;
+  const long long groups = (lines + columns - 1) / columns;
+  const long long layer = blockIdx.x / groups, l0 = (blockIdx.x % groups) * columns;
+  const int count = static_cast<int>(min(static_cast<long long>(columns), lines - l0));
+  const long long stride = axis == 1 ? static_cast<long long>(p.h) : static_cast<long long>(p.h) * p.m[1];
+  const long long start = axis == 1 ? ft::poisson_y_line(p, l0) : l0;  // complex index in the layer
+  const double* s = spec + layer * spec_layer;
+  double* zf = z;
+  double* zc = z + 2 * m * columns;
+  const int tid = threadIdx.x, nt = blockDim.x;
+  for (int i = tid; i < 2 * m * count; i += nt) zf[i] = 0.0;
+  __syncthreads();
+  for (int k = tid; k < n * count; k += nt) {  // a row of the columns at a time (coalesced)
+    const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
+    const long long q = start + j * stride + c;
+    zf[2 * m * c + 2 * at] = s[2 * q];
+    zf[2 * m * c + 2 * at + 1] = s[2 * q + 1];
+  }
+  __syncthreads();
+  for (int half = 1; half < m; half <<= 1) {
+    for (int b = tid; b < half_m * count; b += nt) ft::fft_butterfly(zf + 2 * m * (b / half_m), tw_fwd, m, half, b % half_m);
+    __syncthreads();
+  }
+  const double* green[3] = {g0, g1, g2};
+  double* out[3] = {w0, w1, w2};
+  for (int comp = 0; comp < components; ++comp) {
+    const double* g = green[comp];
+    for (int k = tid; k < m * count; k += nt) {
+      const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
+      const double* x = zf + 2 * m * c + 2 * j;
+      ft::poisson_imaginary_multiply(x[0], x[1], g[start + j * stride + c], &zc[2 * m * c + 2 * at],
+                                     &zc[2 * m * c + 2 * at + 1]);
+    }
+    __syncthreads();
+    for (int half = 1; half < m; half <<= 1) {
+      for (int b = tid; b < half_m * count; b += nt) ft::fft_butterfly(zc + 2 * m * (b / half_m), tw_inv, m, half, b % half_m);
+      __syncthreads();
+    }
+    double* w = out[comp] + layer * spec_layer;
+    for (int k = tid; k < n * count; k += nt) {
+      const int j = k / count, c = k % count;
+      const long long q = start + j * stride + c;
+      w[2 * q] = zc[2 * m * c + 2 * j];
+      w[2 * q + 1] = zc[2 * m * c + 2 * j + 1];
+    }
+    __syncthreads();
+  }
 }
 // The product with the imaginary Green's spectrum, every layer.
 extern "C" __global__ void ft_poisson_multiply(const double* x, const double* g, double* y, long long count, long long layers) {
@@ -63,13 +123,13 @@ extern "C" __global__ void ft_poisson_pad(const double* rho, double* real, int n
                 ? rho[layer * n0 * n1 * n2 + (static_cast<long long>(iz) * n1 + iy) * n0 + ix] : 0.0;
 }
 extern "C" __global__ void ft_poisson_unpad(const double* real, double* out, int n0, int n1, int n2, int m0, int m1,
-    int m2, long long layers) {
+    int m2, long long layers, int out_stride) {
   const long long i = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x;
   const long long per = static_cast<long long>(n0) * n1 * n2;
   if (i >= per * layers) return;
   const long long layer = i / per, r = i % per;
   const int ix = r % n0, iy = (r / n0) % n1, iz = r / (static_cast<long long>(n0) * n1);
-  out[i] = real[layer * static_cast<long long>(m0) * m1 * m2 + (static_cast<long long>(iz) * m1 + iy) * m0 + ix];
+  out[i * out_stride] = real[layer * static_cast<long long>(m0) * m1 * m2 + (static_cast<long long>(iz) * m1 + iy) * m0 + ix];
 }
 )";
 
@@ -85,6 +145,11 @@ namespace {
 
 constexpr unsigned kThreads = 256;
 constexpr int kMaxLine = 2048;  // 2 * 2048 doubles = 32 KiB of shared memory per block
+// ft_poisson_convolve_last: adjacent lines per block, up to this many points in all (2 lines of the
+// 512 points of a 256-node grid: a 32-byte sector of each row; 32 KiB of shared memory), at most
+// kConvolveMaxColumns; one line of 2048 points takes 64 KiB (above the default 48 KiB: opted in).
+constexpr int kConvolveLinePoints = 1024;
+constexpr int kConvolveMaxColumns = 4;
 
 }  // namespace
 
@@ -92,10 +157,13 @@ struct GpuPoissonSolver::Impl {
   PoissonSolver host;
   GpuModule gpu;
   int T = 2, layers = 1;
+  int convolve_columns = 1;
+  unsigned convolve_shared = 0;
   int n[3] = {1, 1, 1}, M[3] = {1, 1, 1}, H = 1;
   long long spectrum_size = 0, real_size = 0, layer_nodes = 0;
   CUdeviceptr green[3] = {0, 0, 0}, tw_fwd[3] = {0, 0, 0}, tw_inv[3] = {0, 0, 0};
   CUdeviceptr spec = 0, work = 0, real = 0, rho_buf = 0, out_buf[3] = {0, 0, 0};
+  CUdeviceptr component_work[3] = {0, 0, 0};  // Reproducible: each field component's spectrum after the last axis
   cufftHandle r2c = 0, c2r = 0;
 
   Impl(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device)
@@ -123,7 +191,11 @@ struct GpuPoissonSolver::Impl {
         tw_fwd[d] = gpu.upload(host.twiddles(d, false));
         tw_inv[d] = gpu.upload(host.twiddles(d, true));
       }
-      work = gpu.zeros(spectrum_bytes);
+      for (int c = 0; c < T; ++c) component_work[c] = gpu.zeros(spectrum_bytes);
+      const int last = T - 1;
+      convolve_columns = std::clamp(kConvolveLinePoints / M[last], 1, kConvolveMaxColumns);
+      convolve_shared = static_cast<unsigned>(2 * convolve_columns * 2 * M[last] * sizeof(double));
+      gpu.allow_shared_memory(gpu.function("ft_poisson_convolve_last"), convolve_shared);
     } else {
       real = gpu.zeros(static_cast<size_t>(real_size * layers) * sizeof(double));
       work = gpu.zeros(spectrum_bytes);
@@ -171,7 +243,7 @@ struct GpuPoissonSolver::Impl {
     launch_lines("ft_poisson_line", count, M[axis], args);
   }
 
-  void solve_reproducible(CUdeviceptr rho, CUdeviceptr* out) {
+  void solve_reproducible(CUdeviceptr rho, CUdeviceptr* out, int out_stride) {
     PoissonLines p = lines_shape();
     long long pairs = poisson_row_pairs(p), spec_layer = 2 * spectrum_size, node_layer = layer_nodes;
     {
@@ -179,24 +251,29 @@ struct GpuPoissonSolver::Impl {
       void* args[] = {&p, &pairs, &rho, &node_layer, &s, &spec_layer, &tw};
       launch_lines("ft_poisson_fwd_x", pairs, M[0], args);
     }
-    lines(p, 1, spec, p.n[1], M[1], tw_fwd[1]);
-    if (T == 3) lines(p, 2, spec, p.n[2], M[2], tw_fwd[2]);
+    if (T == 3) lines(p, 1, spec, p.n[1], M[1], tw_fwd[1]);
+    {
+      // The last axis: forward, product and inverse per component in one pass (y lines of the rows
+      // that hold data in 2D and 2.5D; every zeta line in 3D).
+      int axis = T - 1, columns = convolve_columns, components = T;
+      long long count = axis == 1 ? static_cast<long long>(H) : static_cast<long long>(H) * M[1];
+      CUdeviceptr s = spec, g0 = green[0], g1 = green[1], g2 = green[T - 1], w0 = component_work[0],
+                  w1 = component_work[1], w2 = component_work[T - 1], twf = tw_fwd[axis], twi = tw_inv[axis];
+      void* args[] = {&p, &axis, &count, &columns, &s, &spec_layer, &components, &g0, &g1, &g2, &w0, &w1, &w2, &twf, &twi};
+      const long long groups = (count + columns - 1) / columns;
+      gpu.launch_blocks(gpu.function("ft_poisson_convolve_last"), static_cast<unsigned>(groups * layers), kThreads,
+                        convolve_shared, args);
+    }
     for (int c = 0; c < T; ++c) {
-      {
-        CUdeviceptr x = spec, g = green[c], y = work;
-        long long count = spectrum_size, nl = layers;
-        void* args[] = {&x, &g, &y, &count, &nl};
-        gpu.launch_blocks(gpu.function("ft_poisson_multiply"), blocks_for(count * nl), kThreads, 0, args);
-      }
-      if (T == 3) lines(p, 2, work, M[2], p.n[2], tw_inv[2]);
-      lines(p, 1, work, M[1], p.n[1], tw_inv[1]);
-      CUdeviceptr s = work, o = out[c], tw = tw_inv[0];
-      void* args[] = {&p, &pairs, &s, &spec_layer, &o, &node_layer, &tw};
+      const CUdeviceptr spectrum = component_work[c];
+      if (T == 3) lines(p, 1, spectrum, M[1], p.n[1], tw_inv[1]);
+      CUdeviceptr s = spectrum, o = out[c], tw = tw_inv[0];
+      void* args[] = {&p, &pairs, &s, &spec_layer, &o, &node_layer, &tw, &out_stride};
       launch_lines("ft_poisson_inv_x", pairs, M[0], args);
     }
   }
 
-  void solve_fast(CUdeviceptr rho, CUdeviceptr* out) {
+  void solve_fast(CUdeviceptr rho, CUdeviceptr* out, int out_stride) {
     int n0 = n[0], n1 = n[1], n2 = T == 3 ? n[2] : 1, m0 = M[0], m1 = M[1], m2 = M[2];
     long long nl = layers;
     {
@@ -216,7 +293,7 @@ struct GpuPoissonSolver::Impl {
       check_cufft(cufftExecZ2D(c2r, reinterpret_cast<cufftDoubleComplex*>(work), reinterpret_cast<cufftDoubleReal*>(real)),
                   "cufftExecZ2D");
       CUdeviceptr r = real, o = out[c];
-      void* args[] = {&r, &o, &n0, &n1, &n2, &m0, &m1, &m2, &nl};
+      void* args[] = {&r, &o, &n0, &n1, &n2, &m0, &m1, &m2, &nl, &out_stride};
       gpu.launch_blocks(gpu.function("ft_poisson_unpad"), blocks_for(layer_nodes * nl), kThreads, 0, args);
     }
   }
@@ -240,16 +317,16 @@ void GpuPoissonSolver::use_spectra(const PoissonSolver& other) {
   }
 }
 
-void GpuPoissonSolver::solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds) {
+void GpuPoissonSolver::solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds, int node_stride) {
   Impl& im = *m_impl;
   if (!rho || !ex || !ey || (im.T == 3 && !ez))
     throw Error("GPU Poisson solver: solve_device() needs rho, ex, ey (and ez for Open3D)");
   CUdeviceptr out[3] = {static_cast<CUdeviceptr>(ex), static_cast<CUdeviceptr>(ey), static_cast<CUdeviceptr>(ez)};
   const auto t0 = std::chrono::steady_clock::now();
   if (im.host.fft() == PoissonFft::Reproducible)
-    im.solve_reproducible(static_cast<CUdeviceptr>(rho), out);
+    im.solve_reproducible(static_cast<CUdeviceptr>(rho), out, node_stride);
   else
-    im.solve_fast(static_cast<CUdeviceptr>(rho), out);
+    im.solve_fast(static_cast<CUdeviceptr>(rho), out, node_stride);
   // Every launch waits for its kernel (GpuModule), the last one after the last transform.
   if (seconds) *seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }

@@ -81,6 +81,12 @@ class GpuModule {
   void copy_to_host(void* data, CUdeviceptr p, size_t bytes) {
     if (bytes) check(m_d->memcpy_dtoh(data, p, bytes), "cuMemcpyDtoH");
   }
+  /// Lets `f` take `bytes` of dynamic shared memory (beyond the default 48 KiB where the device has it).
+  void allow_shared_memory(CUfunction f, unsigned bytes) {
+    if (bytes > 48u * 1024u)
+      check(m_d->func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
+            "cuFuncSetAttribute(dynamic shared memory)");
+  }
   /// Launches one thread per particle and returns the kernel time [s].
   double launch(CUfunction f, size_t n, void** args) {
     const unsigned threads = 256;

@@ -28,11 +28,14 @@
 
 namespace ft {
 
-/// The field at `pos` (x, y[, zeta]) interpolated from the node values ex, ey[, ez] (node index as in
-/// ChargeGridSpec; ez may be null, then e[2] = 0) with the deposit's cloud-in-cell weights, corners
-/// summed in the deposit's order. Returns 0 (and e = 0) for a particle outside the grid, else 1.
+/// The field at `pos` (x, y[, zeta]) interpolated from the node values ex, ey[, ez] (node k's value at
+/// ex[k * stride]: separate arrays with stride 1, or the components of a node side by side, stride 2 or 3,
+/// as the GPU keeps them so that a corner's components share a memory sector; node index as in
+/// ChargeGridSpec; ez may be null, then e[2] = 0) with the deposit's cloud-in-cell weights, corners summed
+/// in the deposit's order (the same arithmetic for any stride). Returns 0 (and e = 0) for a particle
+/// outside the grid, else 1.
 FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, const double* ey, const double* ez,
-                                     const double pos[3], double e[3]) {
+                                     const double pos[3], double e[3], long long stride = 1) {
   long long nodes[8];
   unsigned long long weights[8];
   e[0] = 0.0;
@@ -46,9 +49,10 @@ FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, 
   double sx = 0.0, sy = 0.0, sz = 0.0;
   for (int c = 0; c < corners; ++c) {
     const double w = static_cast<double>(weights[c]);
-    sx += w * ex[nodes[c]];
-    sy += w * ey[nodes[c]];
-    if (ez) sz += w * ez[nodes[c]];
+    const long long k = nodes[c] * stride;
+    sx += w * ex[k];
+    sy += w * ey[k];
+    if (ez) sz += w * ez[k];
   }
   e[0] = sx * inv_unit;
   e[1] = sy * inv_unit;
@@ -201,10 +205,10 @@ FT_FUNCTION void poisson_line(double* col, long long stride, int m, int log2m, i
 }
 
 /// Inverse x transform of rows 2 pair and 2 pair + 1 (their half spectra in `spec`, packed as A + i B),
-/// the real rows (length n0) written to `out`; a lone last row is packed with itself, its
-/// imaginary output dropped.
+/// the real rows (length n0) written to `out`, node k at out[k * out_stride]; a lone last row is packed
+/// with itself, its imaginary output dropped.
 FT_FUNCTION void poisson_inverse_x(const PoissonLines& p, long long pair, const double* spec, double* out,
-                                   const double* tw, double* z, int tid, int nt) {
+                                   const double* tw, double* z, int tid, int nt, int out_stride = 1) {
   const int n0 = p.n[0], m0 = p.m[0];
   const long long rows = static_cast<long long>(p.n[1]) * p.n[2];
   const long long r0 = 2 * pair, r1 = 2 * pair + 1;
@@ -220,8 +224,8 @@ FT_FUNCTION void poisson_inverse_x(const PoissonLines& p, long long pair, const 
   FT_BLOCK_SYNC();
   poisson_block_stages(z, tw, m0, tid, nt);
   for (int i = tid; i < n0; i += nt) {
-    out[r0 * n0 + i] = z[2 * i];
-    if (r1 < rows) out[r1 * n0 + i] = z[2 * i + 1];
+    out[(r0 * n0 + i) * out_stride] = z[2 * i];
+    if (r1 < rows) out[(r1 * n0 + i) * out_stride] = z[2 * i + 1];
   }
 }
 
