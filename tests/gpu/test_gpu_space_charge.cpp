@@ -96,13 +96,18 @@ TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D ada
   const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 3);
   // The last run solves on the host (FUSETRACK_HOST_POISSON, the path of several MPI ranks): its fields
   // go up to the GPU, a node's components side by side, as the GPU solver writes them.
+  // Runs with tile_sort_every > 0 order the particles by the 3D element's cells on the GPU (its deposit then
+  // sums in shared-memory windows first), with and without callbacks in between.
   struct Run {
     Dispatch dispatch;
     int64_t callback_every;
     bool host_poisson;
+    int tile_sort_every;
   };
-  for (const Run& run : {Run{Dispatch::Baked, 0, false}, Run{Dispatch::Baked, 2, false}, Run{Dispatch::Switch, 0, false},
-                         Run{Dispatch::Switch, 2, false}, Run{Dispatch::Switch, 0, true}}) {
+  for (const Run& run : {Run{Dispatch::Baked, 0, false, 0}, Run{Dispatch::Baked, 2, false, 0},
+                         Run{Dispatch::Switch, 0, false, 0}, Run{Dispatch::Switch, 2, false, 0},
+                         Run{Dispatch::Switch, 0, true, 0}, Run{Dispatch::Switch, 0, false, 1},
+                         Run{Dispatch::Baked, 2, false, 3}}) {
     const Dispatch dispatch = run.dispatch;
     const int64_t callback_every = run.callback_every;
     TrackOptions o;
@@ -116,6 +121,7 @@ TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D ada
     cpu_backend->track(cpu, o);
     CudaBackendOptions co;
     co.dispatch = dispatch;
+    co.tile_sort_every = run.tile_sort_every;
     CudaBackend gpu_backend(lattice, co);
     if (run.host_poisson) setenv("FUSETRACK_HOST_POISSON", "1", 1);
     gpu_backend.track(gpu, o);
@@ -124,13 +130,15 @@ TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D ada
     const auto a = cpu_backend->grid_reports(), b = gpu_backend.grid_reports();
     REQUIRE(a.size() == 2);
     REQUIRE(b.size() == 2);
-    MESSAGE(fmt::format("{} particles, 6 turns, {}{}, callback every {}: bitwise equal {}/{}, state mismatches {}, "
+    MESSAGE(fmt::format("{} particles, 6 turns, {}{}, tile sort every {}, callback every {}: bitwise equal {}/{}, state "
+                        "mismatches {}, "
                         "max rel diff {:.3g}; outside the grids CPU {} + {}, GPU {} + {}; 2.5D grid x [{:.6g}, {:.6g}] m",
                         initial.size(), dispatch == Dispatch::Baked ? "baked" : "switch",
-                        run.host_poisson ? ", Poisson solve on the host" : "", callback_every,
+                        run.host_poisson ? ", Poisson solve on the host" : "", run.tile_sort_every, callback_every,
                         c.bitwise_equal, c.coordinates, c.state_mismatches, c.max_relative, a[0].outside_total,
                         a[1].outside_total, b[0].outside_total, b[1].outside_total, b[0].min[0], b[0].max[0]));
     CHECK(c.identical());
+    CHECK(gpu_backend.last_stats().tile_sorts == (run.tile_sort_every > 0 ? (6 + run.tile_sort_every - 1) / run.tile_sort_every : 0));
     for (size_t k = 0; k < 2; ++k) {
       CHECK(a[k].outside_total == b[k].outside_total);
       CHECK(a[k].min == b[k].min);
@@ -167,11 +175,17 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
   // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid
   // covers +-6 sigma transverse and +-4 sigma in zeta.
   const double sx = 3e-3, sy = 2e-3, sz = 2.0;
-  // Tile ordering (issue 23, "when it pays; measure it"): the same bunch in random order and sorted by grid tile
-  // once before the run. The beam is cold, so particles stay in their cells over the run: the sorted run is the
-  // best a code that keeps particles ordered by tile could gain in the segment kernel and the deposit.
-  for (const bool by_tile : {false, true})
+  // Tile ordering (issue 23, "when it pays; measure it"): the bunch in random order with the GPU's own tile sort
+  // (CudaBackendOptions::tile_sort_every: never, every turn, once per run of 5 turns), and sorted by grid tile once
+  // on the host before the run without the GPU's sort. The beam is cold, so particles stay in their cells over the
+  // run: sorting once keeps them in order for the whole run, an optimistic case for a real ring.
+  struct Config {
+    bool by_tile;
+    int sort_every;
+  };
+  for (const Config& config : {Config{false, 0}, Config{false, 1}, Config{false, 5}, Config{true, 0}})
   for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+    const bool by_tile = config.by_tile;
     json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0},      {"intensity", 1e11},   {"model", "2.5D"},
                {"nodes_x", 256},           {"nodes_y", 256},      {"nodes_zeta", 64},    {"x_min", -6 * sx},
                {"x_max", 6 * sx},          {"y_min", -6 * sy},    {"y_max", 6 * sy},     {"zeta_min", -4 * sz},
@@ -185,9 +199,13 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     // as in the tests above, a fifth of it drifted off the grid and deposited nothing).
     Particles p = gaussian_bunch(lattice.reference().beta0(), n, sx, sy, sz, 9, 1e-6);
     if (by_tile) p = ordered_by_tile(p, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz});
-    MESSAGE(std::string(by_tile ? "particles ordered by grid tile (zeta slice, y node, x node)" : "particles in random order"));
+    MESSAGE(fmt::format("{}; tile sort on the GPU every {} turns (0: never)",
+                        by_tile ? "particles ordered by grid tile (zeta slice, y node, x node) on the host"
+                                : "particles in random order",
+                        config.sort_every));
     CudaBackendOptions co;
     co.time_phases = true;
+    co.tile_sort_every = config.sort_every;
     CudaBackend gpu(lattice, co);
     TrackOptions o;
     o.turns = 1;
@@ -203,7 +221,7 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     ChargeGridReducer reducer(3, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz}, n);
     double deposit_seconds = 0;
     gpu_deposit(reducer, p, 0, &deposit_seconds);
-    const double per_turn = (s.segment_seconds + s.solve_seconds) / turns;
+    const double per_turn = (s.segment_seconds + s.solve_seconds + s.tile_sort_seconds) / turns;
     const double segment = s.segment_seconds / turns, solve_host = s.grid_solve_seconds / turns,
                  transfer = s.grid_transfer_seconds / turns;
     // Bytes the element moves on the device per particle (lower bound): the segment kernel reads and
@@ -214,10 +232,12 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
     const double bytes_turn = n * (bytes_particle + bytes_grid);
     MESSAGE(fmt::format(
         "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
-        "deposit) {:.3f} ms [of it the deposit alone: {:.3f} ms] + solve {:.3f} ms (Poisson solve {:.3f} ms, on the GPU "
-        "for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid down/fields up {:.3f} ms, {:.1f} MB)",
+        "deposit) {:.3f} ms [the deposit alone, random order, global atomics: {:.3f} ms] + solve {:.3f} ms (Poisson solve "
+        "{:.3f} ms, on the GPU for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid down/fields "
+        "up {:.3f} ms, {:.1f} MB) + tile sorts {:.3f} ms ({} sorts of {:.3f} ms)",
         fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
-        1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6));
+        1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6,
+        1e3 * s.tile_sort_seconds / turns, s.tile_sorts, s.tile_sorts ? 1e3 * s.tile_sort_seconds / s.tile_sorts : 0.0));
     MESSAGE(fmt::format(
         "fma {}: {:.4f} ns per particle per step (element), {:.4f} ns for the segment kernel alone; device bytes per "
         "particle-step >= {:.0f} (particle {:.0f}, grid atomics and gather {:.0f}): {:.2f} GB per step, {:.1f} GB/s "
@@ -225,6 +245,14 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
         fma == FmaMode::On ? "on" : "off", 1e9 * per_turn / n, 1e9 * segment / n, bytes_particle + bytes_grid,
         bytes_particle, bytes_grid, bytes_turn / 1e9, bytes_turn / segment / 1e9,
         100.0 * bytes_turn / segment / bandwidth, bandwidth / 1e9));
+    // The bytes the step must move at least: the particles read and written once (184 bytes each) and the grid's
+    // arrays once each way (integer charge, density, the two field components: 8 bytes a node each, written then
+    // read): the whole element (segment kernel, solve, sorts) against that HBM bound.
+    const double nodes = 256.0 * 256.0 * 64.0, bytes_needed = n * bytes_particle + nodes * 4.0 * 16.0;
+    MESSAGE(fmt::format("fma {}: the element at {:.1f} % of the HBM bound of the bytes it must move ({:.2f} GB per step: "
+                        "{:.3f} ms at the copy bandwidth)",
+                        fma == FmaMode::On ? "on" : "off", 100.0 * bytes_needed / bandwidth / per_turn, bytes_needed / 1e9,
+                        1e3 * bytes_needed / bandwidth));
     const auto reports = gpu.grid_reports();
     REQUIRE(reports.size() == 1);
     MESSAGE(fmt::format("outside the grid on the last turn: {} particles; max |E| {:.4g} V/m", reports[0].outside_last,

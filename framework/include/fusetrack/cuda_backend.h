@@ -49,6 +49,13 @@ struct CudaBackendOptions {
   /// Collective lattices: time the segment kernels and the solves separately (one device
   /// synchronisation per turn; for benchmarks).
   bool time_phases = false;
+  /// Lattices with a fixed-grid space-charge element (SpaceChargePIC): every this many turns the particles
+  /// are ordered by grid cell on the device (a counting sort; the original order comes back before they
+  /// leave it), and the deposit sums each block's charge in a window of the grid in shared memory before
+  /// adding it to the grid. 0: never (every deposit an atomic add to the grid). The results are the same
+  /// bits either way (integer charge). Needs memory for a second set of particle arrays; where there is
+  /// none, no sort. The environment setting FUSETRACK_TILE_SORT_EVERY overrides it (benchmarks).
+  int tile_sort_every = 0;
 };
 
 /// What the last track() call did, for benchmarks and reports.
@@ -69,6 +76,8 @@ struct CudaRunStats {
   std::vector<std::pair<KernelForm, double>> measured_element_passes_per_s;
   // Collective lattices with CudaBackendOptions::time_phases:
   double segment_seconds = 0.0;  // segment kernels (kick, elements, deposit)
+  double tile_sort_seconds = 0.0;  // the particles' tile sorts (CudaBackendOptions::tile_sort_every)
+  int tile_sorts = 0;
   double solve_seconds = 0.0;    // line density, convolution or FFT, field, multi-turn memory
   // Grid collective elements (space charge; always measured, wall time on the host): the integer
   // grid down, the sum over ranks, the Poisson solve on the host, the fields up.

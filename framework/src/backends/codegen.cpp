@@ -741,7 +741,7 @@ const char* kGridSegmentParameters = R"(,
     const double* __restrict__ kick_ex, const double* __restrict__ kick_ey, const double* __restrict__ kick_ez,
     long long kick_stride, ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
     ft::ChargeGridSpec deposit_spec, ft::ExtentScales extent, unsigned long long* __restrict__ extent_acc,
-    int grid_mode)";
+    int grid_mode, int grid_window)";
 
 /// The extra argument of the segment kernels of a lattice with slice-moment elements: the fixed-point
 /// scales of the deposit (SliceCentroidReducer's, so that the GPU sums the CPU's integers).
@@ -811,6 +811,71 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParti
     const int m = ft::charge_deposit(spec, pos, nodes, w);
     if (m == 0) atomicAdd(&acc[outside_slot], 1ull);
     for (int q = 0; q < m; ++q) atomicAdd(&acc[nodes[q]], w[q]);
+  }
+}
+
+// The particles ordered by grid tile on the GPU (CudaBackendOptions::tile_sort_every), a counting sort: each
+// particle's bucket (its cell's lower corner node with `shift` bits dropped; lost particles and those outside
+// the grid in the last bucket) counted, the counts turned into first slots, the particles scattered to their
+// bucket's slots in the second set of arrays with their original index. The order inside a bucket depends on
+// thread timing; no result does (every deposit is an integer sum, every other step per particle), and the
+// original order comes back before the particles leave the device (fusetrack_tile_restore).
+extern "C" __global__ void fusetrack_tile_keys(FtParticleArrays P, int n_particles, ft::ChargeGridSpec spec, int shift,
+                                               unsigned int last, unsigned int* __restrict__ key,
+                                               unsigned int* __restrict__ count) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles; i += (long long)gridDim.x * blockDim.x) {
+    long long cell = -1;
+    if (P.state[i] > 0) {
+      const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
+      cell = ft::charge_grid_cell(spec, pos);
+    }
+    const unsigned int k = cell < 0 ? last : static_cast<unsigned int>(cell >> shift);
+    key[i] = k;
+    atomicAdd(&count[k], 1u);
+  }
+}
+// Exclusive prefix sums of count[0, buckets) in place, one block of 1024 threads (a contiguous range each).
+extern "C" __global__ void __launch_bounds__(1024) fusetrack_tile_scan(unsigned int* __restrict__ count, unsigned int buckets) {
+  __shared__ unsigned int part[2][1024];
+  const unsigned int per = (buckets + 1023u) / 1024u, begin = threadIdx.x * per;
+  const unsigned int end = min(buckets, begin + per);
+  unsigned int sum = 0;
+  for (unsigned int b = begin; b < end; ++b) sum += count[b];
+  part[0][threadIdx.x] = sum;
+  __syncthreads();
+  int from = 0;
+  for (unsigned int d = 1; d < 1024u; d <<= 1) {  // inclusive scan of the partial sums
+    part[1 - from][threadIdx.x] = part[from][threadIdx.x] + (threadIdx.x >= d ? part[from][threadIdx.x - d] : 0u);
+    from = 1 - from;
+    __syncthreads();
+  }
+  unsigned int run = part[from][threadIdx.x] - sum;
+  for (unsigned int b = begin; b < end; ++b) {
+    const unsigned int c = count[b];
+    count[b] = run;
+    run += c;
+  }
+}
+extern "C" __global__ void fusetrack_tile_scatter(FtParticleArrays P, FtParticleArrays Q, int n_particles,
+                                                  const unsigned int* __restrict__ key, unsigned int* __restrict__ cursor,
+                                                  const int* __restrict__ origin, int* __restrict__ origin_out) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles; i += (long long)gridDim.x * blockDim.x) {
+    const unsigned int j = atomicAdd(&cursor[key[i]], 1u);
+    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
+    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
+    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
+    origin_out[j] = origin[i];
+  }
+}
+// The original order back: particle i of the sorted arrays to slot origin[i] of Q; origin_out becomes the identity.
+extern "C" __global__ void fusetrack_tile_restore(FtParticleArrays P, FtParticleArrays Q, int n_particles,
+                                                  const int* __restrict__ origin, int* __restrict__ origin_out) {
+  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles; i += (long long)gridDim.x * blockDim.x) {
+    const int j = origin[i];
+    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
+    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
+    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
+    origin_out[j] = j;
   }
 }
 )";
@@ -1127,6 +1192,24 @@ extern "C" __global__ void {3} {0}(
                     std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""),
                     segment_launch_bounds);
     const bool grid_deposit = is_grid(deposit);
+    if (grid_deposit)  // grid_window > 0 (particles sorted by tile, codegen.h): the block's deposit window
+      s += "  __shared__ long long ft_window_base_shared;\n"
+           "  long long ft_window_base = 0;\n"
+           "  const long long ft_window_layer = deposit_spec.dims == 3 ? static_cast<long long>(deposit_spec.n[0]) * deposit_spec.n[1] : 0;\n"
+           "  if (grid_mode == 1 && grid_window > 0) {\n"
+           "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x) ft_block_profile[w] = 0ull;\n"
+           "    if (threadIdx.x == 0) {  // one row before the cell of the chunk's first particle\n"
+           "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
+           "      long long cell = -1;\n"
+           "      if (first < n_particles && P.state[first] > 0) {\n"
+           "        const double ft_at[3] = {P.x[first], P.y[first], P.zeta[first]};\n"
+           "        cell = ft::charge_grid_cell(deposit_spec, ft_at);\n"
+           "      }\n"
+           "      ft_window_base_shared = cell > deposit_spec.n[0] ? cell - deposit_spec.n[0] : 0;\n"
+           "    }\n"
+           "    __syncthreads();\n"
+           "    ft_window_base = ft_window_base_shared;\n"
+           "  }\n";
     if (grid_deposit)
       s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
            "  if (grid_mode == 2) {\n"
@@ -1168,6 +1251,15 @@ extern "C" __global__ void {3} {0}(
       s += "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
            "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
            "  if (profile_in_shared == 2) {\n"
+           "    const long long chunk = ft::deposit_chunk(n_particles);\n"
+           "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
+           "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
+           "    ft_stride = blockDim.x;\n"
+           "  }\n";
+    else if (grid_deposit)  // a windowed grid deposit: each block a contiguous chunk of the particles
+      s += "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+           "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
+           "  if (grid_mode == 1 && grid_window > 0) {\n"
            "    const long long chunk = ft::deposit_chunk(n_particles);\n"
            "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
            "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
@@ -1256,7 +1348,15 @@ extern "C" __global__ void {3} {0}(
            "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
            "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
            "        if (m == 0) atomicAdd(&grid_acc[grid_outside_slot], 1ull);\n"
-           "        for (int q = 0; q < m; ++q) atomicAdd(&grid_acc[ft_nodes[q]], ft_w[q]);\n"
+           "        for (int q = 0; q < m; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
+           "          const long long w0 = ft_nodes[q] - ft_window_base, w1 = w0 - ft_window_layer;\n"
+           "          if (grid_window > 0 && w0 >= 0 && w0 < grid_window)\n"
+           "            ft::shared_add_u64(ft_block_profile, static_cast<int>(w0), ft_w[q]);\n"
+           "          else if (grid_window > 0 && ft_window_layer > 0 && w1 >= 0 && w1 < grid_window)\n"
+           "            ft::shared_add_u64(ft_block_profile, grid_window + static_cast<int>(w1), ft_w[q]);\n"
+           "          else\n"
+           "            atomicAdd(&grid_acc[ft_nodes[q]], ft_w[q]);\n"
+           "        }\n"
            "      } else if (grid_mode == 2) {  // moments of the adapted extent, summed in the thread first\n"
            "        long long ft_out[ft::kExtentAccumulators];\n"
            "        if (ft::extent_contributions(extent, ft_pos, ft_out)) {\n"
@@ -1290,6 +1390,14 @@ extern "C" __global__ void {3} {0}(
            "      else atomicAdd(&profile[bins[q]], weights[q]);\n"
            "    }\n";
     s += "  }\n";
+    if (grid_deposit)
+      s += "  if (grid_mode == 1 && grid_window > 0) {  // the window's integer sums into the grid\n"
+           "    __syncthreads();\n"
+           "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x)\n"
+           "      if (ft_block_profile[w])\n"
+           "        atomicAdd(&grid_acc[ft_window_base + (w < grid_window ? w : ft_window_layer + (w - grid_window))],\n"
+           "                  ft_block_profile[w]);\n"
+           "  }\n";
     if (grid_deposit)
       s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"
            "    for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (ft_extent_sum[a]) atomicAdd(&ft_block_extent[a], ft_extent_sum[a]);\n"

@@ -10,6 +10,8 @@
 #include <cstring>
 #include <fstream>
 #include <iostream>
+#include <limits>
+#include <memory>
 #include <tuple>
 
 #include <cufft.h>
@@ -96,6 +98,7 @@ struct CollectiveKernels {
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
   CUfunction grid_density = nullptr, grid_field_finish = nullptr;
+  CUfunction tile_keys = nullptr, tile_scan = nullptr, tile_scatter = nullptr, tile_restore = nullptr;
   KernelSource source;
 };
 
@@ -283,6 +286,8 @@ class DeviceParticleBuffers {
   DeviceParticleBuffers& operator=(const DeviceParticleBuffers&) = delete;
 
   DeviceParticles& arrays() { return m_dp; }
+  cuda::StagedCopier& copier() { return m_copier; }
+  CudaRunStats& stats() { return m_stats; }
   void upload(const Particles& p, size_t first, size_t count) {
     const auto t0 = std::chrono::steady_clock::now();
     for_each_particle_array(p, m_dp, [&](const auto& host, CUdeviceptr device) {
@@ -303,6 +308,110 @@ class DeviceParticleBuffers {
   cuda::StagedCopier& m_copier;
   CudaRunStats& m_stats;
   DeviceParticles m_dp{};
+};
+
+/// The particles of a collective run ordered by grid tile on the device (CudaBackendOptions::tile_sort_every):
+/// a counting sort by the cell of the first fixed-grid element (fusetrack_tile_keys, _scan, _scatter of
+/// the collective kernels) into a second set of arrays, each slot's original index carried along, and the
+/// original order restored before the particles leave the device. With it the fixed-grid deposits sum each
+/// block's charge in a window of the grid in shared memory first (window_nodes()). Not for bunch trains
+/// (their slice-moment deposits take each bunch's particles as one contiguous range), nor where device
+/// memory is short of a second set of arrays (then no sort: every deposit a global atomic add).
+class TileOrder {
+ public:
+  /// Particles per block of a windowed deposit, and the window: nodes from one row before the cell of the
+  /// block's first particle, in its zeta layer and the next (2 x 2048 words, 32 KiB of shared memory).
+  static constexpr size_t kChunk = 4096;
+  static constexpr int kWindowNodes = 2048;
+
+  TileOrder(const cuda::Driver& d, const std::vector<DeviceCollective>& collective, size_t n, int every_option)
+      : m_d(d), m_n(n) {
+    static const int every_from_env = [] {
+      const char* v = std::getenv("FUSETRACK_TILE_SORT_EVERY");
+      return v ? std::max(0, std::atoi(v)) : -1;
+    }();
+    m_every = every_from_env >= 0 ? every_from_env : std::max(0, every_option);
+    bool trains = false;
+    for (const DeviceCollective& c : collective) {
+      if (!m_grid && c.grid && !c.grid->adaptive()) m_grid = c.grid.get();
+      trains |= c.window_words > 0;
+    }
+    if (m_every == 0 || !m_grid || trains || n == 0 || n > static_cast<size_t>(std::numeric_limits<int>::max())) return;
+    const size_t cells = m_grid->node_count();
+    while ((cells >> m_shift) >= (size_t{1} << 22)) ++m_shift;  // at most 4M buckets
+    m_buckets = static_cast<unsigned>((cells >> m_shift) + 1);  // the last: lost or outside the grid
+    size_t free_bytes = 0, total_bytes = 0;
+    check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
+    const size_t need = n * (kBytesPerParticle + 3 * sizeof(int32_t)) + m_buckets * sizeof(uint32_t);
+    if (need > free_bytes / 10 * 8) return;
+    for (CUdeviceptr* p : {&m_key, &m_origin[0], &m_origin[1]}) check_alloc(d, p, n * sizeof(int32_t), "cuMemAlloc(tile sort)");
+    check_alloc(d, &m_count, m_buckets * sizeof(uint32_t), "cuMemAlloc(tile sort)");
+    std::vector<int32_t> identity(n);
+    for (size_t i = 0; i < n; ++i) identity[i] = static_cast<int32_t>(i);
+    check(d.memcpy_htod(m_origin[0], identity.data(), n * sizeof(int32_t)), "cuMemcpyHtoD(tile sort)");
+    m_enabled = true;
+  }
+  ~TileOrder() {
+    for (CUdeviceptr p : {m_key, m_count, m_origin[0], m_origin[1]})
+      if (p) m_d.mem_free(p);
+  }
+  TileOrder(const TileOrder&) = delete;
+  TileOrder& operator=(const TileOrder&) = delete;
+
+  /// A sort at the start of turn `done` (counted from the call's first).
+  bool due(int64_t done) const { return m_enabled && done % m_every == 0; }
+  /// The window of the fixed-grid deposits (0: none, the particles are not sorted).
+  int window_nodes() const { return m_enabled ? kWindowNodes : 0; }
+
+  void sort(const CollectiveKernels& kk, DeviceParticleBuffers& buffers, int multiprocessors) {
+    DeviceParticleBuffers& spare = spare_for(buffers);
+    int n = static_cast<int>(m_n);
+    check(m_d.memset_d8(m_count, 0, m_buckets * sizeof(uint32_t)), "cuMemset(tile sort)");
+    ChargeGridSpec spec = m_grid->spec();
+    unsigned last = m_buckets - 1, buckets = m_buckets;
+    void* key_args[] = {&buffers.arrays(), &n, &spec, &m_shift, &last, &m_key, &m_count};
+    launch(kk.tile_keys, blocks(multiprocessors), 256, key_args);
+    void* scan_args[] = {&m_count, &buckets};
+    launch(kk.tile_scan, 1, 1024, scan_args);
+    void* scatter_args[] = {&buffers.arrays(), &spare.arrays(), &n, &m_key, &m_count, &m_origin[0], &m_origin[1]};
+    launch(kk.tile_scatter, blocks(multiprocessors), 256, scatter_args);
+    std::swap(buffers.arrays(), spare.arrays());
+    std::swap(m_origin[0], m_origin[1]);
+    m_permuted = true;
+  }
+  /// The original order back (before a download).
+  void restore(const CollectiveKernels& kk, DeviceParticleBuffers& buffers, int multiprocessors) {
+    if (!m_permuted) return;
+    DeviceParticleBuffers& spare = spare_for(buffers);
+    int n = static_cast<int>(m_n);
+    void* args[] = {&buffers.arrays(), &spare.arrays(), &n, &m_origin[0], &m_origin[1]};
+    launch(kk.tile_restore, blocks(multiprocessors), 256, args);
+    std::swap(buffers.arrays(), spare.arrays());
+    std::swap(m_origin[0], m_origin[1]);
+    m_permuted = false;
+  }
+
+ private:
+  DeviceParticleBuffers& spare_for(DeviceParticleBuffers& buffers) {
+    if (!m_spare) m_spare = std::make_unique<DeviceParticleBuffers>(m_d, buffers.copier(), m_n, buffers.stats());
+    return *m_spare;
+  }
+  unsigned blocks(int multiprocessors) const {
+    return static_cast<unsigned>(std::min<size_t>((m_n + 255) / 256, static_cast<size_t>(multiprocessors) * 8));
+  }
+  void launch(CUfunction f, unsigned grid, unsigned threads, void** args) const {
+    check(m_d.launch_kernel(f, grid, 1, 1, threads, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel(tile sort)");
+  }
+
+  const cuda::Driver& m_d;
+  size_t m_n = 0;
+  int m_every = 0;
+  const GridCollectiveSolver* m_grid = nullptr;
+  int m_shift = 0;
+  unsigned m_buckets = 0;
+  bool m_enabled = false, m_permuted = false;
+  CUdeviceptr m_key = 0, m_count = 0, m_origin[2] = {0, 0};
+  std::unique_ptr<DeviceParticleBuffers> m_spare;
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -1060,6 +1169,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       check(d.module_get_function(&kk.grid_deposit, kk.module, "fusetrack_grid_deposit"), "cuModuleGetFunction");
       check(d.module_get_function(&kk.grid_density, kk.module, "fusetrack_grid_density"), "cuModuleGetFunction");
       check(d.module_get_function(&kk.grid_field_finish, kk.module, "fusetrack_grid_field_finish"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.tile_keys, kk.module, "fusetrack_tile_keys"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.tile_scan, kk.module, "fusetrack_tile_scan"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.tile_scatter, kk.module, "fusetrack_tile_scatter"), "cuModuleGetFunction");
+      check(d.module_get_function(&kk.tile_restore, kk.module, "fusetrack_tile_restore"), "cuModuleGetFunction");
     }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
@@ -1090,6 +1203,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
   DeviceParticleBuffers buffers(d, *impl.staging, n, m_stats);
   DeviceParticles& dp = buffers.arrays();
+  TileOrder tiles(d, impl.collective, n, m_options.tile_sort_every);
   // Particles made on the device have a host copy only once one is asked for (ids first + i).
   auto host_particles = [&]() -> Particles& {
     if (source && particles.size() != n) particles = host_arrays_for(source->share);
@@ -1109,6 +1223,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       const unsigned blocks = std::min(blocks_for(n, 256), static_cast<unsigned>(m_gpu.multiprocessors) * 8u);
       check(d.launch_kernel(kk.derive_energy, blocks, 1, 1, 256, 1, 1, 0, nullptr, args, nullptr), "cuLaunchKernel");
     }
+    tiles.restore(kk, buffers, m_gpu.multiprocessors);
     buffers.download(host_particles(), 0, n);
   };
   auto down_snapshots = [&] {
@@ -1373,10 +1488,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                           : impl.collective[deposit_c].profile_in_shared    ? 1
                           : impl.collective[deposit_c].window_words > 0 ? 2
                                                                             : 0;
-    const unsigned shared = static_cast<unsigned>(in_shared == 1   ? impl.collective[deposit_c].deposit_words
-                                                  : in_shared == 2 ? impl.collective[deposit_c].window_words
-                                                                   : 0) *
-                            8u;
+    unsigned shared = static_cast<unsigned>(in_shared == 1   ? impl.collective[deposit_c].deposit_words
+                                            : in_shared == 2 ? impl.collective[deposit_c].window_words
+                                                             : 0) *
+                      8u;
     if (deposit && (impl.collective[deposit_c].solver || impl.collective[deposit_c].moments))
       check(d.memset_d8(profile, 0, impl.collective[deposit_c].deposit_words * sizeof(uint64_t)), "cuMemset(profile)");
     SliceMomentScales deposit_scales{};
@@ -1388,7 +1503,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     ChargeGridSpec kick_grid{}, deposit_spec{};
     ExtentScales extent{};
     long long outside_slot = 0;
-    int grid_mode = 0;
+    int grid_mode = 0, grid_window = 0;
     if (kick && impl.collective[kick_c].grid) {
       const DeviceCollective& kc = impl.collective[kick_c];
       kick_ex = kc.ex, kick_ey = kc.ey, kick_ez = kc.ez, kick_stride = kc.field_stride;
@@ -1403,6 +1518,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         check(d.memset_d8(extent_acc, 0, (kExtentAccumulators + 1) * sizeof(uint64_t)), "cuMemset(grid extent)");
       } else {
         grid_mode = 1;
+        grid_window = tiles.window_nodes();
         deposit_spec = dc.grid->spec();
         grid_acc = dc.grid_acc;
         outside_slot = static_cast<long long>(dc.grid->node_count());
@@ -1415,7 +1531,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     void* grid_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
                          const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load,
                          &kick_ex, &kick_ey, &kick_ez, &kick_stride, &kick_grid, &grid_acc, &outside_slot,
-                         &deposit_spec, &extent, &extent_acc, &grid_mode};
+                         &deposit_spec, &extent, &extent_acc, &grid_mode, &grid_window};
     std::vector<void*> args_all(any_grid ? std::begin(grid_args) : std::begin(profile_args),
                                 any_grid ? std::end(grid_args) : std::end(profile_args));
     if (any_moments) args_all.push_back(&deposit_scales);  // kMomentSegmentParameters (codegen)
@@ -1423,11 +1539,15 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     // Resident blocks per multiprocessor: 8 of 256 threads, fewer when the block's profile in shared
     // memory would not leave room for 8 (about 200 KiB of shared memory per SM on sm_90).
     // FUSETRACK_BLOCKS_PER_SM overrides it (benchmarks of the occupancy).
+    // A windowed grid deposit (particles ordered by tile): the window in shared memory, a chunk of about
+    // TileOrder::kChunk particles per block.
+    const bool grid_windowed = grid_window > 0;
+    if (grid_windowed) shared = static_cast<unsigned>(2 * grid_window) * 8u;
     const unsigned per_sm = blocks_per_sm_override > 0
                                 ? blocks_per_sm_override
-                                : (in_shared ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
-    const unsigned blocks =
-        std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
+                                : (in_shared || grid_windowed ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
+    unsigned blocks = std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
+    if (grid_windowed) blocks = std::max(blocks, static_cast<unsigned>((n + TileOrder::kChunk - 1) / TileOrder::kChunk));
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
     // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit
@@ -1456,6 +1576,18 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   };
   for (int64_t done = 0; done < options.turns && n > 0;) {
     const int turn = static_cast<int>(options.first_turn + done);
+    if (tiles.due(done)) {
+      if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
+      tiles.sort(kk, buffers, m_gpu.multiprocessors);
+      ++m_stats.tile_sorts;
+      if (m_options.time_phases) {
+        check(d.event_record(ev[2], nullptr), "cuEventRecord");
+        check(d.event_synchronize(ev[2]), "tile sort");
+        float ms = 0;
+        d.event_elapsed_time(&ms, ev[1], ev[2]);
+        m_stats.tile_sort_seconds += ms * 1e-3;
+      }
+    }
     full_load = done == 0 || always_full ? 1 : 0;
     const bool callback_after = options.callback && ((done + 1) % every == 0 || done + 1 == options.turns);
     const bool fuse_tail = done + 1 < options.turns && !callback_after;
