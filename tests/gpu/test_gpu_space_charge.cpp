@@ -234,10 +234,12 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
         "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
         "deposit) {:.3f} ms [the deposit alone, random order, global atomics: {:.3f} ms] + solve {:.3f} ms (Poisson solve "
         "{:.3f} ms, on the GPU for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid down/fields "
-        "up {:.3f} ms, {:.1f} MB) + tile sorts {:.3f} ms ({} sorts of {:.3f} ms)",
+        "up {:.3f} ms, {:.1f} MB) + tile sorts {:.3f} ms ({} sorts of {:.3f} ms: counts {:.3f}, slots {:.3f}, move {:.3f})",
         fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
         1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6,
-        1e3 * s.tile_sort_seconds / turns, s.tile_sorts, s.tile_sorts ? 1e3 * s.tile_sort_seconds / s.tile_sorts : 0.0));
+        1e3 * s.tile_sort_seconds / turns, s.tile_sorts, s.tile_sorts ? 1e3 * s.tile_sort_seconds / s.tile_sorts : 0.0,
+        1e3 * s.tile_sort_phase_seconds[0] / std::max(s.tile_sorts, 1), 1e3 * s.tile_sort_phase_seconds[1] / std::max(s.tile_sorts, 1),
+        1e3 * s.tile_sort_phase_seconds[2] / std::max(s.tile_sorts, 1)));
     MESSAGE(fmt::format(
         "fma {}: {:.4f} ns per particle per step (element), {:.4f} ns for the segment kernel alone; device bytes per "
         "particle-step >= {:.0f} (particle {:.0f}, grid atomics and gather {:.0f}): {:.2f} GB per step, {:.1f} GB/s "

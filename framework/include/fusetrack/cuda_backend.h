@@ -78,6 +78,8 @@ struct CudaRunStats {
   double segment_seconds = 0.0;  // segment kernels (kick, elements, deposit)
   double tile_sort_seconds = 0.0;  // the particles' tile sorts (CudaBackendOptions::tile_sort_every)
   int tile_sorts = 0;
+  /// Their phases (host wall time, synchronised): counts and prefix sums, slots, the particles' move.
+  double tile_sort_phase_seconds[3] = {0.0, 0.0, 0.0};
   double solve_seconds = 0.0;    // line density, convolution or FFT, field, multi-turn memory
   // Grid collective elements (space charge; always measured, wall time on the host): the integer
   // grid down, the sum over ranks, the Poisson solve on the host, the fields up.

@@ -98,7 +98,8 @@ struct CollectiveKernels {
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
   CUfunction grid_density = nullptr, grid_field_finish = nullptr;
-  CUfunction tile_keys = nullptr, tile_scan = nullptr, tile_scatter = nullptr, tile_restore = nullptr;
+  CUfunction tile_keys = nullptr, tile_scan_blocks = nullptr, tile_scan_sums = nullptr, tile_scan_add = nullptr,
+             tile_slots = nullptr, tile_gather = nullptr, tile_restore = nullptr;
   KernelSource source;
 };
 
@@ -323,8 +324,11 @@ class TileOrder {
   /// block's first particle, in its zeta layer and the next (2 x 2048 words, 32 KiB of shared memory).
   static constexpr size_t kChunk = 4096;
   static constexpr int kWindowNodes = 2048;
+  /// Buckets per block of the prefix sums (FT_TILE_SCAN_PER_THREAD x 1024 threads), at most 1024 blocks.
+  static constexpr unsigned kScanBlock = 4096, kMaxScanBlocks = 1024;
 
-  TileOrder(const cuda::Driver& d, const std::vector<DeviceCollective>& collective, size_t n, int every_option)
+  TileOrder(const cuda::Driver& d, const std::vector<DeviceCollective>& collective, DeviceParticleBuffers& buffers,
+            size_t n, int every_option)
       : m_d(d), m_n(n) {
     static const int every_from_env = [] {
       const char* v = std::getenv("FUSETRACK_TILE_SORT_EVERY");
@@ -338,21 +342,24 @@ class TileOrder {
     }
     if (m_every == 0 || !m_grid || trains || n == 0 || n > static_cast<size_t>(std::numeric_limits<int>::max())) return;
     const size_t cells = m_grid->node_count();
-    while ((cells >> m_shift) >= (size_t{1} << 22)) ++m_shift;  // at most 4M buckets
+    while ((cells >> m_shift) >= size_t{kScanBlock} * kMaxScanBlocks) ++m_shift;  // at most 4M buckets
     m_buckets = static_cast<unsigned>((cells >> m_shift) + 1);  // the last: lost or outside the grid
     size_t free_bytes = 0, total_bytes = 0;
     check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
-    const size_t need = n * (kBytesPerParticle + 3 * sizeof(int32_t)) + m_buckets * sizeof(uint32_t);
+    const size_t need = n * (kBytesPerParticle + 4 * sizeof(int32_t)) + m_buckets * sizeof(uint32_t);
     if (need > free_bytes / 10 * 8) return;
-    for (CUdeviceptr* p : {&m_key, &m_origin[0], &m_origin[1]}) check_alloc(d, p, n * sizeof(int32_t), "cuMemAlloc(tile sort)");
+    for (CUdeviceptr* p : {&m_key, &m_source, &m_origin[0], &m_origin[1]})
+      check_alloc(d, p, n * sizeof(int32_t), "cuMemAlloc(tile sort)");
     check_alloc(d, &m_count, m_buckets * sizeof(uint32_t), "cuMemAlloc(tile sort)");
+    check_alloc(d, &m_sums, kMaxScanBlocks * sizeof(uint32_t), "cuMemAlloc(tile sort)");
     std::vector<int32_t> identity(n);
     for (size_t i = 0; i < n; ++i) identity[i] = static_cast<int32_t>(i);
     check(d.memcpy_htod(m_origin[0], identity.data(), n * sizeof(int32_t)), "cuMemcpyHtoD(tile sort)");
+    m_spare = std::make_unique<DeviceParticleBuffers>(d, buffers.copier(), n, buffers.stats());
     m_enabled = true;
   }
   ~TileOrder() {
-    for (CUdeviceptr p : {m_key, m_count, m_origin[0], m_origin[1]})
+    for (CUdeviceptr p : {m_key, m_source, m_count, m_sums, m_origin[0], m_origin[1]})
       if (p) m_d.mem_free(p);
   }
   TileOrder(const TileOrder&) = delete;
@@ -363,18 +370,36 @@ class TileOrder {
   /// The window of the fixed-grid deposits (0: none, the particles are not sorted).
   int window_nodes() const { return m_enabled ? kWindowNodes : 0; }
 
-  void sort(const CollectiveKernels& kk, DeviceParticleBuffers& buffers, int multiprocessors) {
-    DeviceParticleBuffers& spare = spare_for(buffers);
+  /// `phase_seconds` (optional, synchronising after each phase): the counts and their prefix sums, the
+  /// slots, the particles' move.
+  void sort(const CollectiveKernels& kk, DeviceParticleBuffers& buffers, int multiprocessors, double* phase_seconds) {
+    DeviceParticleBuffers& spare = *m_spare;
     int n = static_cast<int>(m_n);
+    auto t = std::chrono::steady_clock::now();
+    auto phase = [&](int k) {
+      if (!phase_seconds) return;
+      check(m_d.ctx_synchronize(), "tile sort");
+      const auto now = std::chrono::steady_clock::now();
+      phase_seconds[k] += std::chrono::duration<double>(now - t).count();
+      t = now;
+    };
     check(m_d.memset_d8(m_count, 0, m_buckets * sizeof(uint32_t)), "cuMemset(tile sort)");
     ChargeGridSpec spec = m_grid->spec();
-    unsigned last = m_buckets - 1, buckets = m_buckets;
+    unsigned last = m_buckets - 1, buckets = m_buckets, scan_blocks = (m_buckets + kScanBlock - 1) / kScanBlock;
     void* key_args[] = {&buffers.arrays(), &n, &spec, &m_shift, &last, &m_key, &m_count};
     launch(kk.tile_keys, blocks(multiprocessors), 256, key_args);
-    void* scan_args[] = {&m_count, &buckets};
-    launch(kk.tile_scan, 1, 1024, scan_args);
-    void* scatter_args[] = {&buffers.arrays(), &spare.arrays(), &n, &m_key, &m_count, &m_origin[0], &m_origin[1]};
-    launch(kk.tile_scatter, blocks(multiprocessors), 256, scatter_args);
+    void* scan_args[] = {&m_count, &buckets, &m_sums};
+    launch(kk.tile_scan_blocks, scan_blocks, 1024, scan_args);
+    void* sums_args[] = {&m_sums, &scan_blocks};
+    launch(kk.tile_scan_sums, 1, 1024, sums_args);
+    launch(kk.tile_scan_add, (m_buckets + 255) / 256, 256, scan_args);
+    phase(0);
+    void* slot_args[] = {&n, &m_key, &m_count, &m_source};
+    launch(kk.tile_slots, blocks(multiprocessors), 256, slot_args);
+    phase(1);
+    void* gather_args[] = {&buffers.arrays(), &spare.arrays(), &n, &m_source, &m_origin[0], &m_origin[1]};
+    launch(kk.tile_gather, blocks(multiprocessors), 256, gather_args);
+    phase(2);
     std::swap(buffers.arrays(), spare.arrays());
     std::swap(m_origin[0], m_origin[1]);
     m_permuted = true;
@@ -382,7 +407,7 @@ class TileOrder {
   /// The original order back (before a download).
   void restore(const CollectiveKernels& kk, DeviceParticleBuffers& buffers, int multiprocessors) {
     if (!m_permuted) return;
-    DeviceParticleBuffers& spare = spare_for(buffers);
+    DeviceParticleBuffers& spare = *m_spare;
     int n = static_cast<int>(m_n);
     void* args[] = {&buffers.arrays(), &spare.arrays(), &n, &m_origin[0], &m_origin[1]};
     launch(kk.tile_restore, blocks(multiprocessors), 256, args);
@@ -392,10 +417,6 @@ class TileOrder {
   }
 
  private:
-  DeviceParticleBuffers& spare_for(DeviceParticleBuffers& buffers) {
-    if (!m_spare) m_spare = std::make_unique<DeviceParticleBuffers>(m_d, buffers.copier(), m_n, buffers.stats());
-    return *m_spare;
-  }
   unsigned blocks(int multiprocessors) const {
     return static_cast<unsigned>(std::min<size_t>((m_n + 255) / 256, static_cast<size_t>(multiprocessors) * 8));
   }
@@ -410,7 +431,7 @@ class TileOrder {
   int m_shift = 0;
   unsigned m_buckets = 0;
   bool m_enabled = false, m_permuted = false;
-  CUdeviceptr m_key = 0, m_count = 0, m_origin[2] = {0, 0};
+  CUdeviceptr m_key = 0, m_source = 0, m_count = 0, m_sums = 0, m_origin[2] = {0, 0};
   std::unique_ptr<DeviceParticleBuffers> m_spare;
 };
 
@@ -1169,10 +1190,12 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       check(d.module_get_function(&kk.grid_deposit, kk.module, "fusetrack_grid_deposit"), "cuModuleGetFunction");
       check(d.module_get_function(&kk.grid_density, kk.module, "fusetrack_grid_density"), "cuModuleGetFunction");
       check(d.module_get_function(&kk.grid_field_finish, kk.module, "fusetrack_grid_field_finish"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.tile_keys, kk.module, "fusetrack_tile_keys"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.tile_scan, kk.module, "fusetrack_tile_scan"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.tile_scatter, kk.module, "fusetrack_tile_scatter"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.tile_restore, kk.module, "fusetrack_tile_restore"), "cuModuleGetFunction");
+      const std::pair<CUfunction*, const char*> tile_kernels[] = {
+          {&kk.tile_keys, "fusetrack_tile_keys"},         {&kk.tile_scan_blocks, "fusetrack_tile_scan_blocks"},
+          {&kk.tile_scan_sums, "fusetrack_tile_scan_sums"}, {&kk.tile_scan_add, "fusetrack_tile_scan_add"},
+          {&kk.tile_slots, "fusetrack_tile_slots"},       {&kk.tile_gather, "fusetrack_tile_gather"},
+          {&kk.tile_restore, "fusetrack_tile_restore"}};
+      for (const auto& [fn, name] : tile_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
     }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
@@ -1203,7 +1226,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   m_stats.setup_seconds = seconds_since(setup_start) - m_stats.compile_seconds;
   DeviceParticleBuffers buffers(d, *impl.staging, n, m_stats);
   DeviceParticles& dp = buffers.arrays();
-  TileOrder tiles(d, impl.collective, n, m_options.tile_sort_every);
+  TileOrder tiles(d, impl.collective, buffers, n, m_options.tile_sort_every);
   // Particles made on the device have a host copy only once one is asked for (ids first + i).
   auto host_particles = [&]() -> Particles& {
     if (source && particles.size() != n) particles = host_arrays_for(source->share);
@@ -1578,7 +1601,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     const int turn = static_cast<int>(options.first_turn + done);
     if (tiles.due(done)) {
       if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
-      tiles.sort(kk, buffers, m_gpu.multiprocessors);
+      tiles.sort(kk, buffers, m_gpu.multiprocessors, m_options.time_phases ? m_stats.tile_sort_phase_seconds : nullptr);
       ++m_stats.tile_sorts;
       if (m_options.time_phases) {
         check(d.event_record(ev[2], nullptr), "cuEventRecord");

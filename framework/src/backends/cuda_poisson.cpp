@@ -57,7 +57,7 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
     const double* spec, long long spec_layer, int components, const double* g0, const double* g1, const double* g2,
     double* w0, double* w1, double* w2, const double* tw_fwd, const double* tw_inv) {
   extern __shared__ double z[];
-  const int m = p.m[axis], log2m = p.log2m[axis], n = p.n[axis], half_m = m / 2;
+  const int m = p.m[axis], log2m = p.log2m[axis], n = p.n[axis];
   const long long groups = (lines + columns - 1) / columns;
   const long long layer = blockIdx.x / groups, l0 = (blockIdx.x % groups) * columns;
   const int count = static_cast<int>(min(static_cast<long long>(columns), lines - l0));
@@ -76,10 +76,7 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
     zf[2 * m * c + 2 * at + 1] = s[2 * q + 1];
   }
   __syncthreads();
-  for (int half = 1; half < m; half <<= 1) {
-    for (int b = tid; b < half_m * count; b += nt) ft::fft_butterfly(zf + 2 * m * (b / half_m), tw_fwd, m, half, b % half_m);
-    __syncthreads();
-  }
+  ft::poisson_block_stages_lines(zf, tw_fwd, m, count, tid, nt);
   const double* green[3] = {g0, g1, g2};
   double* out[3] = {w0, w1, w2};
   for (int comp = 0; comp < components; ++comp) {
@@ -91,10 +88,7 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
                                      &zc[2 * m * c + 2 * at + 1]);
     }
     __syncthreads();
-    for (int half = 1; half < m; half <<= 1) {
-      for (int b = tid; b < half_m * count; b += nt) ft::fft_butterfly(zc + 2 * m * (b / half_m), tw_inv, m, half, b % half_m);
-      __syncthreads();
-    }
+    ft::poisson_block_stages_lines(zc, tw_inv, m, count, tid, nt);
     double* w = out[comp] + layer * spec_layer;
     for (int k = tid; k < n * count; k += nt) {
       const int j = k / count, c = k % count;
@@ -218,6 +212,10 @@ struct GpuPoissonSolver::Impl {
     return static_cast<unsigned>((count + kThreads - 1) / kThreads);
   }
 
+  /// Threads of a block transforming `count` lines of m points: one per eight points (a register group of
+  /// poisson_block_stages_lines), 64 to 256.
+  static unsigned line_threads(int m, int count) { return static_cast<unsigned>(std::clamp(m / 8 * count, 64, 256)); }
+
   PoissonLines lines_shape() const {
     PoissonLines p{};
     for (int d = 0; d < 3; ++d) {
@@ -231,7 +229,7 @@ struct GpuPoissonSolver::Impl {
 
   /// Launches one block per line and layer with the line in shared memory.
   void launch_lines(const char* kernel, long long count, int m, void** args) {
-    gpu.launch_blocks(gpu.function(kernel), static_cast<unsigned>(count * layers), kThreads,
+    gpu.launch_blocks(gpu.function(kernel), static_cast<unsigned>(count * layers), line_threads(m, 1),
                       static_cast<unsigned>(2 * m * sizeof(double)), args);
   }
 
@@ -261,7 +259,8 @@ struct GpuPoissonSolver::Impl {
                   w1 = component_work[1], w2 = component_work[T - 1], twf = tw_fwd[axis], twi = tw_inv[axis];
       void* args[] = {&p, &axis, &count, &columns, &s, &spec_layer, &components, &g0, &g1, &g2, &w0, &w1, &w2, &twf, &twi};
       const long long groups = (count + columns - 1) / columns;
-      gpu.launch_blocks(gpu.function("ft_poisson_convolve_last"), static_cast<unsigned>(groups * layers), kThreads,
+      gpu.launch_blocks(gpu.function("ft_poisson_convolve_last"), static_cast<unsigned>(groups * layers),
+                        line_threads(M[axis], columns),
                         convolve_shared, args);
     }
     for (int c = 0; c < T; ++c) {

@@ -142,12 +142,80 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
   return (static_cast<long long>(p.n[1]) * p.n[2] + 1) / 2;
 }
 
-/// The radix-2 stages of a line of m values in z (bit-reversed order), butterflies over the threads.
-FT_FUNCTION void poisson_block_stages(double* z, const double* tw, int m, int tid, int nt) {
-  for (int half = 1; half < m; half <<= 1) {
-    for (int b = tid; b < m / 2; b += nt) fft_butterfly(z, tw, m, half, b);
+/// The radix-2 stages of `count` lines of m values (line c at z + 2 m c, bit-reversed order), spread over
+/// the threads: the stages of half 1, 2 and 4 one at a time (fft_butterfly), then the later ones three per
+/// pass: a thread takes the eight values a pass's butterflies combine (stride half0, the pass's first half)
+/// into registers and applies the three stages' butterflies to them with fft_butterfly's arithmetic and
+/// twiddles. The same operations on the same values as poisson_fft_line, stage after stage: the same bits
+/// (the tests compare them), with one barrier and one round trip through shared memory per pass instead of
+/// per stage. (The first three stages stay single: a thread's eight values would be adjacent, and a warp's
+/// loads would all fall into one shared-memory bank.)
+FT_FUNCTION void poisson_block_stages_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
+  const int half_m = m / 2;
+  int half0 = 1;
+  for (; half0 < m && half0 < 8; half0 <<= 1) {
+    for (int b = tid; b < half_m * count; b += nt) fft_butterfly(z + 2 * m * (b / half_m), tw, m, half0, b % half_m);
     FT_BLOCK_SYNC();
   }
+  while (half0 < m) {
+    int stages = 0, span = half0;
+    while (stages < 3 && span < m) {
+      span <<= 1;
+      ++stages;
+    }
+    const int group = 1 << stages, tasks = m / group;
+    for (int task = tid; task < tasks * count; task += nt) {
+      double* x = z + 2 * m * (task / tasks);
+      const int t = task % tasks, base = (t / half0) * span + t % half0;
+      double re[8], im[8];
+#if defined(FT_DEVICE_COMPILE)
+#pragma unroll
+#endif
+      for (int k = 0; k < 8; ++k)
+        if (k < group) {
+          re[k] = x[2 * (base + k * half0)];
+          im[k] = x[2 * (base + k * half0) + 1];
+        }
+#if defined(FT_DEVICE_COMPILE)
+#pragma unroll
+#endif
+      for (int st = 0; st < 3; ++st) {
+        const int half = half0 << st, dk = 1 << st;
+#if defined(FT_DEVICE_COMPILE)
+#pragma unroll
+#endif
+        for (int k = 0; k < 8; ++k)
+          if (st < stages && k < group && !(k & dk)) {  // values k and k + dk: i and i + half
+            const int pos = (base + k * half0) & (half - 1);
+            const int w = pos * (m / (2 * half));
+            const double wr = tw[2 * w], wi = tw[2 * w + 1];
+            const double xr = re[k + dk], xi = im[k + dk];
+            const double tr = wr * xr - wi * xi;
+            const double ti = wr * xi + wi * xr;
+            const double ur = re[k], ui = im[k];
+            re[k] = ur + tr;
+            im[k] = ui + ti;
+            re[k + dk] = ur - tr;
+            im[k + dk] = ui - ti;
+          }
+      }
+#if defined(FT_DEVICE_COMPILE)
+#pragma unroll
+#endif
+      for (int k = 0; k < 8; ++k)
+        if (k < group) {
+          x[2 * (base + k * half0)] = re[k];
+          x[2 * (base + k * half0) + 1] = im[k];
+        }
+    }
+    FT_BLOCK_SYNC();
+    half0 = span;
+  }
+}
+
+/// The radix-2 stages of a line of m values in z (bit-reversed order), butterflies over the threads.
+FT_FUNCTION void poisson_block_stages(double* z, const double* tw, int m, int tid, int nt) {
+  poisson_block_stages_lines(z, tw, m, 1, tid, nt);
 }
 
 /// Forward x transform of rows 2 pair and 2 pair + 1 of the real block `in` (row length n0, zero
