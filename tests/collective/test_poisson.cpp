@@ -610,9 +610,9 @@ std::vector<std::vector<double>> emulate_gpu_reproducible(const PoissonSolver& s
 
 }  // namespace
 
-TEST_CASE("Poisson: the line stages three per pass (poisson_block_stages_lines) give the bits of the stage-by-stage FFT") {
-  // poisson_fft_line runs fft_butterfly stage after stage; the block stages regroup the later stages three per
-  // pass in registers. Every length of the solver (2 .. 2048), one line and three side by side, forward and
+TEST_CASE("Poisson: the line stages three per pass (the GPU's poisson_stages_grouped_lines) give the bits of the stage-by-stage FFT") {
+  // poisson_fft_line runs fft_butterfly stage after stage; the GPU's block stages regroup the later stages three
+  // per pass in registers (run here on the host, one thread). Every length of the solver (2 .. 2048), one line and three side by side, forward and
   // inverse twiddles (cos, -+sin(2 pi k / m), as the solver's tables).
   std::mt19937_64 rng(29);
   std::uniform_real_distribution<double> u(-1.0, 1.0);
@@ -629,7 +629,7 @@ TEST_CASE("Poisson: the line stages three per pass (poisson_block_stages_lines) 
         for (double& v : z) v = u(rng);
         std::vector<double> reference = z;
         for (int c = 0; c < count; ++c) poisson_fft_line(reference.data() + 2 * m * c, tw.data(), m);
-        poisson_block_stages_lines(z.data(), tw.data(), m, count, 0, 1);
+        poisson_stages_grouped_lines(z.data(), tw.data(), m, count, 0, 1);
         for (size_t i = 0; i < z.size(); ++i) {
           ++compared;
           equal += std::memcmp(&z[i], &reference[i], sizeof(double)) == 0 ? 1 : 0;

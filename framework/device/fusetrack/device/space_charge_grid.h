@@ -149,8 +149,9 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
 /// twiddles. The same operations on the same values as poisson_fft_line, stage after stage: the same bits
 /// (the tests compare them), with one barrier and one round trip through shared memory per pass instead of
 /// per stage. (The first three stages stay single: a thread's eight values would be adjacent, and a warp's
-/// loads would all fall into one shared-memory bank.)
-FT_FUNCTION void poisson_block_stages_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
+/// loads would all fall into one shared-memory bank.) The GPU's form (poisson_block_stages_lines); on the
+/// host, one thread, the stages one by one are faster.
+FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
   const int half_m = m / 2;
   int half0 = 1;
   for (; half0 < m && half0 < 8; half0 <<= 1) {
@@ -211,6 +212,18 @@ FT_FUNCTION void poisson_block_stages_lines(double* z, const double* tw, int m, 
     FT_BLOCK_SYNC();
     half0 = span;
   }
+}
+
+/// The radix-2 stages of `count` lines of m values (line c at z + 2 m c, bit-reversed order), butterflies
+/// over the threads: poisson_stages_grouped_lines on the GPU, stage after stage on the host (the same bits).
+FT_FUNCTION void poisson_block_stages_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
+#if defined(FT_DEVICE_COMPILE)
+  poisson_stages_grouped_lines(z, tw, m, count, tid, nt);
+#else
+  for (int c = 0; c < count; ++c)
+    for (int half = 1; half < m; half <<= 1)
+      for (int b = tid; b < m / 2; b += nt) fft_butterfly(z + 2 * m * c, tw, m, half, b);
+#endif
 }
 
 /// The radix-2 stages of a line of m values in z (bit-reversed order), butterflies over the threads.
