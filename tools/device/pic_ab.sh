@@ -22,12 +22,17 @@ fi
 echo "== builds $((SECONDS - t0)) s" | tee "$OUT/pic_ab.log"
 (cd build-gpu && ./bin/test_gpu -tc="GPU Poisson solver*,space charge PIC on the GPU: fma*" 2>&1 \
   | grep -E "MESSAGE|ERROR|FAILED|CRASHED|values|test cases|assertions|Status" -A1) | tee -a "$OUT/pic_ab.log"
+# BENCH_ENVS: ';'-separated environment settings, the benchmarks run once with each (e.g. "FUSETRACK_L2_PERSIST=0;").
+IFS=';' read -ra ENVS <<< "${BENCH_ENVS:-}"
+[ ${#ENVS[@]} -eq 0 ] && ENVS=("")
 for tree in $TREES; do
   D=$ROOT/build-gpu
   [ "$tree" = base ] && D=$ROOT/.carry/base/build-gpu
-  echo "== $tree: benchmarks" | tee -a "$OUT/pic_ab.log"
-  (cd "$D" && OMP_NUM_THREADS=$(nproc) ./bin/test_gpu \
-    -tc="${BENCH_FILTER:-GPU Poisson solve time*,space charge PIC on the GPU: benchmark*}" --no-skip 2>&1 \
-    | grep -E "GPU solve|particles in random|ordered by grid|fma o(n|ff):|outside|ERROR|test cases") | tee -a "$OUT/pic_ab.log"
+  for setting in "${ENVS[@]}"; do
+    echo "== $tree: benchmarks ${setting}" | tee -a "$OUT/pic_ab.log"
+    (cd "$D" && env $setting OMP_NUM_THREADS=$(nproc) ./bin/test_gpu \
+      -tc="${BENCH_FILTER:-GPU Poisson solve time*,space charge PIC on the GPU: benchmark*}" --no-skip 2>&1 \
+      | grep -E "GPU solve|particles in random|ordered by grid|fma o(n|ff):|outside|ERROR|test cases") | tee -a "$OUT/pic_ab.log"
+  done
 done
 echo "== total $((SECONDS - t0)) s" | tee -a "$OUT/pic_ab.log"

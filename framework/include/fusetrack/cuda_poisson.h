@@ -29,9 +29,11 @@ class GpuPoissonSolver {
   /// Host arrays as PoissonSolver::solve (uploaded, solved, downloaded). `seconds` (optional): the
   /// device solve's wall time, transfers excluded.
   void solve(const double* rho, double* ex, double* ey, double* ez, double* seconds = nullptr);
-  /// Device arrays (CUdeviceptr values in the device's primary context), node layout as on the host;
-  /// node k's field components at ex[k * node_stride] (and ey, ez alike): separate arrays (1) or the
-  /// components of a node side by side (ey = ex + 1 double, node_stride 2 or 3).
+  /// Device arrays (CUdeviceptr values in the device's primary context), node layout as on the host; node k's
+  /// field components at ex[k * node_stride] (and ey, ez alike): separate arrays (1) or the components of a
+  /// node side by side (ey = ex + 1 double, node_stride 2 or 3). Returns once the kernels are launched on the
+  /// context's default stream (what the caller launches or copies there next runs after them); with
+  /// `seconds`, waits for them and gives the time.
   void solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds = nullptr, int node_stride = 1);
 
   /// The host solver whose spectra and twiddles the GPU uses (the reference for comparisons).

@@ -1343,7 +1343,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
           void* args[] = {&dc.grid_acc, &dc.rho, &count, &factor};
           launch(kk.grid_density, blocks, 256, 0, args);
         }
-        check(d.ctx_synchronize(), "space-charge charge density");
         dc.gpu_poisson->solve_device(dc.rho, dc.ex, dc.ey, dc.ez, nullptr, dc.field_stride);
         check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
         check(d.memset_d8(dc.max_field_bits, 0, sizeof(uint64_t)), "cuMemset(grid field maximum)");
@@ -1571,6 +1570,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                                 : (in_shared || grid_windowed ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
     unsigned blocks = std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     if (grid_windowed) blocks = std::max(blocks, static_cast<unsigned>((n + TileOrder::kChunk - 1) / TileOrder::kChunk));
+    if (shared > 48u * 1024u)
+      check(d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)),
+            "cuFuncSetAttribute(dynamic shared memory)");
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
     // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit

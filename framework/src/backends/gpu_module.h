@@ -87,6 +87,12 @@ class GpuModule {
       check(m_d->func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(bytes)),
             "cuFuncSetAttribute(dynamic shared memory)");
   }
+  /// Launches `blocks` blocks of `threads` threads on the default stream without waiting for them (the
+  /// launches after it, and copies, are ordered after it).
+  void launch_async(CUfunction f, unsigned blocks, unsigned threads, unsigned shared_bytes, void** args) {
+    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared_bytes, nullptr, args, nullptr), "cuLaunchKernel");
+  }
+  void synchronize() { check(m_d->ctx_synchronize(), "kernel"); }
   /// Launches one thread per particle and returns the kernel time [s].
   double launch(CUfunction f, size_t n, void** args) {
     const unsigned threads = 256;
