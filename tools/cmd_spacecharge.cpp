@@ -1,7 +1,8 @@
 // fusetrack spacecharge install LATTICE (--elements N | --positions s...) --intensity N --emittances enx eny
-//   --sigma-zeta S --delta-rms D -o OUT.json: frozen space-charge elements (SpaceChargeBiGaussian) around the
-//   ring with the beam sizes from the optics at each (fusetrack/space_charge_install.h, README "Space charge
-//   (frozen)"); prints each element and the Laslett tune shifts.
+//   --sigma-zeta S --delta-rms D [--model pic ...] -o OUT.json: frozen space-charge elements (SpaceChargeBiGaussian)
+//   around the ring with the beam sizes from the optics at each, or particle-in-cell ones (SpaceChargePIC) at the
+//   same places (fusetrack/space_charge_install.h, README "Space charge (frozen)"); prints each element and the
+//   Laslett tune shifts.
 // fusetrack spacecharge remove LATTICE -o OUT.json: the lattice without them, split drifts joined again.
 // fusetrack spacecharge footprint LATTICE --emittances enx eny -o DIR: the tune footprint (NAFF tunes of a
 //   polar grid of amplitudes, ft::tune_footprint) into DIR/footprint.csv and DIR/footprint.png.
@@ -35,6 +36,10 @@ struct InstallArgs {
   bool force_4d = false;
   std::string prefix = "sc";
   std::string output;
+  std::string model = "frozen";
+  std::string pic_model = "2.5D";
+  std::vector<int> nodes = {64, 64, 32};
+  double extent_sigmas = 6.0, fixed_sigmas = 0.0;
 };
 
 struct FootprintArgs {
@@ -78,11 +83,22 @@ void run_install(const InstallArgs& a) {
   o.prefix = a.prefix;
   o.optics.force_4d = a.force_4d;
   o.optics.threads = threads_per_rank(a.common);
+  o.pic = a.model == "pic";
+  o.pic_model = a.pic_model;
+  if (a.nodes.size() != 3) throw InputError(InputLocation("--nodes"), "expects three values: nodes in x, y and zeta");
+  o.pic_nodes = {a.nodes[0], a.nodes[1], a.nodes[2]};
+  o.pic_extent_sigmas = a.extent_sigmas;
+  o.pic_fixed_sigmas = a.fixed_sigmas;
   const InstalledSpaceCharge sc = install_space_charge(lattice, o, registry, a.lattice);
   write_file_atomically(a.output, sc.lattice.dump(1) + "\n");
 
   fmt::print("lattice   {} ({} elements, C = {:.6f} m)\n", a.lattice, lattice.sequence().size(), sc.circumference);
-  fmt::print("installed {} SpaceChargeBiGaussian elements ({} ... {}), {} drifts split\n", sc.kicks.size(),
+  fmt::print("installed {} {} elements ({} ... {}), {} drifts split\n", sc.kicks.size(),
+             o.pic ? fmt::format("SpaceChargePIC ({}, {} x {} x {} nodes, {})", o.pic_model, o.pic_nodes[0], o.pic_nodes[1],
+                                 o.pic_nodes[2],
+                                 o.pic_fixed_sigmas > 0.0 ? fmt::format("grids fixed at +- {:.4g} rms", o.pic_fixed_sigmas)
+                                                          : fmt::format("grids adapted to +- {:.4g} rms", o.pic_extent_sigmas))
+                   : std::string("SpaceChargeBiGaussian"),
              sc.kicks.front().name, sc.kicks.back().name, sc.split_drifts);
   fmt::print("bunch     N = {:.6g}, eps_n = ({:.4g}, {:.4g}) m rad, sigma_zeta = {:.6g} m, delta_rms = {:.4g}, z0 = {:.6g} m\n",
              o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms, sc.z0);
@@ -115,7 +131,7 @@ void run_remove(const RemoveArgs& a) {
   size_t removed = 0;
   const nlohmann::ordered_json doc = remove_space_charge(lattice, a.lattice, &removed);
   write_file_atomically(a.output, doc.dump(1) + "\n");
-  fmt::print("removed   {} SpaceChargeBiGaussian elements from {} ({} -> {} elements)\n", removed, a.lattice,
+  fmt::print("removed   {} space-charge elements from {} ({} -> {} elements)\n", removed, a.lattice,
              lattice.sequence().size(), doc.at("sequence").size());
   fmt::print("written   {}\n", a.output);
 }
@@ -188,8 +204,8 @@ void run_footprint(const FootprintArgs& a) {
 
 void add_spacecharge_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
-      "spacecharge", "install frozen space-charge elements (SpaceChargeBiGaussian) around a ring, remove them, or "
-                     "compute a tune footprint (README: Space charge (frozen))");
+      "spacecharge", "install frozen (SpaceChargeBiGaussian) or particle-in-cell (SpaceChargePIC) space-charge "
+                     "elements around a ring, remove them, or compute a tune footprint (README: Space charge (frozen))");
   cmd->require_subcommand(1);
 
   auto in = std::make_shared<InstallArgs>();
@@ -209,6 +225,15 @@ void add_spacecharge_command(CLI::App& app) {
   install->add_flag("--4d", in->force_4d, "optics with delta frozen (as `fusetrack optics --4d`)");
   install->add_option("--prefix", in->prefix, "element names PREFIX_k (default sc)");
   install->add_option("-o,--output", in->output, "lattice to write (fusetrack JSON)")->required();
+  install->add_option("--model", in->model, "frozen (SpaceChargeBiGaussian, default) or pic (SpaceChargePIC)")
+      ->check(CLI::IsMember({"frozen", "pic"}));
+  install->add_option("--pic-model", in->pic_model, "PIC elements: 2.5D (default) or 3D");
+  install->add_option("--nodes", in->nodes, "PIC elements: grid nodes in x, y, zeta (default 64 64 32)")->expected(3);
+  install->add_option("--extent-sigmas", in->extent_sigmas,
+                      "PIC elements with adapted grids: the bunch's mean +- this many rms (default 6)");
+  install->add_option("--fixed-grid-sigmas", in->fixed_sigmas,
+                      "PIC elements: fixed grids at the closed orbit +- this many rms beam sizes from the optics "
+                      "(zeta: z0 +- this many sigma_zeta); default 0: grids adapted to the bunch every turn");
   install->add_option("--plugin", in->common.plugins, "load an element plugin (.so); repeatable");
   install->add_option("--threads", in->common.threads, "CPU threads for the optics (0: all)");
   install->callback([in, z0] {
@@ -236,7 +261,8 @@ void add_spacecharge_command(CLI::App& app) {
   add_common_options(*footprint, fp->common);
   footprint->callback([fp] { run_footprint(*fp); });
 
-  CLI::App* remove = cmd->add_subcommand("remove", "remove every SpaceChargeBiGaussian, joining split drifts again");
+  CLI::App* remove =
+      cmd->add_subcommand("remove", "remove every SpaceChargeBiGaussian and SpaceChargePIC, joining split drifts again");
   remove->add_option("lattice", rm->lattice, "lattice file")->required();
   remove->add_option("-o,--output", rm->output, "lattice to write (fusetrack JSON)")->required();
   remove->add_option("--plugin", rm->common.plugins, "load an element plugin (.so); repeatable");

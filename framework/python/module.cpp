@@ -511,10 +511,12 @@ py::dict study_dict(const ft::DaStudySummary& st, const ft::DaScan& scan) {
   return d;
 }
 
-// Space charge: install/remove frozen elements (fusetrack/space_charge_install.h) and tune footprints.
+// Space charge: install/remove frozen or PIC elements (fusetrack/space_charge_install.h) and tune footprints.
 py::dict install_space_charge(const LatticePtr& h, int64_t elements, const std::vector<double>& positions,
                               double intensity, double eps_nx, double eps_ny, double sigma_zeta, double delta_rms,
-                              const py::object& z0, const std::string& prefix, bool force_4d, int threads) {
+                              const py::object& z0, const std::string& prefix, bool force_4d, int threads,
+                              const std::string& model, const std::string& pic_model, const std::vector<int>& nodes,
+                              double extent_sigmas, double fixed_grid_sigmas) {
   ft::SpaceChargeInstallOptions o;
   o.elements = elements;
   o.positions = positions;
@@ -527,6 +529,13 @@ py::dict install_space_charge(const LatticePtr& h, int64_t elements, const std::
   o.prefix = prefix;
   o.optics.force_4d = force_4d;
   o.optics.threads = threads;
+  if (model != "frozen" && model != "pic") argument_error("model", "frozen or pic");
+  if (nodes.size() != 3) argument_error("nodes", "expects three values: nodes in x, y and zeta");
+  o.pic = model == "pic";
+  o.pic_model = pic_model;
+  o.pic_nodes = {nodes[0], nodes[1], nodes[2]};
+  o.pic_extent_sigmas = extent_sigmas;
+  o.pic_fixed_sigmas = fixed_grid_sigmas;
   ft::InstalledSpaceCharge sc;
   {
     py::gil_scoped_release release;
@@ -1170,7 +1179,8 @@ PYBIND11_MODULE(_fusetrack, m) {
 
   m.def("_install_space_charge", &install_space_charge, py::arg("lattice"), py::arg("elements"),
         py::arg("positions"), py::arg("intensity"), py::arg("eps_nx"), py::arg("eps_ny"), py::arg("sigma_zeta"),
-        py::arg("delta_rms"), py::arg("z0"), py::arg("prefix"), py::arg("force_4d"), py::arg("threads"));
+        py::arg("delta_rms"), py::arg("z0"), py::arg("prefix"), py::arg("force_4d"), py::arg("threads"),
+        py::arg("model"), py::arg("pic_model"), py::arg("nodes"), py::arg("extent_sigmas"), py::arg("fixed_grid_sigmas"));
   // Frozen space charge that follows the beam: update() changes the lattice's fields (a Tracker of
   // that lattice re-uploads them at its next track()).
   struct SpaceChargeBeamSizes {

@@ -11,6 +11,8 @@
 
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/particles.h"
+#include "fusetrack/tracker.h"
 #include "fusetrack/space_charge_install.h"
 #include "support/lattice_builders.h"
 #include "support/process.h"
@@ -137,6 +139,68 @@ TEST_CASE("spacecharge install: PS Booster (Xsuite line, 6D optics, dispersion)"
   check_round_trip(bare, options(160, 2.5e10), "psb 160");
 }
 
+TEST_CASE("spacecharge install: particle-in-cell elements at the frozen elements' places, fixed or adapted grids") {
+  const Lattice bare = test::bundled_lattice("fodo_ring.json");
+  const SpaceChargeInstallOptions frozen_options = options(7, 2e10);
+  const InstalledSpaceCharge frozen = install_space_charge(bare, frozen_options, test::builtin_registry(), "fodo");
+  for (const double fixed : {0.0, 5.0}) {
+    SpaceChargeInstallOptions o = frozen_options;
+    o.pic = true;
+    o.pic_model = "3D";
+    o.pic_nodes = {16, 24, 8};
+    o.pic_extent_sigmas = 4.5;
+    o.pic_fixed_sigmas = fixed;
+    const InstalledSpaceCharge pic = install_space_charge(bare, o, test::builtin_registry(), "fodo");
+    CAPTURE(fixed);
+    // The same sequence (names, split drifts), positions, lengths and optics as the frozen install.
+    CHECK(pic.lattice.at("sequence") == frozen.lattice.at("sequence"));
+    REQUIRE(pic.kicks.size() == frozen.kicks.size());
+    for (size_t k = 0; k < pic.kicks.size(); ++k) {
+      const SpaceChargeKick &a = pic.kicks[k], &b = frozen.kicks[k];
+      CHECK(a.s == b.s);
+      CHECK(a.length == b.length);
+      CHECK(a.sigma_x == b.sigma_x);
+      CHECK(a.sigma_y == b.sigma_y);
+      const auto& def = pic.lattice.at("elements").at(a.name);
+      CHECK(def.at("type") == "SpaceChargePIC");
+      CHECK(def.at("length").get<double>() == a.length);
+      CHECK(def.at("intensity").get<double>() == o.intensity);
+      CHECK(def.at("model") == "3D");
+      CHECK(def.at("nodes_x") == 16);
+      CHECK(def.at("nodes_y") == 24);
+      CHECK(def.at("nodes_zeta") == 8);
+      CHECK(def.at("extent_sigmas").get<double>() == 4.5);
+      if (fixed > 0.0) {
+        CHECK(def.at("x_min").get<double>() == doctest::Approx(a.mean_x - 5.0 * a.sigma_x));
+        CHECK(def.at("x_max").get<double>() == doctest::Approx(a.mean_x + 5.0 * a.sigma_x));
+        CHECK(def.at("y_max").get<double>() - def.at("y_min").get<double>() == doctest::Approx(10.0 * a.sigma_y));
+        CHECK(def.at("zeta_max").get<double>() == doctest::Approx(pic.z0 + 5.0 * o.sigma_zeta));
+        CHECK(def.at("zeta_min").get<double>() == doctest::Approx(pic.z0 - 5.0 * o.sigma_zeta));
+      } else {
+        CHECK_FALSE(def.contains("x_min"));  // adapted every turn
+      }
+    }
+    // It loads and tracks (CPU, a short run), and remove restores the bare ring.
+    const Lattice installed = lattice_from_json(pic.lattice, "fodo_pic.json", test::builtin_registry());
+    Particles p(200, installed.reference().beta0());
+    for (size_t i = 0; i < p.size(); ++i)
+      p.set(i, 1e-3 * std::sin(0.1 * static_cast<double>(i)), 0.0, 1e-3 * std::cos(0.3 * static_cast<double>(i)), 0.0,
+            0.2 * std::sin(0.7 * static_cast<double>(i)), 0.0);
+    TrackOptions t;
+    t.turns = 2;
+    t.warnings = false;
+    make_cpu_backend(installed)->track(p, t);
+    CHECK(p.alive_count() == p.size());
+    size_t removed = 0;
+    CHECK(remove_space_charge(installed, "fodo_pic.json", &removed) == lattice_to_json(bare));
+    CHECK(removed == 7);
+    // Installing again over PIC elements is refused.
+    const std::string again = test::error_message(
+        [&] { install_space_charge(installed, frozen_options, test::builtin_registry(), "fodo_pic.json"); });
+    CHECK(again.find("remove them first") != std::string::npos);
+  }
+}
+
 TEST_CASE("spacecharge install: bad input names the option or the element") {
   const Lattice bare = test::bundled_lattice("fodo_ring.json");
   auto message = [&](const SpaceChargeInstallOptions& o) {
@@ -157,6 +221,10 @@ TEST_CASE("spacecharge install: bad input names the option or the element") {
       {[](SpaceChargeInstallOptions& o) { o.sigma_zeta = 0.0; }, "--sigma-zeta"},
       {[](SpaceChargeInstallOptions& o) { o.delta_rms = -1e-3; }, "--delta-rms"},
       {[](SpaceChargeInstallOptions& o) { o.prefix = "qd"; }, "qd"},
+      {[](SpaceChargeInstallOptions& o) { o.pic = true, o.pic_model = "2D"; }, "--pic-model"},
+      {[](SpaceChargeInstallOptions& o) { o.pic = true, o.pic_nodes = {64, 1, 32}; }, "--nodes[1]"},
+      {[](SpaceChargeInstallOptions& o) { o.pic = true, o.pic_extent_sigmas = 0.0; }, "--extent-sigmas"},
+      {[](SpaceChargeInstallOptions& o) { o.pic = true, o.pic_fixed_sigmas = -1.0; }, "--fixed-grid-sigmas"},
   };
   for (const Case& c : cases) {
     CAPTURE(c.expected);
@@ -226,7 +294,7 @@ TEST_CASE("fusetrack spacecharge install / remove (command line)") {
   const std::string text2 = r2.second;
   CAPTURE(text2);
   REQUIRE(r2.first == 0);
-  CHECK(text2.find("removed   24 SpaceChargeBiGaussian") != std::string::npos);
+  CHECK(text2.find("removed   24 space-charge elements") != std::string::npos);
   const Lattice restored = load_lattice(back, test::builtin_registry());
   CHECK(lattice_to_json(restored) == lattice_to_json(test::bundled_lattice("fodo_ring.json")));
   // Bad input: exit code 2, the option named.
@@ -240,6 +308,26 @@ TEST_CASE("fusetrack spacecharge install / remove (command line)") {
                   test::fusetrack_binary(), lattice, out));
   CHECK(rc4 == 2);
   CHECK(text4.find("--elements") != std::string::npos);
+  // Particle-in-cell elements: --model pic and its grid.
+  const std::string pic = (dir / "pic.json").string();
+  const auto [rc5, text5] = test::run_command(fmt::format(
+      "{} spacecharge install {} --elements 8 --intensity 2e10 --emittances 2e-6 1e-6 --sigma-zeta 1 --model pic "
+      "--pic-model 2.5D --nodes 32 16 8 --fixed-grid-sigmas 6 -o {}",
+      test::fusetrack_binary(), lattice, pic));
+  CAPTURE(text5);
+  REQUIRE(rc5 == 0);
+  CHECK(text5.find("installed 8 SpaceChargePIC (2.5D, 32 x 16 x 8 nodes, grids fixed at +- 6 rms) elements") !=
+        std::string::npos);
+  const Lattice pic_lattice = load_lattice(pic, test::builtin_registry());
+  size_t pic_elements = 0;
+  for (size_t e = 0; e < pic_lattice.sequence().size(); ++e) pic_elements += pic_lattice.element(e).type->name == "SpaceChargePIC";
+  CHECK(pic_elements == 8);
+  const auto [rc6, text6] = test::run_command(fmt::format(
+      "{} spacecharge install {} --elements 8 --intensity 2e10 --emittances 2e-6 1e-6 --sigma-zeta 1 --model pic "
+      "--nodes 32 1 8 -o {}",
+      test::fusetrack_binary(), lattice, pic));
+  CHECK(rc6 == 2);
+  CHECK(text6.find("--nodes[1]") != std::string::npos);
 }
 
 }  // namespace test_space_charge_install

@@ -25,6 +25,21 @@ def test_install_equals_the_cli_and_remove_restores(tmp_path):
     assert ft.remove_space_charge(sc["lattice"]).sequence == ring.sequence
 
 
+def test_install_pic_equals_the_cli(tmp_path):
+    ring = ft.Lattice.from_file(lattice_path("space_charge_ring.json"))
+    sc = ft.install_space_charge(ring, elements=16, model="pic", pic_model="3D", nodes=(32, 24, 16),
+                                 fixed_grid_sigmas=6.0, **BUNCH)
+    out = tmp_path / "pic.json"
+    run_cli("spacecharge", "install", lattice_path("space_charge_ring.json"), "--elements", 16, "--intensity", 1.5e11,
+            "--emittances", 2e-6, 1.5e-6, "--sigma-zeta", 8, "--delta-rms", 1e-3, "--model", "pic", "--pic-model", "3D",
+            "--nodes", 32, 24, 16, "--fixed-grid-sigmas", 6, "-o", out)
+    cli = ft.Lattice.from_file(str(out))
+    assert sc["lattice"].sequence == cli.sequence
+    assert ft.remove_space_charge(sc["lattice"]).sequence == ring.sequence
+    with pytest.raises(ft.InputError, match="model"):
+        ft.install_space_charge(ring, elements=4, model="frozen-ish", **BUNCH)
+
+
 def test_footprint_equals_the_cli(tmp_path):
     ring = ft.Lattice.from_file(lattice_path("space_charge_ring.json"))
     sc = ft.install_space_charge(ring, elements=32, **BUNCH)

@@ -1,6 +1,9 @@
-// Frozen space charge around a ring: N SpaceChargeBiGaussian elements (elements/space_charge_bigaussian.h)
+// Space charge around a ring: N SpaceChargeBiGaussian elements (frozen, elements/space_charge_bigaussian.h)
 // installed at chosen positions of an existing lattice with the beam sizes from the optics there, as
-// users do with xfields' install_spacecharge_frozen, and the reverse.
+// users do with xfields' install_spacecharge_frozen, and the reverse; or N particle-in-cell elements
+// (SpaceChargePIC, elements/space_charge_pic.h) at the same places with the same integration lengths, as
+// xfields' replace_spacecharge_with_PIC: their grid adapted to the bunch every turn, or fixed at
+// +- fixed_sigmas rms beam sizes (from the optics, as the frozen elements') around the closed orbit.
 //
 // Positions: N at equal spacing, s_k = k C / N (k = 0 .. N-1, as xfields), or given positions in [0, C).
 // A position inside a drift (Drift, DriftExact, without a transformation) splits it into pieces of the
@@ -25,6 +28,7 @@
 //   dQ_x = -r0 q0^2 N / ((2 pi)^(3/2) sigma_z beta0^2 gamma0^3) sum_k beta_x,k L_k / (sigma_x,k (sigma_x,k + sigma_y,k)),
 // dQ_y alike with beta_y / (sigma_y (sigma_x + sigma_y)); r0 = e^2 / (4 pi eps0 m0 c^2).
 #pragma once
+#include <array>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
@@ -48,6 +52,14 @@ struct SpaceChargeInstallOptions {
   std::optional<double> z0;          ///< bunch centre in zeta [m]; default: the closed orbit's zeta
   std::string prefix = "sc";         ///< element names PREFIX_k
   OpticsOptions optics;              ///< for the closed orbit and Twiss table
+  /// Particle-in-cell elements (SpaceChargePIC) instead of frozen ones.
+  bool pic = false;
+  std::string pic_model = "2.5D";               ///< "2.5D" or "3D"
+  std::array<int, 3> pic_nodes = {64, 64, 32};  ///< grid nodes in x, y, zeta (>= 2 each)
+  double pic_extent_sigmas = 6.0;               ///< adapted grids: the bunch's mean +- this many rms (> 0)
+  /// > 0: a fixed grid per element, x and y at the closed orbit +- this many rms beam sizes there, zeta at
+  /// z0 +- this many sigma_zeta; 0: grids adapted to the bunch every turn.
+  double pic_fixed_sigmas = 0.0;
 };
 
 /// One installed element.
@@ -73,12 +85,14 @@ struct InstalledSpaceCharge {
 };
 
 /// Installs the elements (file comment). Throws InputError naming `file` and the option or element for
-/// bad input (no elements, positions outside [0, C) or not increasing, emittances <= 0, a lattice that
-/// already holds SpaceChargeBiGaussian elements or a name PREFIX_k that is taken).
+/// bad input (no elements, positions outside [0, C) or not increasing, emittances <= 0, PIC grids of fewer
+/// than 2 nodes or an unknown model, a lattice that already holds space-charge elements or a name
+/// PREFIX_k that is taken).
 InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceChargeInstallOptions& options,
                                           ElementRegistry& registry, const std::string& file = "lattice");
 
-/// The lattice without its SpaceChargeBiGaussian elements, split drifts joined again into their original
+/// The lattice without its space-charge elements (SpaceChargeBiGaussian, SpaceChargePIC), split drifts joined
+/// again into their original
 /// definition (the pieces' definitions removed): for a lattice written by install_space_charge, the
 /// original sequence and definitions. Throws InputError naming `file` and the element when pieces of a
 /// split drift are missing or out of order. `removed` (if given) receives the number of elements removed.

@@ -418,18 +418,24 @@ def bunch_moments(particles: Particles, lattice: Optional[Lattice] = None, bunch
 def install_space_charge(lattice: Lattice, intensity: float, emittances: Sequence[float], sigma_zeta: float,
                          elements: int = 0, positions: Iterable[float] = (), delta_rms: float = 0.0,
                          z0: Optional[float] = None, prefix: str = "sc", force_4d: bool = False,
-                         threads: int = 0) -> dict:
-    """Frozen space-charge elements around the ring (``fusetrack spacecharge install``): ``elements``
+                         threads: int = 0, model: str = "frozen", pic_model: str = "2.5D",
+                         nodes: Sequence[int] = (64, 64, 32), extent_sigmas: float = 6.0,
+                         fixed_grid_sigmas: float = 0.0) -> dict:
+    """Space-charge elements around the ring (``fusetrack spacecharge install``): ``elements``
     SpaceChargeBiGaussian at equal spacing (or at ``positions`` [m]), each with the beam sizes
     sqrt(beta eps_n / (beta0 gamma0) + (D delta_rms)^2) from the optics there; ``emittances``:
     normalized (eps_nx, eps_ny) [m rad]; ``intensity``: real particles in the bunch; ``sigma_zeta``
-    [m]. Returns a dict: ``lattice`` (a new :class:`Lattice`; the argument is not changed),
-    ``kicks`` (per element name, s, length, beta_x, beta_y, dx, dy, sigma_x, sigma_y) and the
-    first-order Laslett shifts ``laslett_dqx``, ``laslett_dqy``."""
+    [m]. ``model="pic"``: SpaceChargePIC elements at the same places instead (``pic_model`` "2.5D" or
+    "3D", ``nodes`` in x, y, zeta; grids adapted to the bunch's mean +- ``extent_sigmas`` rms every
+    turn, or with ``fixed_grid_sigmas`` > 0 fixed at the closed orbit +- that many rms beam sizes).
+    Returns a dict: ``lattice`` (a new :class:`Lattice`; the argument is not changed), ``kicks`` (per
+    element name, s, length, beta_x, beta_y, dx, dy, sigma_x, sigma_y) and the first-order Laslett
+    shifts ``laslett_dqx``, ``laslett_dqy``."""
     eps = _emittances(emittances)
     return _ft._install_space_charge(lattice, int(elements), [float(p) for p in positions], float(intensity),
                                      eps[0], eps[1], float(sigma_zeta), float(delta_rms), z0, prefix,
-                                     bool(force_4d), int(threads))
+                                     bool(force_4d), int(threads), str(model), str(pic_model),
+                                     [int(n) for n in nodes], float(extent_sigmas), float(fixed_grid_sigmas))
 
 
 class SpaceChargeBeamSizes:

@@ -1,4 +1,4 @@
-// Frozen space charge around a ring: install and remove SpaceChargeBiGaussian elements
+// Space charge around a ring: install and remove SpaceChargeBiGaussian (frozen) or SpaceChargePIC elements
 // (fusetrack/space_charge_install.h documents the rules).
 #include "fusetrack/space_charge_install.h"
 
@@ -21,6 +21,9 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr const char* kType = "SpaceChargeBiGaussian";
+constexpr const char* kPicType = "SpaceChargePIC";
+
+bool is_space_charge(const std::string& type) { return type == kType || type == kPicType; }
 constexpr double kBoundaryTolerance = 1e-9;  // [m]
 
 InputLocation option_at(const std::string& file, const std::string& field) {
@@ -97,9 +100,20 @@ void validate(const Lattice& lattice, const SpaceChargeInstallOptions& o, const 
   non_negative(o.delta_rms, "--delta-rms", "1");
   if (o.z0 && !std::isfinite(*o.z0)) throw InputError(option_at(file, "--z0"), "must be finite [m]");
   if (o.prefix.empty()) throw InputError(option_at(file, "--prefix"), "the element name prefix must not be empty");
+  if (o.pic) {
+    if (o.pic_model != "2.5D" && o.pic_model != "3D")
+      throw InputError(option_at(file, "--pic-model"), fmt::format("unknown model '{}': 2.5D or 3D", o.pic_model));
+    const char* node_fields[3] = {"--nodes[0]", "--nodes[1]", "--nodes[2]"};
+    for (int d = 0; d < 3; ++d)
+      if (o.pic_nodes[static_cast<size_t>(d)] < 2)
+        throw InputError(option_at(file, node_fields[d]),
+                         fmt::format("a grid needs at least 2 nodes per dimension, got {}", o.pic_nodes[static_cast<size_t>(d)]));
+    positive(o.pic_extent_sigmas, "--extent-sigmas", "rms");
+    non_negative(o.pic_fixed_sigmas, "--fixed-grid-sigmas", "rms");
+  }
   for (size_t e = 0; e < lattice.sequence().size(); ++e) {
     const ElementDefinition& def = lattice.element(e);
-    if (def.type->name == kType)
+    if (is_space_charge(def.type->name))
       throw InputError(element_at(file, e, def.name, def.type->name),
                        "the lattice already holds space-charge elements: remove them first "
                        "(fusetrack spacecharge remove)");
@@ -228,7 +242,25 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
   auto define_kicks = [&](bool final_values) {
     for (const SpaceChargeKick& kick : out.kicks) {
       json def = {{"type", kType}, {"length", kick.length}};
-      if (final_values) {
+      if (final_values && o.pic) {  // the optics were taken with frozen elements of zero intensity
+        const double k = o.pic_fixed_sigmas;
+        def = {{"type", kPicType},
+               {"length", kick.length},
+               {"intensity", o.intensity},
+               {"model", o.pic_model},
+               {"nodes_x", o.pic_nodes[0]},
+               {"nodes_y", o.pic_nodes[1]},
+               {"nodes_zeta", o.pic_nodes[2]},
+               {"extent_sigmas", o.pic_extent_sigmas}};
+        if (k > 0.0) {
+          def["x_min"] = kick.mean_x - k * kick.sigma_x;
+          def["x_max"] = kick.mean_x + k * kick.sigma_x;
+          def["y_min"] = kick.mean_y - k * kick.sigma_y;
+          def["y_max"] = kick.mean_y + k * kick.sigma_y;
+          def["zeta_min"] = out.z0 - k * o.sigma_zeta;
+          def["zeta_max"] = out.z0 + k * o.sigma_zeta;
+        }
+      } else if (final_values) {
         def["number_of_particles"] = o.intensity;
         def["sigma_z"] = o.sigma_zeta;
         def["sigma_x"] = kick.sigma_x;
@@ -269,12 +301,18 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
   }
   out.z0 = o.z0 ? *o.z0 : (table.six_d ? table.zeta[out.kicks[0].sequence_index + 1] : 0.0);
   define_kicks(true);
+  const std::string kind =
+      o.pic ? fmt::format("particle-in-cell space-charge elements (SpaceChargePIC {}, {} x {} x {} nodes, {}", o.pic_model,
+                          o.pic_nodes[0], o.pic_nodes[1], o.pic_nodes[2],
+                          o.pic_fixed_sigmas > 0.0 ? fmt::format("grids fixed at +- {:.6g} rms", o.pic_fixed_sigmas)
+                                                   : fmt::format("grids adapted to +- {:.6g} rms", o.pic_extent_sigmas))
+            : std::string("frozen space-charge elements (SpaceChargeBiGaussian");
   doc["description"] = fmt::format(
-      "{}{}{} frozen space-charge elements (SpaceChargeBiGaussian, {} ... {}) installed by fusetrack spacecharge "
-      "install: N = {:.6g}, eps_n = ({:.6g}, {:.6g}) m rad, sigma_zeta = {:.6g} m, delta_rms = {:.6g}",
+      "{}{}{} {}, {} ... {}) installed by fusetrack spacecharge install: N = {:.6g}, eps_n = ({:.6g}, {:.6g}) m rad, "
+      "sigma_zeta = {:.6g} m, delta_rms = {:.6g}",
       doc.contains("description") ? doc.at("description").get<std::string>() : std::string(),
-      doc.contains("description") ? "; " : "", n, out.kicks.front().name, out.kicks.back().name, o.intensity, o.eps_nx,
-      o.eps_ny, o.sigma_zeta, o.delta_rms);
+      doc.contains("description") ? "; " : "", n, kind, out.kicks.front().name,
+      out.kicks.back().name, o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms);
   // A lattice_to_json document has no "description"; keep the key order readable.
   out.lattice = json::object();
   for (const char* key : {"fusetrack_lattice", "description", "reference", "plugins", "global_aperture", "elements",
@@ -307,7 +345,7 @@ json remove_space_charge(const Lattice& lattice, const std::string& file, size_t
   const auto& seq = lattice.sequence();
   for (size_t e = 0; e < seq.size(); ++e) {
     const ElementDefinition& def = lattice.element(e);
-    if (def.type->name == kType) {
+    if (is_space_charge(def.type->name)) {
       drop.insert(def.name);
       ++count;
       continue;
@@ -340,7 +378,7 @@ json remove_space_charge(const Lattice& lattice, const std::string& file, size_t
         throw InputError(element_at(file, e, def.name, def.type->name),
                          fmt::format("the split drift '{}' ends before its piece {} of {}", original, j, n));
       const ElementDefinition& g = lattice.element(f);
-      if (g.type->name == kType) {
+      if (is_space_charge(g.type->name)) {
         drop.insert(g.name);
         ++count;
         continue;
