@@ -148,6 +148,48 @@ TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D ada
   }
 }
 
+TEST_CASE("space charge PIC on the GPU: a ring of kTileSortAutoElements PIC elements sorts every turn by default, CPU bits") {
+  // The FODO cells with kTileSortAutoElements fixed-grid 2.5D elements spread over them (installed with spacecharge
+  // install --model pic in the physics): the default (tile_sort_every = -1) sorts every turn; 0 never; the same bits.
+  json elements = {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
+                   {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.02}}}},
+                   {"d", {{"type", "Drift"}, {"length", 160.0 / kTileSortAutoElements}}}};
+  json sequence = json::array();
+  for (int k = 0; k < kTileSortAutoElements; ++k) {
+    const std::string name = fmt::format("sc{}", k);
+    elements[name] = {{"type", "SpaceChargePIC"}, {"length", 160.0 / kTileSortAutoElements}, {"intensity", 5e11},
+                      {"model", "2.5D"}, {"nodes_x", 16}, {"nodes_y", 16}, {"nodes_zeta", 8},
+                      {"x_min", -0.03}, {"x_max", 0.03}, {"y_min", -0.03}, {"y_max", 0.03},
+                      {"zeta_min", -10.0}, {"zeta_max", 10.0}};
+    sequence.push_back(name);
+    if (k == kTileSortAutoElements / 4 || k == 3 * kTileSortAutoElements / 4) sequence.push_back("qf_half");
+    if (k == kTileSortAutoElements / 2) sequence.push_back("qd");
+    sequence.push_back("d");
+  }
+  json doc = {{"fusetrack_lattice", 1}, {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
+              {"elements", elements}, {"sequence", sequence}};
+  const Lattice lattice = lattice_from_json(doc, "gpu_pic_ring32.json", ft::test::builtin_registry());
+  const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 7);
+  TrackOptions o;
+  o.turns = 4;
+  o.fma = FmaMode::Off;
+  o.warnings = false;
+  Particles cpu = initial;
+  make_cpu_backend(lattice)->track(cpu, o);
+  for (const int every : {-1, 0}) {
+    Particles gpu = initial;
+    CudaBackendOptions co;
+    co.tile_sort_every = every;
+    CudaBackend gpu_backend(lattice, co);
+    gpu_backend.track(gpu, o);
+    const ParticleComparison c = compare_particles(cpu, gpu);
+    MESSAGE(fmt::format("{} PIC elements, tile_sort_every {}: {} sorts in 4 turns; bitwise equal {}/{}", kTileSortAutoElements,
+                        every, gpu_backend.last_stats().tile_sorts, c.bitwise_equal, c.coordinates));
+    CHECK(c.identical());
+    CHECK(gpu_backend.last_stats().tile_sorts == (every < 0 ? 4 : 0));
+  }
+}
+
 TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
   const Lattice lattice = pic_ring();
   const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 5);

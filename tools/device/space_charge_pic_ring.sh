@@ -35,11 +35,12 @@ run() {  # label, then the arguments of fusetrack track
   "$BIN" track $W/ring.json $BUNCH "$@" 2>$W/stderr.log | grep -E "^backend|^particles|^time|^breakdown" | tee -a "$OUT/pic_ring.log"
   grep -m1 "outside the grid" $W/stderr.log | cut -c1-240 | tee -a "$OUT/pic_ring.log"
 }
+# FUSETRACK_TILE_SORT_EVERY=0: no tile sort (with 32 or more PIC elements the default sorts every turn).
 for fma in off on; do
   "$BIN" track $W/ring.json $BUNCH -n 1 --device gpu --fma $fma >/dev/null 2>&1  # compile into the cache
-  run "GPU, fma $fma, ${GPU_TURNS:-20} turns" -n "${GPU_TURNS:-20}" --device gpu --fma $fma
+  FUSETRACK_TILE_SORT_EVERY=0 run "GPU, fma $fma, ${GPU_TURNS:-20} turns, no tile sort" -n "${GPU_TURNS:-20}" --device gpu --fma $fma
 done
-FUSETRACK_TILE_SORT_EVERY=1 run "GPU, fma off, ${GPU_TURNS:-20} turns, particles ordered by tile every turn" \
+run "GPU, fma off, ${GPU_TURNS:-20} turns, the default (tile sort every turn from 32 PIC elements)" \
   -n "${GPU_TURNS:-20}" --device gpu --fma off
 run "CPU, $(nproc) threads, ${CPU_TURNS:-2} turns" -n "${CPU_TURNS:-2}" --device cpu --threads "$(nproc)"
 echo "== total $((SECONDS - t0)) s" | tee -a "$OUT/pic_ring.log"

@@ -29,6 +29,9 @@ std::string kernel_form_name(const KernelForm& form);
 /// sample moments, alive count; fma off whatever the run's mode): CudaBackend::track_matched_share.
 KernelSource matched_bunch_sampler_source();
 
+/// CudaBackendOptions::tile_sort_every = -1: the fixed-grid elements per turn from which a sort every turn is the default.
+constexpr int kTileSortAutoElements = 32;
+
 struct CudaBackendOptions {
   /// Auto: for runs large enough to amortise it, the form measured fastest on a sample of the run's
   /// particles (CudaBackend::measured_form); otherwise baked for short sequences, else switch.
@@ -54,8 +57,11 @@ struct CudaBackendOptions {
   /// leave it), and the deposit sums each block's charge in a window of the grid in shared memory before
   /// adding it to the grid. 0: never (every deposit an atomic add to the grid). The results are the same
   /// bits either way (integer charge). Needs memory for a second set of particle arrays; where there is
-  /// none, no sort. The environment setting FUSETRACK_TILE_SORT_EVERY overrides it (benchmarks).
-  int tile_sort_every = 0;
+  /// none, no sort. -1 (auto): every turn where at least kTileSortAutoElements fixed-grid elements share the
+  /// sort (a ring of PIC elements: 1.06x with 160 on an H200), else never (one element per sort loses:
+  /// bench/RESULTS.md, issue 23, fifteenth session). The environment setting FUSETRACK_TILE_SORT_EVERY
+  /// overrides it (benchmarks).
+  int tile_sort_every = -1;
 };
 
 /// What the last track() call did, for benchmarks and reports.

@@ -334,12 +334,16 @@ class TileOrder {
       const char* v = std::getenv("FUSETRACK_TILE_SORT_EVERY");
       return v ? std::max(0, std::atoi(v)) : -1;
     }();
-    m_every = every_from_env >= 0 ? every_from_env : std::max(0, every_option);
     bool trains = false;
+    int fixed_grids = 0;
     for (const DeviceCollective& c : collective) {
       if (!m_grid && c.grid && !c.grid->adaptive()) m_grid = c.grid.get();
+      fixed_grids += c.grid && !c.grid->adaptive() ? 1 : 0;
       trains |= c.window_words > 0;
     }
+    m_every = every_from_env >= 0 ? every_from_env
+              : every_option >= 0 ? every_option
+                                  : (fixed_grids >= kTileSortAutoElements ? 1 : 0);
     if (m_every == 0 || !m_grid || trains || n == 0 || n > static_cast<size_t>(std::numeric_limits<int>::max())) return;
     const size_t cells = m_grid->node_count();
     while ((cells >> m_shift) >= size_t{kScanBlock} * kMaxScanBlocks) ++m_shift;  // at most 4M buckets
