@@ -56,8 +56,8 @@ struct CudaBackendOptions {
   /// are ordered by grid cell on the device (a counting sort; the original order comes back before they
   /// leave it), and the deposit sums each block's charge in a window of the grid in shared memory before
   /// adding it to the grid. 0: never (every deposit an atomic add to the grid). The results are the same
-  /// bits either way (integer charge). Needs memory for a second set of particle arrays; where there is
-  /// none, no sort. -1 (auto): every turn where at least kTileSortAutoElements fixed-grid elements share the
+  /// bits either way (integer charge). Needs memory for a second set of particle arrays (at most half of
+  /// the free device memory); where there is none, no sort. -1 (auto): every turn where at least kTileSortAutoElements fixed-grid elements share the
   /// sort (a ring of PIC elements: 1.06x with 160 on an H200), else never (one element per sort loses:
   /// bench/RESULTS.md, issue 23, fifteenth session). The environment setting FUSETRACK_TILE_SORT_EVERY
   /// overrides it (benchmarks).

@@ -351,7 +351,8 @@ class TileOrder {
     size_t free_bytes = 0, total_bytes = 0;
     check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
     const size_t need = n * (kBytesPerParticle + 4 * sizeof(int32_t)) + m_buckets * sizeof(uint32_t);
-    if (need > free_bytes / 10 * 8) return;
+    // At most half of what is free: the Poisson solvers allocate their buffers after this, at the first solve.
+    if (need > free_bytes / 2) return;
     for (CUdeviceptr* p : {&m_key, &m_source, &m_origin[0], &m_origin[1]})
       check_alloc(d, p, n * sizeof(int32_t), "cuMemAlloc(tile sort)");
     check_alloc(d, &m_count, m_buckets * sizeof(uint32_t), "cuMemAlloc(tile sort)");
