@@ -677,7 +677,20 @@ TEST_CASE("Poisson: the gather reads the deposit's weights") {
   CHECK(e[0] == 0.375 * 5 + 0.125 * 6 + 0.375 * 10 + 0.125 * 11);
   CHECK(e[1] == -2.0 * e[0]);
   CHECK(e[2] == 0.0);
+  // The components side by side (stride 2, as the GPU keeps them) give the same values.
+  std::vector<double> side_by_side(2 * g.size());
+  for (size_t k = 0; k < g.size(); ++k) {
+    side_by_side[2 * k] = ex[k];
+    side_by_side[2 * k + 1] = ey[k];
+  }
+  double f[3];
+  REQUIRE(charge_grid_field_at(dep.spec(), side_by_side.data(), side_by_side.data() + 1, nullptr, pos, f, 2) == 1);
+  CHECK(f[0] == e[0]);
+  CHECK(f[1] == e[1]);
+  // The tile sort's cell: the lower corner node (0, 1) = 5; -1 outside.
+  CHECK(charge_grid_cell(dep.spec(), pos) == 5);
   const double outside[3] = {2.5, 0.0, 0.0};
+  CHECK(charge_grid_cell(dep.spec(), outside) == -1);
   CHECK(charge_grid_field_at(dep.spec(), ex.data(), ey.data(), nullptr, outside, e) == 0);
   CHECK(e[0] == 0.0);
 }

@@ -1191,16 +1191,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     bool any_grid = false;
     for (const DeviceCollective& c : impl.collective) any_grid |= c.grid != nullptr;
     if (any_grid) {
-      check(d.module_get_function(&kk.grid_extent, kk.module, "fusetrack_grid_extent"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.grid_deposit, kk.module, "fusetrack_grid_deposit"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.grid_density, kk.module, "fusetrack_grid_density"), "cuModuleGetFunction");
-      check(d.module_get_function(&kk.grid_field_finish, kk.module, "fusetrack_grid_field_finish"), "cuModuleGetFunction");
-      const std::pair<CUfunction*, const char*> tile_kernels[] = {
+      const std::pair<CUfunction*, const char*> grid_kernels[] = {
+          {&kk.grid_extent, "fusetrack_grid_extent"},     {&kk.grid_deposit, "fusetrack_grid_deposit"},
+          {&kk.grid_density, "fusetrack_grid_density"},   {&kk.grid_field_finish, "fusetrack_grid_field_finish"},
           {&kk.tile_keys, "fusetrack_tile_keys"},         {&kk.tile_scan_blocks, "fusetrack_tile_scan_blocks"},
           {&kk.tile_scan_sums, "fusetrack_tile_scan_sums"}, {&kk.tile_scan_add, "fusetrack_tile_scan_add"},
           {&kk.tile_slots, "fusetrack_tile_slots"},       {&kk.tile_gather, "fusetrack_tile_gather"},
           {&kk.tile_restore, "fusetrack_tile_restore"}};
-      for (const auto& [fn, name] : tile_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
+      for (const auto& [fn, name] : grid_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
     }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
@@ -1575,9 +1573,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                                 : (in_shared || grid_windowed ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
     unsigned blocks = std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
     if (grid_windowed) blocks = std::max(blocks, static_cast<unsigned>((n + TileOrder::kChunk - 1) / TileOrder::kChunk));
-    if (shared > 48u * 1024u)
-      check(d.func_set_attribute(f, CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, static_cast<int>(shared)),
-            "cuFuncSetAttribute(dynamic shared memory)");
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
     // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit

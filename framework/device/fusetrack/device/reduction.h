@@ -121,18 +121,6 @@ struct ChargeGridSpec {
   int weight_bits;  // bits of a 1D weight; dims * weight_bits + log2(particles) < 63 (host checks)
 };
 
-/// The lower corner node of the cell around `pos` (the first node charge_deposit returns), or -1 when
-/// the particle is not inside the grid: the cell order of the particles' tile sort (the GPU's).
-FT_FUNCTION long long charge_grid_cell(const ChargeGridSpec& g, const double pos[3]) {
-  long long index[3] = {0, 0, 0};
-  for (int d = 0; d < g.dims; ++d) {
-    const double u = (pos[d] - g.min[d]) * g.inv_d[d];
-    if (!(u >= 0.0 && u < static_cast<double>(g.n[d] - 1))) return -1;
-    index[d] = static_cast<long long>(floor(u));
-  }
-  return (index[2] * g.n[1] + index[1]) * g.n[0] + index[0];
-}
-
 /// The nodes (4 in 2D, 8 in 3D) a particle at `pos` deposits into and their integer weights (their
 /// sum is 2^(dims * weight_bits)). Returns 0 when the particle is not inside the grid (it deposits
 /// nothing and is counted by the caller).
@@ -159,6 +147,14 @@ FT_FUNCTION int charge_deposit(const ChargeGridSpec& g, const double pos[3], lon
     weights[c] = w1[0][ox] * w1[1][oy] * (g.dims == 3 ? w1[2][oz] : 1ull);
   }
   return corners;
+}
+
+/// The lower corner node of the cell around `pos` (charge_deposit's first node), or -1 when the particle is not
+/// inside the grid: the cell order of the particles' tile sort (the GPU's).
+FT_FUNCTION long long charge_grid_cell(const ChargeGridSpec& g, const double pos[3]) {
+  long long nodes[8];
+  unsigned long long weights[8];
+  return charge_deposit(g, pos, nodes, weights) > 0 ? nodes[0] : -1;
 }
 
 }  // namespace ft
