@@ -234,7 +234,7 @@ int run_da(DaArgs a) {
     fmt::print("tracking: {:.2f} s (then results {:.2f} s){}\n", job.progress().seconds,
                seconds_since(t_run) - job.progress().seconds,
                job.rank_seconds().empty() ? std::string()
-                                          : fmt::format("; tracking per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
+                                          : fmt::format("; in the backend per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
   if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",

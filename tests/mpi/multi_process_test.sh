@@ -36,7 +36,9 @@ case "$CASE" in
       run mpirun -np $np "$BIN" da "$DA_LATTICE" $DA_OPTS -o np$np
       for f in da.npz summary.json summary.csv; do same single/$f np$np/$f; done
     done
-    ls np3/checkpoint.part2of3.npz >/dev/null || { echo "no per-rank checkpoint"; failed=1; }
+    # The ranks share one checkpoint, rank 0's, that of one process (byte for byte).
+    same single/checkpoint.npz np3/checkpoint.npz
+    ! ls np3/checkpoint.part* >/dev/null 2>&1 || { echo "per-rank checkpoints written"; failed=1; }
     ;;
   study_mpi_parts)
     # A DA study of lattice variants: MPI ranks, and job-array parts merged, byte-identical to one run.
@@ -95,9 +97,17 @@ JSON
     run mpirun -np 3 "$BIN" da "$DA_LATTICE" $DA_OPTS --stop-after 50 -o np3r
     grep -q "stopped after turn 50" "$WORK/last.log" || { echo "the run did not stop at turn 50"; cat "$WORK/last.log"; failed=1; }
     [ ! -e np3r/da.npz ] || { echo "results written by a stopped run"; failed=1; }
+    # The checkpoint is that of one process: resumed on 3 ranks, on 2, and by one process.
+    cp -r np3r np2r && cp -r np3r np1r
     run mpirun -np 3 "$BIN" da "$DA_LATTICE" $DA_OPTS -o np3r --resume
     grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "the run did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
-    for f in da.npz summary.json summary.csv; do same single/$f np3r/$f; done
+    run mpirun -np 2 "$BIN" da "$DA_LATTICE" $DA_OPTS -o np2r --resume
+    grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "2 ranks did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
+    run "$BIN" da "$DA_LATTICE" $DA_OPTS -o np1r --resume
+    grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "one process did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
+    for r in np3r np2r np1r; do
+      for f in da.npz summary.json summary.csv; do same single/$f $r/$f; done
+    done
     ;;
   track_mpi)
     need_mpirun

@@ -198,40 +198,4 @@ TEST_CASE("shard sets: a missing shard or a count that disagrees with the index 
   CHECK(contains(msg, "holds 5 particles, the index"));
 }
 
-TEST_CASE("interleaved shares: blocks dealt to the ranks in turn, contiguous shares after the reorder, the inverse restores the order") {
-  const Particles all = sample_set(23);
-  for (size_t block : {1, 2, 4}) {
-    for (int ranks : {1, 2, 3, 4}) {
-      CAPTURE(block);
-      CAPTURE(ranks);
-      const std::vector<size_t> order = interleaved_order(all.size(), ranks, block);
-      REQUIRE(order.size() == all.size());
-      std::vector<size_t> sorted = order;
-      std::sort(sorted.begin(), sorted.end());
-      for (size_t i = 0; i < sorted.size(); ++i) CHECK(sorted[i] == i);  // a permutation
-      const size_t round = block * static_cast<size_t>(ranks), full = all.size() / round * round;
-      const Particles dealt = pick_particles(all, order);
-      for (int r = 0; r < ranks; ++r) {
-        const Share s = share_of(all.size(), r, ranks);
-        for (size_t k = s.begin; k < s.end; ++k) {
-          if (order[k] < full) CHECK(order[k] % round / block == static_cast<size_t>(r));  // this rank's block
-          if (k > s.begin) CHECK(order[k] > order[k - 1]);                                  // in its own order
-          CHECK(dealt.id[k] == all.id[order[k]]);
-          CHECK(dealt.x[k] == all.x[order[k]]);
-        }
-      }
-      if (block == 1)
-        for (int r = 0; r < ranks; ++r) {
-          const Share s = share_of(all.size(), r, ranks);
-          for (size_t k = s.begin; k < s.end; ++k) CHECK(order[k] % static_cast<size_t>(ranks) == static_cast<size_t>(r));
-        }
-      const Particles back = pick_particles(dealt, inverse_order(order));
-      CHECK(back.id == all.id);
-      CHECK(back.x == all.x);
-      CHECK(back.lost_element == all.lost_element);
-      CHECK(back.state == all.state);
-    }
-  }
-}
-
 }  // namespace test_particle_files

@@ -20,7 +20,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader | tee "$OUT/devic
 t0=$(date +%s)
 bash tools/device/refresh_sources.sh || true  # 1: sources changed, all touched
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release >"$OUT/cmake.log" 2>&1 || { tail -30 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target fusetrack test_gpu builtin >"$OUT/build.log" 2>&1 \
+cmake --build build-gpu -j16 --target ${BUILD_TARGETS:-fusetrack test_gpu builtin} >"$OUT/build.log" 2>&1 \
   || { grep -E -A5 "error" "$OUT/build.log" | head -40; exit 1; }
 echo "== build ok ($(( $(date +%s) - t0 )) s)"
 BIN=$ROOT/build-gpu/bin/fusetrack
@@ -85,6 +85,17 @@ if [[ " $* " == *" twogpu "* ]]; then
     grep -E "^survivors|DA .smallest|tracking|set-up|setup|rank" build-gpu/two$np.log | head -8 | tee -a "$OUT/twogpu.log"
   done
   cmp build-gpu/two1/da.npz build-gpu/two2/da.npz && echo "da.npz 1 GPU == 2 GPUs byte for byte" | tee -a "$OUT/twogpu.log"
+  if [ "${PARTS:-0}" = 1 ]; then
+    # The same study as two job-array parts (contiguous halves: seeds 0-29 and 30-59), one per GPU at the
+    # same time: each GPU's parameter tables are half of the ranks' (which hold every seed).
+    echo "== CLIC 60 seeds x 10^4 x $TT turns, two parts (--part i/2) at once, one per GPU" | tee -a "$OUT/twogpu.log"
+    for i in 0 1; do
+      CUDA_VISIBLE_DEVICES=$i $BIN da "$CLIC" --variants build-gpu/clic_seeds60.json --turns $TT --angles 100 --amplitudes 100 \
+        --amplitude-range 0.0001 0.01 --device gpu --no-plots --part $i/2 -o build-gpu/parts > build-gpu/part$i.log 2>&1 &
+    done
+    wait
+    for i in 0 1; do grep -E "^survivors|tracking|set-up|part" build-gpu/part$i.log | head -5 | sed "s/^/part $i: /" | tee -a "$OUT/twogpu.log"; done
+  fi
 fi
 if [[ " $* " == *" blocks "* ]]; then
   # Latency-bound scans on GPU 0: the lone CLIC scan (10^4 particles) and the light-source study

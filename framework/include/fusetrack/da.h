@@ -89,7 +89,8 @@ struct DaProgress {
   int64_t turns_done = 0, turns_total = 0;
   size_t alive = 0, total = 0;
   double seconds = 0.0;
-  double surviving_particle_turns = 0.0;  // sum over chunks of alive particles x turns
+  double surviving_particle_turns = 0.0;  // sum over chunks of alive particles x turns (all ranks')
+  double backend_seconds = 0.0;           // this process's time in Backend::track (MPI: the balance of the shares)
 };
 
 struct DaRunOptions {
@@ -100,6 +101,12 @@ struct DaRunOptions {
   const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to stop after the current chunk
   FmaMode fma = FmaMode::Off;
   int threads = 0;
+  /// MPI ranks that share the scan (null: this process tracks it alone). Every rank holds the whole
+  /// scan; before each chunk the survivors, in the scan's order, are split into equal contiguous
+  /// shares, and after it the shares are exchanged. Contiguous shares keep each rank's particles in
+  /// few variants of a study (its parameter tables in the GPU's L2); the split never changes a bit
+  /// of the result. Rank 0 alone writes the checkpoint, which is that of one process.
+  Communicator* ranks = nullptr;
 };
 
 /// Tracks the scan's alive particles in chunks (survivors compacted before each chunk so the
@@ -185,8 +192,6 @@ void refine_da(const Lattice& lattice, DaScan& scan, DaSummary& summary, Backend
 
 /// The scan's particles [begin, end) with their grid coordinates (a rank's or a part's share).
 DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end);
-/// The scan's particles at `order` (order[k]: index of particle k in `scan`) with their grid coordinates.
-DaScan pick_da_scan(const DaScan& scan, const std::vector<size_t>& order);
 
 /// The configuration as JSON and back (job-array part files).
 std::string da_config_to_json(const DaConfig& config);

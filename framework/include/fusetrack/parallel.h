@@ -1,7 +1,6 @@
 // Runs spread over several processes: MPI ranks (one GPU each) or job-array parts. Particles are
 // split into contiguous shares in rank order, so that gathering them in rank order gives the
-// single-process order back (DA scans deal their particles out first, interleaved_order, and put
-// them back after), and every per-particle result is the same whatever the split.
+// single-process order back, and every per-particle result is the same whatever the split.
 // Collective runs sum their integer profiles over the ranks (exact and order-independent). Large
 // runs keep the particles on their ranks: made there (sample_matched_bunch) and written there
 // (write_particle_shards, fusetrack/particle_files.h).
@@ -54,20 +53,9 @@ struct Share {
   size_t size() const { return end - begin; }
 };
 Share share_of(size_t n, int rank, int size);
-/// The order that deals `n` items out to `size` ranks in blocks of `block`, in turn: items
-/// [0, block) to rank 0, [block, 2 block) to rank 1, ..., and what is left after the last full
-/// round split as share_of splits it. Rank r's items are then contiguous, in their own order, at
-/// share_of(n, r, size) of the reordered list: shares stay contiguous while every rank gets a
-/// sample of the whole list (a DA study's survivors, which crowd at small amplitudes and in the
-/// better variants, balanced over the ranks; blocks keep neighbouring rays together in a warp).
-std::vector<size_t> interleaved_order(size_t n, int size, size_t block);
-/// The inverse permutation: inverse[order[k]] = k.
-std::vector<size_t> inverse_order(const std::vector<size_t>& order);
 
 /// Particles [begin, end) of `all`.
 Particles slice_particles(const Particles& all, size_t begin, size_t end);
-/// The particles of `all` at `order` (order[k] is the index into `all` of particle k).
-Particles pick_particles(const Particles& all, const std::vector<size_t>& order);
 /// Appends `part` to `all` (same beta0).
 void append_particles(Particles& all, const Particles& part);
 

@@ -221,7 +221,7 @@ class DaJob {
   bool study() const { return m_variants != nullptr; }
   const DaStudySummary& study_summary() const { return m_study; }
   const DaProgress& progress() const { return m_progress; }
-  /// MPI ranks: each rank's tracking time in seconds, in rank order (after run); else empty.
+  /// MPI ranks: each rank's time in the backend in seconds, in rank order (after run); else empty.
   const std::vector<double>& rank_seconds() const { return m_rank_seconds; }
   const std::string& checkpoint_file() const { return m_run.checkpoint_file; }
   const PartSpec& part() const { return m_part; }
@@ -243,9 +243,7 @@ class DaJob {
   PartSpec m_part;
   bool m_job_part = false;
   std::string m_fingerprint;
-  DaScan m_full;  // the whole scan (MPI ranks: in rank order; their shares gather into it)
-  std::vector<size_t> m_rank_order;  // MPI ranks: m_full's particle k is particle m_rank_order[k] of the scan
-  DaScan m_scan;  // this process's share
+  DaScan m_scan;  // the scan (a job-array part: its share; MPI ranks: all of it, DaRunOptions::ranks)
   Share m_share;
   size_t m_total = 0;
   DaRunOptions m_run;

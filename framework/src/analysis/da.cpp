@@ -200,10 +200,48 @@ DaScan make_da_scan(const Lattice& lattice, const DaConfig& config) {
 /// The longest backend call of a DA scan, in turns (the survivors are compacted between calls).
 constexpr int64_t kLongestCallTurns = 1000;
 
+namespace {
+
+/// The words of a particle's state after a chunk (coordinates, energy variables, state, loss),
+/// exchanged between ranks as bit patterns.
+constexpr size_t kTrackedWords = 12;
+
+void tracked_to_words(const Particles& p, size_t i, uint64_t* w) {
+  const double values[9] = {p.x[i], p.px[i], p.y[i], p.py[i], p.zeta[i], p.delta[i], p.ptau[i], p.rpp[i], p.rvv[i]};
+  std::memcpy(w, values, sizeof(values));
+  w[9] = static_cast<uint64_t>(static_cast<uint32_t>(p.state[i]));
+  w[10] = static_cast<uint64_t>(static_cast<uint32_t>(p.lost_turn[i]));
+  w[11] = static_cast<uint64_t>(p.lost_element[i]);
+}
+
+void tracked_from_words(Particles& p, size_t i, const uint64_t* w) {
+  double values[9];
+  std::memcpy(values, w, sizeof(values));
+  p.x[i] = values[0], p.px[i] = values[1], p.y[i] = values[2], p.py[i] = values[3];
+  p.zeta[i] = values[4], p.delta[i] = values[5], p.ptau[i] = values[6], p.rpp[i] = values[7], p.rvv[i] = values[8];
+  p.state[i] = static_cast<int32_t>(static_cast<uint32_t>(w[9]));
+  p.lost_turn[i] = static_cast<int32_t>(static_cast<uint32_t>(w[10]));
+  p.lost_element[i] = static_cast<int64_t>(w[11]);
+}
+
+/// Every rank's share of the chunk's particles (`alive`, split by share_of) to every rank: each
+/// word is summed from its owner's value and zeros, which is exact.
+void exchange_shares(Particles& particles, const std::vector<size_t>& alive, const Share& mine, Communicator& ranks) {
+  std::vector<uint64_t> words(alive.size() * kTrackedWords, 0);
+  for (size_t k = mine.begin; k < mine.end; ++k) tracked_to_words(particles, alive[k], &words[k * kTrackedWords]);
+  ranks.allreduce_sum(words.data(), words.size());
+  for (size_t k = 0; k < alive.size(); ++k)
+    if (k < mine.begin || k >= mine.end) tracked_from_words(particles, alive[k], &words[k * kTrackedWords]);
+}
+
+}  // namespace
+
 bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, DaProgress* progress_out) {
   DaProgress progress;
   progress.turns_total = scan.config.turns;
   progress.total = scan.particles.size();
+  Communicator* ranks = options.ranks && options.ranks->size() > 1 ? options.ranks : nullptr;
+  const bool writes = !ranks || ranks->is_root();
   // Checkpoints every `checkpoint_every` turns (default 1000). The survivors are compacted before every
   // backend call, and the calls are short at first (16, 32, 64, ... turns, then at most 1000): most of
   // the particles that a scan loses go early, and on the GPU a lost particle's lane idles, its warp
@@ -217,13 +255,18 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   int64_t call_turns = first_call_turns;
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
   const auto t0 = std::chrono::steady_clock::now();
-  bool completed = true;
+  // A stop asked on any rank stops every rank after the same chunk (no rank waits in an exchange).
+  auto stop_asked = [&] {
+    const bool local = options.stop && options.stop->load();
+    return ranks ? !ranks->all(!local) : local;
+  };
+  bool completed = true, stopping = stop_asked();
   while (scan.turns_done < scan.config.turns) {
-    if (options.stop && options.stop->load()) {
+    if (stopping) {
       completed = false;
       break;
     }
-    // Compact the survivors: only alive particles go to the backend.
+    // Compact the survivors: only alive particles go to the backend (MPI: this rank's share of them).
     std::vector<size_t> alive;
     for (size_t i = 0; i < scan.particles.size(); ++i)
       if (scan.particles.state[i] > 0) alive.push_back(i);
@@ -231,14 +274,15 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       scan.turns_done = scan.config.turns;
       break;
     }
-    Particles batch(alive.size(), scan.particles.beta0);
-    for (size_t k = 0; k < alive.size(); ++k) {
-      batch.store(k, scan.particles.view(alive[k]));
-      batch.id[k] = scan.particles.id[alive[k]];
+    const Share mine = ranks ? share_of(alive.size(), ranks->rank(), ranks->size()) : Share{0, alive.size()};
+    Particles batch(mine.size(), scan.particles.beta0);
+    for (size_t k = 0; k < mine.size(); ++k) {
+      batch.store(k, scan.particles.view(alive[mine.begin + k]));
+      batch.id[k] = scan.particles.id[alive[mine.begin + k]];
     }
     if (!scan.variant.empty()) {
-      batch.variant.resize(alive.size());
-      for (size_t k = 0; k < alive.size(); ++k) batch.variant[k] = scan.variant[alive[k]];
+      batch.variant.resize(mine.size());
+      for (size_t k = 0; k < mine.size(); ++k) batch.variant[k] = scan.variant[alive[mine.begin + k]];
     }
     TrackOptions o;
     o.turns = std::min({call_turns, checkpoint_every - scan.turns_done % checkpoint_every,
@@ -247,21 +291,24 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     o.first_turn = scan.turns_done;
     o.fma = options.fma;
     o.threads = options.threads;
-    backend.track(batch, o);
-    for (size_t k = 0; k < alive.size(); ++k) {
-      const size_t i = alive[k];
+    const auto b0 = std::chrono::steady_clock::now();
+    if (mine.size() > 0) backend.track(batch, o);
+    progress.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    for (size_t k = 0; k < mine.size(); ++k) {
+      const size_t i = alive[mine.begin + k];
       scan.particles.store(i, batch.view(k));
       scan.particles.lost_turn[i] = batch.lost_turn[k];
       scan.particles.lost_element[i] = batch.lost_element[k];
     }
+    if (ranks) exchange_shares(scan.particles, alive, mine, *ranks);
     progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
     scan.turns_done += o.turns;
     progress.turns_done = scan.turns_done;
     progress.alive = scan.particles.alive_count();
     progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.on_progress) options.on_progress(progress);  // may ask to stop
-    const bool stopping = options.stop && options.stop->load();
-    if (!options.checkpoint_file.empty() &&
+    stopping = stop_asked();
+    if (writes && !options.checkpoint_file.empty() &&
         (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping))
       write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
   }
@@ -674,17 +721,6 @@ DaScan slice_da_scan(const DaScan& scan, size_t begin, size_t end) {
         return V(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end));
       },
       [&](const Particles& p) { return slice_particles(p, begin, end); });
-}
-
-DaScan pick_da_scan(const DaScan& scan, const std::vector<size_t>& order) {
-  return cut_da_scan(
-      scan,
-      [&](const auto& v) {
-        std::decay_t<decltype(v)> out(order.size());
-        for (size_t k = 0; k < order.size(); ++k) out[k] = v.at(order[k]);
-        return out;
-      },
-      [&](const Particles& p) { return pick_particles(p, order); });
 }
 
 std::string da_config_to_json(const DaConfig& c) {

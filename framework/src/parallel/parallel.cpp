@@ -77,26 +77,6 @@ Share share_of(size_t n, int rank, int size) {
   return sh;
 }
 
-std::vector<size_t> interleaved_order(size_t n, int size, size_t block) {
-  const size_t s = static_cast<size_t>(std::max(size, 1)), b = std::max<size_t>(block, 1);
-  const size_t round = s * b, full_rounds = n / round, rest = n - full_rounds * round;
-  std::vector<size_t> order;
-  order.reserve(n);
-  for (size_t r = 0; r < s; ++r) {
-    for (size_t f = 0; f < full_rounds; ++f)
-      for (size_t j = 0; j < b; ++j) order.push_back(f * round + r * b + j);
-    const Share last = share_of(rest, static_cast<int>(r), static_cast<int>(s));
-    for (size_t j = last.begin; j < last.end; ++j) order.push_back(full_rounds * round + j);
-  }
-  return order;
-}
-
-std::vector<size_t> inverse_order(const std::vector<size_t>& order) {
-  std::vector<size_t> inverse(order.size());
-  for (size_t k = 0; k < order.size(); ++k) inverse.at(order[k]) = k;
-  return inverse;
-}
-
 namespace {
 
 /// `p` with every column of `all` passed through cut(column, out).
@@ -126,13 +106,6 @@ Particles cut_columns(const Particles& all, Cut cut) {
 Particles slice_particles(const Particles& all, size_t begin, size_t end) {
   return cut_columns(all, [&](const auto& v, auto& out) {
     out.assign(v.begin() + static_cast<long>(begin), v.begin() + static_cast<long>(end));
-  });
-}
-
-Particles pick_particles(const Particles& all, const std::vector<size_t>& order) {
-  return cut_columns(all, [&](const auto& v, auto& out) {
-    out.resize(order.size());
-    for (size_t k = 0; k < order.size(); ++k) out[k] = v.at(order[k]);
   });
 }
 

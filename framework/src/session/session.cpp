@@ -418,36 +418,30 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
       throw option_error(options.part_label, "--refine needs whole rays: refine after merging the parts");
     m_part = parse_part(options.part, options.part_label);
   }
-  m_full = lattices.empty() ? make_da_scan(m_lattice, config) : make_da_study(lattices, names, config, &comm);
+  DaScan full = lattices.empty() ? make_da_scan(m_lattice, config) : make_da_study(lattices, names, config, &comm);
   m_fingerprint = da_fingerprint(options.lattice_file, config);
   if (m_variants) m_fingerprint += "-" + variants_fingerprint(*m_variants);
-  m_total = m_full.particles.size();
+  m_total = full.particles.size();
   m_share = share_of(m_total, m_part.index, m_part.count);
-  if (split() && !m_job_part) {
-    // MPI ranks take blocks of 1024 particles in turn (interleaved_order), so that each rank tracks a
-    // sample of every variant: the survivors, which crowd in the better variants, are balanced over the
-    // ranks. Job-array parts stay contiguous (da-merge concatenates them).
-    constexpr size_t kDealtBlock = 1024;
-    m_rank_order = interleaved_order(m_total, m_part.count, kDealtBlock);
-    m_full = pick_da_scan(m_full, m_rank_order);
-  }
-  if (split()) {
-    m_scan = slice_da_scan(m_full, m_share.begin, m_share.end);
+  // A job-array part tracks its contiguous share alone (da-merge concatenates the parts). MPI ranks
+  // each hold the whole scan and split its survivors anew before every chunk (DaRunOptions::ranks):
+  // the survivors, which crowd in the better variants, stay balanced over the ranks, and the
+  // checkpoint (rank 0's) is that of one process, to be resumed with any number of ranks.
+  if (m_job_part) {
+    m_scan = slice_da_scan(full, m_share.begin, m_share.end);
   } else {
-    m_scan = std::move(m_full);
-    m_full = DaScan{};
+    m_scan = std::move(full);
+    if (split()) m_run.ranks = &comm;
   }
   if (!options.output.empty()) std::filesystem::create_directories(options.output);
   m_run.checkpoint_every = options.checkpoint_every;
-  // One checkpoint per share: a resumed run must use the same split.
+  // One checkpoint per job-array part: a resumed part must be the same part of the same split.
   if (!options.output.empty())
     m_run.checkpoint_file =
         (std::filesystem::path(options.output) /
-         (split() ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
+         (m_job_part ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
             .string();
-  m_run.fingerprint =
-      split() ? da_share_fingerprint(m_fingerprint + (m_job_part ? "" : "-interleaved"), m_part.index, m_part.count)
-              : m_fingerprint;
+  m_run.fingerprint = m_job_part ? da_share_fingerprint(m_fingerprint, m_part.index, m_part.count) : m_fingerprint;
   m_run.fma = options.fma;
   m_run.threads = options.threads;
   m_run.stop = options.stop;
@@ -481,18 +475,14 @@ DaJobStatus DaJob::run(Backend& backend) {
                   m_fingerprint);
     return DaJobStatus::PartWritten;
   }
-  if (split()) {  // MPI: rank 0 gathers the shares in rank order, then puts the particles back in the scan's order
-    // Each rank's tracking time (microseconds), summed over the ranks: the balance of the split.
+  if (split()) {  // MPI: every rank holds the whole scan; rank 0 writes the results
+    // Each rank's time in the backend (microseconds), summed over the ranks: the balance of the split.
     std::vector<uint64_t> micros(static_cast<size_t>(m_part.count), 0);
-    micros[static_cast<size_t>(m_part.index)] = static_cast<uint64_t>(std::llround(m_progress.seconds * 1e6));
+    micros[static_cast<size_t>(m_part.index)] = static_cast<uint64_t>(std::llround(m_progress.backend_seconds * 1e6));
     world().allreduce_sum(micros.data(), micros.size());
     m_rank_seconds.clear();
     for (uint64_t us : micros) m_rank_seconds.push_back(static_cast<double>(us) * 1e-6);
-    m_full.particles = world().gather(m_scan.particles);
-    m_full.turns_done = m_scan.turns_done;
     if (!root) return DaJobStatus::NotRoot;
-    m_scan = pick_da_scan(m_full, inverse_order(m_rank_order));
-    m_full = DaScan{};
   }
   if (m_variants) {
     // Each variant summarized (and refined, through a backend given that variant alone) as it would be alone.
