@@ -233,8 +233,9 @@ int run_da(DaArgs a) {
   if (root)
     fmt::print("tracking: {:.2f} s (then results {:.2f} s){}\n", job.progress().seconds,
                seconds_since(t_run) - job.progress().seconds,
-               job.rank_seconds().empty() ? std::string()
-                                          : fmt::format("; in the backend per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
+               job.rank_seconds().empty()
+                   ? fmt::format("; in the backend {:.2f} s", job.progress().backend_seconds)
+                   : fmt::format("; in the backend per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
   if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",

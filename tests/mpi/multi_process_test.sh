@@ -36,6 +36,12 @@ case "$CASE" in
       run mpirun -np $np "$BIN" da "$DA_LATTICE" $DA_OPTS -o np$np
       for f in da.npz summary.json summary.csv; do same single/$f np$np/$f; done
     done
+    # Fewer survivors than ranks (2 of 6 after 300 turns on 4 ranks): ranks with an empty share wait.
+    FEW_OPTS="--turns 300 --angles 2 --amplitudes 3 --amplitude-range 0.02 0.045 --no-plots --device cpu --threads 1 --checkpoint-every 100"
+    run "$BIN" da "$DA_LATTICE" $FEW_OPTS -o few1
+    grep -q "^survivors: 2 of 6" "$WORK/last.log" || { echo "expected 2 survivors of 6"; cat "$WORK/last.log"; failed=1; }
+    run mpirun -np 4 "$BIN" da "$DA_LATTICE" $FEW_OPTS -o few4
+    for f in da.npz summary.json checkpoint.npz; do same few1/$f few4/$f; done
     # The ranks share one checkpoint, rank 0's, that of one process (byte for byte).
     same single/checkpoint.npz np3/checkpoint.npz
     ! ls np3/checkpoint.part* >/dev/null 2>&1 || { echo "per-rank checkpoints written"; failed=1; }

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <fstream>
 #include <limits>
+#include <optional>
 #include <nlohmann/json.hpp>
 #include <sstream>
 
@@ -224,15 +225,77 @@ void tracked_from_words(Particles& p, size_t i, const uint64_t* w) {
   p.lost_element[i] = static_cast<int64_t>(w[11]);
 }
 
-/// Every rank's share of the chunk's particles (`alive`, split by share_of) to every rank: each
-/// word is summed from its owner's value and zeros, which is exact.
-void exchange_shares(Particles& particles, const std::vector<size_t>& alive, const Share& mine, Communicator& ranks) {
-  std::vector<uint64_t> words(alive.size() * kTrackedWords, 0);
-  for (size_t k = mine.begin; k < mine.end; ++k) tracked_to_words(particles, alive[k], &words[k * kTrackedWords]);
-  ranks.allreduce_sum(words.data(), words.size());
-  for (size_t k = 0; k < alive.size(); ++k)
-    if (k < mine.begin || k >= mine.end) tracked_from_words(particles, alive[k], &words[k * kTrackedWords]);
-}
+/// The particles of a scan shared by MPI ranks (DaRunOptions::ranks). Every rank holds the whole
+/// scan, but a particle's coordinates are current only on the rank that tracked it last (its owner)
+/// until the next synchronisation. Between chunks the ranks exchange the survivors' states (one word
+/// each) and the coordinates of the particles that change owner (where the shares' boundaries move);
+/// everything goes to every rank only where a checkpoint is written and at the end. Each word is summed
+/// from its owner's value and zeros, which is exact.
+class SharedScan {
+ public:
+  SharedScan(Particles& particles, Communicator& ranks)
+      : m_particles(particles), m_ranks(ranks), m_owner(particles.size(), kEveryRank) {}
+
+  /// This rank's share of the chunk's particles `alive` (the survivors in the scan's order); their
+  /// coordinates made current here.
+  Share take_share(const std::vector<size_t>& alive) {
+    const int n_ranks = m_ranks.size();
+    const Share mine = share_of(alive.size(), m_ranks.rank(), n_ranks);
+    std::vector<size_t> moving;  // positions k in alive of particles tracked last by another rank
+    std::vector<int> new_owner(alive.size());
+    for (int r = 0; r < n_ranks; ++r) {
+      const Share s = share_of(alive.size(), r, n_ranks);
+      for (size_t k = s.begin; k < s.end; ++k) {
+        new_owner[k] = r;
+        const int owner = m_owner[alive[k]];
+        if (owner != kEveryRank && owner != r) moving.push_back(k);
+      }
+    }
+    std::vector<uint64_t> words(moving.size() * kTrackedWords, 0);
+    for (size_t m = 0; m < moving.size(); ++m)
+      if (m_owner[alive[moving[m]]] == m_ranks.rank()) tracked_to_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
+    if (!moving.empty()) m_ranks.allreduce_sum(words.data(), words.size());
+    for (size_t m = 0; m < moving.size(); ++m)
+      if (new_owner[moving[m]] == m_ranks.rank()) tracked_from_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
+    for (size_t k = 0; k < alive.size(); ++k) m_owner[alive[k]] = new_owner[k];
+    return mine;
+  }
+
+  /// After the chunk: every rank learns the state (alive or lost) and loss turn of every particle of it.
+  void share_states(const std::vector<size_t>& alive, const Share& mine) {
+    std::vector<uint64_t> words(alive.size(), 0);
+    for (size_t k = mine.begin; k < mine.end; ++k)
+      words[k] = static_cast<uint64_t>(static_cast<uint32_t>(m_particles.state[alive[k]])) |
+                 static_cast<uint64_t>(static_cast<uint32_t>(m_particles.lost_turn[alive[k]])) << 32;
+    m_ranks.allreduce_sum(words.data(), words.size());
+    for (size_t k = 0; k < alive.size(); ++k) {
+      m_particles.state[alive[k]] = static_cast<int32_t>(static_cast<uint32_t>(words[k]));
+      m_particles.lost_turn[alive[k]] = static_cast<int32_t>(static_cast<uint32_t>(words[k] >> 32));
+    }
+  }
+
+  /// Every particle current on every rank (before a checkpoint and at the end).
+  void synchronise() {
+    std::vector<size_t> owned;
+    for (size_t i = 0; i < m_owner.size(); ++i)
+      if (m_owner[i] != kEveryRank) owned.push_back(i);
+    if (owned.empty()) return;
+    std::vector<uint64_t> words(owned.size() * kTrackedWords, 0);
+    for (size_t m = 0; m < owned.size(); ++m)
+      if (m_owner[owned[m]] == m_ranks.rank()) tracked_to_words(m_particles, owned[m], &words[m * kTrackedWords]);
+    m_ranks.allreduce_sum(words.data(), words.size());
+    for (size_t m = 0; m < owned.size(); ++m) {
+      if (m_owner[owned[m]] != m_ranks.rank()) tracked_from_words(m_particles, owned[m], &words[m * kTrackedWords]);
+      m_owner[owned[m]] = kEveryRank;
+    }
+  }
+
+ private:
+  static constexpr int kEveryRank = -1;
+  Particles& m_particles;
+  Communicator& m_ranks;
+  std::vector<int> m_owner;  // the rank that tracked each particle last, or kEveryRank
+};
 
 }  // namespace
 
@@ -242,6 +305,8 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   progress.total = scan.particles.size();
   Communicator* ranks = options.ranks && options.ranks->size() > 1 ? options.ranks : nullptr;
   const bool writes = !ranks || ranks->is_root();
+  std::optional<SharedScan> shared;
+  if (ranks) shared.emplace(scan.particles, *ranks);
   // Checkpoints every `checkpoint_every` turns (default 1000). The survivors are compacted before every
   // backend call, and the calls are short at first (16, 32, 64, ... turns, then at most 1000): most of
   // the particles that a scan loses go early, and on the GPU a lost particle's lane idles, its warp
@@ -274,7 +339,7 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       scan.turns_done = scan.config.turns;
       break;
     }
-    const Share mine = ranks ? share_of(alive.size(), ranks->rank(), ranks->size()) : Share{0, alive.size()};
+    const Share mine = shared ? shared->take_share(alive) : Share{0, alive.size()};
     Particles batch(mine.size(), scan.particles.beta0);
     for (size_t k = 0; k < mine.size(); ++k) {
       batch.store(k, scan.particles.view(alive[mine.begin + k]));
@@ -300,7 +365,7 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       scan.particles.lost_turn[i] = batch.lost_turn[k];
       scan.particles.lost_element[i] = batch.lost_element[k];
     }
-    if (ranks) exchange_shares(scan.particles, alive, mine, *ranks);
+    if (shared) shared->share_states(alive, mine);
     progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
     scan.turns_done += o.turns;
     progress.turns_done = scan.turns_done;
@@ -308,10 +373,13 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     if (options.on_progress) options.on_progress(progress);  // may ask to stop
     stopping = stop_asked();
-    if (writes && !options.checkpoint_file.empty() &&
-        (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping))
-      write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
+    if (!options.checkpoint_file.empty() &&
+        (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping)) {
+      if (shared) shared->synchronise();
+      if (writes) write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
+    }
   }
+  if (shared) shared->synchronise();
   progress.turns_done = scan.turns_done;
   progress.alive = scan.particles.alive_count();
   progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
