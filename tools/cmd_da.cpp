@@ -235,7 +235,8 @@ int run_da(DaArgs a) {
                seconds_since(t_run) - job.progress().seconds,
                job.rank_seconds().empty()
                    ? fmt::format("; in the backend {:.2f} s", job.progress().backend_seconds)
-                   : fmt::format("; in the backend per MPI rank: {:.2f} s", fmt::join(job.rank_seconds(), " s, ")));
+                   : fmt::format("; per MPI rank in the backend: {:.2f} s, in exchanges (waits included): {:.2f} s",
+                                 fmt::join(job.rank_seconds(), " s, "), fmt::join(job.rank_exchange_seconds(), " s, ")));
   if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",

@@ -91,6 +91,7 @@ struct DaProgress {
   double seconds = 0.0;
   double surviving_particle_turns = 0.0;  // sum over chunks of alive particles x turns (all ranks')
   double backend_seconds = 0.0;           // this process's time in Backend::track (MPI: the balance of the shares)
+  double exchange_seconds = 0.0;          // MPI: this rank's time in the exchanges, waits for other ranks included
 };
 
 struct DaRunOptions {

@@ -223,6 +223,8 @@ class DaJob {
   const DaProgress& progress() const { return m_progress; }
   /// MPI ranks: each rank's time in the backend in seconds, in rank order (after run); else empty.
   const std::vector<double>& rank_seconds() const { return m_rank_seconds; }
+  /// MPI ranks: each rank's time in the exchanges between ranks (waits included), in rank order.
+  const std::vector<double>& rank_exchange_seconds() const { return m_rank_exchange_seconds; }
   const std::string& checkpoint_file() const { return m_run.checkpoint_file; }
   const PartSpec& part() const { return m_part; }
   const Share& share() const { return m_share; }
@@ -248,7 +250,7 @@ class DaJob {
   size_t m_total = 0;
   DaRunOptions m_run;
   DaProgress m_progress;
-  std::vector<double> m_rank_seconds;
+  std::vector<double> m_rank_seconds, m_rank_exchange_seconds;
   DaSummary m_summary;
 };
 

@@ -321,9 +321,17 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
   const auto t0 = std::chrono::steady_clock::now();
   // A stop asked on any rank stops every rank after the same chunk (no rank waits in an exchange).
+  // The time in the exchanges between ranks, waits for the slower rank included.
+  auto exchange = [&](auto&& f) {
+    const auto e0 = std::chrono::steady_clock::now();
+    f();
+    progress.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
+  };
   auto stop_asked = [&] {
     const bool local = options.stop && options.stop->load();
-    return ranks ? !ranks->all(!local) : local;
+    bool any = local;
+    if (ranks) exchange([&] { any = !ranks->all(!local); });
+    return any;
   };
   bool completed = true, stopping = stop_asked();
   while (scan.turns_done < scan.config.turns) {
@@ -339,7 +347,8 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       scan.turns_done = scan.config.turns;
       break;
     }
-    const Share mine = shared ? shared->take_share(alive) : Share{0, alive.size()};
+    Share mine{0, alive.size()};
+    if (shared) exchange([&] { mine = shared->take_share(alive); });
     Particles batch(mine.size(), scan.particles.beta0);
     for (size_t k = 0; k < mine.size(); ++k) {
       batch.store(k, scan.particles.view(alive[mine.begin + k]));
@@ -365,7 +374,7 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       scan.particles.lost_turn[i] = batch.lost_turn[k];
       scan.particles.lost_element[i] = batch.lost_element[k];
     }
-    if (shared) shared->share_states(alive, mine);
+    if (shared) exchange([&] { shared->share_states(alive, mine); });
     progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
     scan.turns_done += o.turns;
     progress.turns_done = scan.turns_done;
@@ -375,11 +384,11 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     stopping = stop_asked();
     if (!options.checkpoint_file.empty() &&
         (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping)) {
-      if (shared) shared->synchronise();
+      if (shared) exchange([&] { shared->synchronise(); });
       if (writes) write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
     }
   }
-  if (shared) shared->synchronise();
+  if (shared) exchange([&] { shared->synchronise(); });
   progress.turns_done = scan.turns_done;
   progress.alive = scan.particles.alive_count();
   progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();

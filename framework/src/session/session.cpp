@@ -476,12 +476,19 @@ DaJobStatus DaJob::run(Backend& backend) {
     return DaJobStatus::PartWritten;
   }
   if (split()) {  // MPI: every rank holds the whole scan; rank 0 writes the results
-    // Each rank's time in the backend (microseconds), summed over the ranks: the balance of the split.
-    std::vector<uint64_t> micros(static_cast<size_t>(m_part.count), 0);
-    micros[static_cast<size_t>(m_part.index)] = static_cast<uint64_t>(std::llround(m_progress.backend_seconds * 1e6));
+    // Each rank's time in the backend and in the exchanges (microseconds), summed over the ranks:
+    // the balance of the split.
+    const size_t n_ranks = static_cast<size_t>(m_part.count), rank = static_cast<size_t>(m_part.index);
+    std::vector<uint64_t> micros(2 * n_ranks, 0);
+    micros[rank] = static_cast<uint64_t>(std::llround(m_progress.backend_seconds * 1e6));
+    micros[n_ranks + rank] = static_cast<uint64_t>(std::llround(m_progress.exchange_seconds * 1e6));
     world().allreduce_sum(micros.data(), micros.size());
-    m_rank_seconds.clear();
-    for (uint64_t us : micros) m_rank_seconds.push_back(static_cast<double>(us) * 1e-6);
+    m_rank_seconds.assign(n_ranks, 0.0);
+    m_rank_exchange_seconds.assign(n_ranks, 0.0);
+    for (size_t r = 0; r < n_ranks; ++r) {
+      m_rank_seconds[r] = static_cast<double>(micros[r]) * 1e-6;
+      m_rank_exchange_seconds[r] = static_cast<double>(micros[n_ranks + r]) * 1e-6;
+    }
     if (!root) return DaJobStatus::NotRoot;
   }
   if (m_variants) {
