@@ -36,6 +36,11 @@ case "$CASE" in
       run mpirun -np $np "$BIN" da "$DA_LATTICE" $DA_OPTS -o np$np
       for f in da.npz summary.json summary.csv; do same single/$f np$np/$f; done
     done
+    # Shares sized by the ranks' times after every call (the boundaries move: particles change ranks).
+    for np in 2 3; do
+      FUSETRACK_DA_BALANCE_SECONDS=0 run mpirun -np $np -x FUSETRACK_DA_BALANCE_SECONDS "$BIN" da "$DA_LATTICE" $DA_OPTS -o bal$np
+      for f in da.npz summary.json checkpoint.npz; do same single/$f bal$np/$f; done
+    done
     # Fewer survivors than ranks (2 of 6 after 300 turns on 4 ranks): ranks with an empty share wait.
     FEW_OPTS="--turns 300 --angles 2 --amplitudes 3 --amplitude-range 0.02 0.045 --no-plots --device cpu --threads 1 --checkpoint-every 100"
     run "$BIN" da "$DA_LATTICE" $FEW_OPTS -o few1

@@ -231,20 +231,28 @@ void tracked_from_words(Particles& p, size_t i, const uint64_t* w) {
 /// each) and the coordinates of the particles that change owner (where the shares' boundaries move);
 /// everything goes to every rank only where a checkpoint is written and at the end. Each word is summed
 /// from its owner's value and zeros, which is exact.
+/// The shares are contiguous and sized by weights that follow the ranks' times in the backend: equal at
+/// first, then a rank that took longer than the mean over a call gets fewer particles (damped, within
+/// bounds). Every rank computes the same shares from the same exchanged times; which rank tracks a
+/// particle never changes its result.
 class SharedScan {
  public:
   SharedScan(Particles& particles, Communicator& ranks)
-      : m_particles(particles), m_ranks(ranks), m_owner(particles.size(), kEveryRank) {}
+      : m_particles(particles),
+        m_ranks(ranks),
+        m_owner(particles.size(), kEveryRank),
+        m_weight(static_cast<size_t>(ranks.size()), 1.0) {}
 
   /// This rank's share of the chunk's particles `alive` (the survivors in the scan's order); their
   /// coordinates made current here.
   Share take_share(const std::vector<size_t>& alive) {
     const int n_ranks = m_ranks.size();
-    const Share mine = share_of(alive.size(), m_ranks.rank(), n_ranks);
+    const std::vector<Share> shares = weighted_shares(alive.size());
+    const Share mine = shares[static_cast<size_t>(m_ranks.rank())];
     std::vector<size_t> moving;  // positions k in alive of particles tracked last by another rank
     std::vector<int> new_owner(alive.size());
     for (int r = 0; r < n_ranks; ++r) {
-      const Share s = share_of(alive.size(), r, n_ranks);
+      const Share s = shares[static_cast<size_t>(r)];
       for (size_t k = s.begin; k < s.end; ++k) {
         new_owner[k] = r;
         const int owner = m_owner[alive[k]];
@@ -261,17 +269,23 @@ class SharedScan {
     return mine;
   }
 
-  /// After the chunk: every rank learns the state (alive or lost) and loss turn of every particle of it.
-  void share_states(const std::vector<size_t>& alive, const Share& mine) {
-    std::vector<uint64_t> words(alive.size(), 0);
+  /// After the chunk: every rank learns the state (alive or lost) and loss turn of every particle of it,
+  /// and every rank's time in the backend for the chunk (`seconds`: this rank's), which sizes the next shares.
+  void share_states(const std::vector<size_t>& alive, const Share& mine, double seconds) {
+    const size_t n_ranks = m_weight.size(), rank = static_cast<size_t>(m_ranks.rank());
+    std::vector<uint64_t> words(alive.size() + n_ranks, 0);
     for (size_t k = mine.begin; k < mine.end; ++k)
       words[k] = static_cast<uint64_t>(static_cast<uint32_t>(m_particles.state[alive[k]])) |
                  static_cast<uint64_t>(static_cast<uint32_t>(m_particles.lost_turn[alive[k]])) << 32;
+    std::memcpy(&words[alive.size() + rank], &seconds, sizeof(double));
     m_ranks.allreduce_sum(words.data(), words.size());
     for (size_t k = 0; k < alive.size(); ++k) {
       m_particles.state[alive[k]] = static_cast<int32_t>(static_cast<uint32_t>(words[k]));
       m_particles.lost_turn[alive[k]] = static_cast<int32_t>(static_cast<uint32_t>(words[k] >> 32));
     }
+    std::vector<double> times(n_ranks);
+    std::memcpy(times.data(), &words[alive.size()], n_ranks * sizeof(double));
+    rebalance(times, alive.size());
   }
 
   /// Every particle current on every rank (before a checkpoint and at the end).
@@ -292,9 +306,55 @@ class SharedScan {
 
  private:
   static constexpr int kEveryRank = -1;
+  // Calls shorter than this on any rank leave the weights alone (their times are mostly fixed costs);
+  // FUSETRACK_DA_BALANCE_SECONDS sets it (the tests: 0, every call moves the shares' boundaries).
+  static double min_balance_seconds() {
+    static const double seconds = [] {
+      const char* v = std::getenv("FUSETRACK_DA_BALANCE_SECONDS");
+      return v ? std::max(0.0, std::atof(v)) : 0.2;
+    }();
+    return seconds;
+  }
+  static constexpr double kMinWeight = 0.75, kMaxWeight = 1.33;
+
+  /// Contiguous shares of n in proportion to the weights (rank r: [floor(n W_r / W), floor(n W_r+1 / W))).
+  std::vector<Share> weighted_shares(size_t n) const {
+    std::vector<Share> shares(m_weight.size());
+    double total = 0.0;
+    for (double w : m_weight) total += w;
+    double below = 0.0;
+    size_t begin = 0;
+    for (size_t r = 0; r < m_weight.size(); ++r) {
+      below += m_weight[r];
+      const size_t end = r + 1 == m_weight.size()
+                             ? n
+                             : std::min(n, static_cast<size_t>(std::floor(static_cast<double>(n) * below / total)));
+      shares[r] = Share{begin, std::max(begin, end)};
+      begin = shares[r].end;
+    }
+    return shares;
+  }
+
+  /// A rank slower than the mean over the last call gets a smaller weight: w_r *= sqrt(mean / t_r)
+  /// (half the correction that would equalise times linear in the particle count), then the weights are
+  /// scaled to mean 1 and kept within [kMinWeight, kMaxWeight].
+  void rebalance(const std::vector<double>& times, size_t chunk_particles) {
+    if (chunk_particles < m_weight.size()) return;
+    double mean = 0.0;
+    for (double t : times) {
+      if (!(t >= min_balance_seconds()) || !(t > 0.0)) return;
+      mean += t;
+    }
+    mean /= static_cast<double>(times.size());
+    double sum = 0.0;
+    for (size_t r = 0; r < m_weight.size(); ++r) sum += m_weight[r] *= std::sqrt(mean / times[r]);
+    for (double& w : m_weight) w = std::clamp(w * static_cast<double>(m_weight.size()) / sum, kMinWeight, kMaxWeight);
+  }
+
   Particles& m_particles;
   Communicator& m_ranks;
   std::vector<int> m_owner;  // the rank that tracked each particle last, or kEveryRank
+  std::vector<double> m_weight;  // the ranks' share weights
 };
 
 }  // namespace
@@ -367,14 +427,15 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     o.threads = options.threads;
     const auto b0 = std::chrono::steady_clock::now();
     if (mine.size() > 0) backend.track(batch, o);
-    progress.backend_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    const double call_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - b0).count();
+    progress.backend_seconds += call_seconds;
     for (size_t k = 0; k < mine.size(); ++k) {
       const size_t i = alive[mine.begin + k];
       scan.particles.store(i, batch.view(k));
       scan.particles.lost_turn[i] = batch.lost_turn[k];
       scan.particles.lost_element[i] = batch.lost_element[k];
     }
-    if (shared) exchange([&] { shared->share_states(alive, mine); });
+    if (shared) exchange([&] { shared->share_states(alive, mine, call_seconds); });
     progress.surviving_particle_turns += static_cast<double>(alive.size()) * static_cast<double>(o.turns);
     scan.turns_done += o.turns;
     progress.turns_done = scan.turns_done;
