@@ -10,6 +10,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <future>
 #include <limits>
 #include <optional>
 #include <nlohmann/json.hpp>
@@ -203,6 +204,15 @@ constexpr int64_t kLongestCallTurns = 1000;
 
 namespace {
 
+/// The arrays of a checkpoint (a copy of the scan's state: the file can be written while tracking goes on).
+std::vector<std::pair<std::string, NpyArray>> checkpoint_members(const DaScan& scan, const std::string& fingerprint) {
+  auto members = particle_arrays(scan.particles);
+  members.emplace_back("turns_done", NpyArray::from(std::vector<int64_t>{scan.turns_done}));
+  members.emplace_back("fingerprint", NpyArray::from(std::vector<int64_t>{static_cast<int64_t>(
+                                          std::stoull(fingerprint.empty() ? "0" : fingerprint, nullptr, 16))}));
+  return members;
+}
+
 /// The words of a particle's state after a chunk (coordinates, energy variables, state, loss),
 /// exchanged between ranks as bit patterns.
 constexpr size_t kTrackedWords = 12;
@@ -393,6 +403,7 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     if (ranks) exchange([&] { any = !ranks->all(!local); });
     return any;
   };
+  std::future<void> checkpoint_writing;
   bool completed = true, stopping = stop_asked();
   while (scan.turns_done < scan.config.turns) {
     if (stopping) {
@@ -446,10 +457,17 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     if (!options.checkpoint_file.empty() &&
         (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping)) {
       if (shared) exchange([&] { shared->synchronise(); });
-      if (writes) write_da_checkpoint(scan, options.checkpoint_file, fingerprint);
+      if (writes) {
+        // Written on a thread of its own while the next chunk is tracked (a copy of the state); the
+        // previous one finished first, so the files follow in order.
+        if (checkpoint_writing.valid()) checkpoint_writing.get();
+        checkpoint_writing = std::async(std::launch::async, [members = checkpoint_members(scan, fingerprint),
+                                                             file = options.checkpoint_file] { write_npz(file, members); });
+      }
     }
   }
   if (shared) exchange([&] { shared->synchronise(); });
+  if (checkpoint_writing.valid()) checkpoint_writing.get();  // written before the scan returns
   progress.turns_done = scan.turns_done;
   progress.alive = scan.particles.alive_count();
   progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -492,11 +510,7 @@ std::string da_share_fingerprint(const std::string& fingerprint, int index, int 
 }
 
 void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint) {
-  auto members = particle_arrays(scan.particles);
-  members.emplace_back("turns_done", NpyArray::from(std::vector<int64_t>{scan.turns_done}));
-  members.emplace_back("fingerprint", NpyArray::from(std::vector<int64_t>{static_cast<int64_t>(
-                                          std::stoull(fingerprint.empty() ? "0" : fingerprint, nullptr, 16))}));
-  write_npz(file, members);
+  write_npz(file, checkpoint_members(scan, fingerprint));
 }
 
 void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint) {
