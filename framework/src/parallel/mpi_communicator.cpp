@@ -60,16 +60,23 @@ class MpiCommunicator : public Communicator {
     return fmt::format("MPI rank {} of {} (node-local {} of {})", m_rank, m_size, m_local_rank, m_local_size);
   }
 
+  // MPI counts are int: longer arrays go in pieces of kPieceWords (a DA study's exchange of 10^8
+  // particles is 1.2e9 words; the element-wise sums do not depend on the pieces).
+  static constexpr size_t kPieceWords = size_t{1} << 28;
+
   void allreduce_sum(uint64_t* data, size_t count) override {
     static_assert(sizeof(unsigned long long) == sizeof(uint64_t), "uint64_t is unsigned long long");
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_UNSIGNED_LONG_LONG, MPI_SUM,
-                            MPI_COMM_WORLD),
-              "MPI_Allreduce(profile)");
+    for (size_t first = 0; first < count; first += kPieceWords)
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + first, static_cast<int>(std::min(kPieceWords, count - first)),
+                              MPI_UNSIGNED_LONG_LONG, MPI_SUM, MPI_COMM_WORLD),
+                "MPI_Allreduce(integer sums)");
   }
 
   void allreduce_sum(double* data, size_t count) override {
-    check_mpi(MPI_Allreduce(MPI_IN_PLACE, data, static_cast<int>(count), MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
-              "MPI_Allreduce(sums)");
+    for (size_t first = 0; first < count; first += kPieceWords)
+      check_mpi(MPI_Allreduce(MPI_IN_PLACE, data + first, static_cast<int>(std::min(kPieceWords, count - first)),
+                              MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD),
+                "MPI_Allreduce(sums)");
   }
 
   void exchange(int peer, const uint64_t* send, uint64_t* receive, size_t count, int tag) override {
@@ -77,10 +84,12 @@ class MpiCommunicator : public Communicator {
       std::copy(send, send + count, receive);
       return;
     }
-    check_mpi(MPI_Sendrecv(send, static_cast<int>(count), MPI_UNSIGNED_LONG_LONG, peer, tag, receive,
-                           static_cast<int>(count), MPI_UNSIGNED_LONG_LONG, peer, tag, MPI_COMM_WORLD,
-                           MPI_STATUS_IGNORE),
-              "MPI_Sendrecv(slice moments)");
+    for (size_t first = 0; first < count; first += kPieceWords) {
+      const int n = static_cast<int>(std::min(kPieceWords, count - first));
+      check_mpi(MPI_Sendrecv(send + first, n, MPI_UNSIGNED_LONG_LONG, peer, tag, receive + first, n,
+                             MPI_UNSIGNED_LONG_LONG, peer, tag, MPI_COMM_WORLD, MPI_STATUS_IGNORE),
+                "MPI_Sendrecv(slice moments)");
+    }
   }
 
   bool all(bool value) override {
