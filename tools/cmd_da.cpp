@@ -206,7 +206,7 @@ int run_da(DaArgs a) {
   const double backend_seconds = seconds_since(t_start) - read_seconds - frames_seconds;
   if (a.resume) {
     job.resume();
-    fmt::print(stderr, "resuming from {} at turn {}\n", job.checkpoint_file(), job.scan().turns_done);
+    if (root) fmt::print(stderr, "resuming from {} at turn {}\n", job.checkpoint_file(), job.scan().turns_done);
   }
   if (root && study)
     fmt::print("DA study of {}: {} lattice variants ({}{}), {} particles each, all tracked together\n", a.lattice,
@@ -214,12 +214,11 @@ int run_da(DaArgs a) {
                job.total() / variants.size());
   if (root)
     fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}{}\n", a.lattice,
-               split ? share.size() : job.scan().particles.size(), c.deltas.size(), c.turns, backend->name(),
+               job.scan().particles.size(), c.deltas.size(), c.turns, backend->name(),
                !split ? std::string()
                : job_part ? fmt::format(" (part {} of {}: particles {} to {})", part.index, part.count, share.begin,
                                         share.end - 1)
-                          : fmt::format(" (rank 0 of {} MPI ranks; {} particles in all)", part.count,
-                                        job.total()));
+                          : fmt::format(" (shared by {} MPI ranks)", part.count));
   if (root)
     fmt::print("set-up: {:.2f} s (lattice{} read {:.2f} s, closed orbit and optics{} {:.2f} s, backend {:.2f} s)\n",
                seconds_since(t_start), study ? " and variants" : "", read_seconds,
@@ -244,8 +243,9 @@ int run_da(DaArgs a) {
     return kOk;
   }
   if (status == DaJobStatus::Interrupted) {
-    fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n",
-               job.scan().turns_done, job.checkpoint_file());
+    if (root)
+      fmt::print(stderr, "\ninterrupted at turn {}: checkpoint written to {}; continue with --resume\n",
+                 job.scan().turns_done, job.checkpoint_file());
     return 130;
   }
   if (status == DaJobStatus::PartWritten) {

@@ -41,6 +41,18 @@ case "$CASE" in
       FUSETRACK_DA_BALANCE_SECONDS=0 run mpirun -np $np -x FUSETRACK_DA_BALANCE_SECONDS "$BIN" da "$DA_LATTICE" $DA_OPTS -o bal$np
       for f in da.npz summary.json checkpoint.npz; do same single/$f bal$np/$f; done
     done
+    # Settings from the environment of one rank only (remote ranks may not get it): rank 0's count.
+    run timeout 120 mpirun -np 1 "$BIN" da "$DA_LATTICE" $DA_OPTS -o env2 : -np 1 env FUSETRACK_DA_FIRST_CALL_TURNS=7 \
+      FUSETRACK_DA_BALANCE_SECONDS=0 "$BIN" da "$DA_LATTICE" $DA_OPTS -o env2
+    for f in da.npz summary.json checkpoint.npz; do same single/$f env2/$f; done
+    # A checkpoint that cannot be written (a directory in its place) stops every rank with rank 0's
+    # error naming the file; no rank waits (timeout 124).
+    mkdir -p wf2/checkpoint.npz
+    timeout 120 mpirun -np 2 "$BIN" da "$DA_LATTICE" $DA_OPTS -o wf2 >"$WORK/wf.log" 2>&1
+    rc=$?
+    { [ $rc -ne 0 ] && [ $rc -ne 124 ]; } || { echo "unwritable checkpoint: exit $rc (expected an error, no hang)"; failed=1; }
+    grep -q "wf2/checkpoint.npz: cannot write the file (rename of the finished temporary file failed: Is a directory)" "$WORK/wf.log" \
+      || { echo "the error does not name the checkpoint and the cause"; cat "$WORK/wf.log"; failed=1; }
     # Fewer survivors than ranks (2 of 6 after 300 turns on 4 ranks): ranks with an empty share wait.
     FEW_OPTS="--turns 300 --angles 2 --amplitudes 3 --amplitude-range 0.02 0.045 --no-plots --device cpu --threads 1 --checkpoint-every 100"
     run "$BIN" da "$DA_LATTICE" $FEW_OPTS -o few1
@@ -109,14 +121,18 @@ JSON
     grep -q "stopped after turn 50" "$WORK/last.log" || { echo "the run did not stop at turn 50"; cat "$WORK/last.log"; failed=1; }
     [ ! -e np3r/da.npz ] || { echo "results written by a stopped run"; failed=1; }
     # The checkpoint is that of one process: resumed on 3 ranks, on 2, and by one process.
-    cp -r np3r np2r && cp -r np3r np1r
+    cp -r np3r np2r && cp -r np3r np1r && cp -r np3r mpmdA
     run mpirun -np 3 "$BIN" da "$DA_LATTICE" $DA_OPTS -o np3r --resume
     grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "the run did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
     run mpirun -np 2 "$BIN" da "$DA_LATTICE" $DA_OPTS -o np2r --resume
     grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "2 ranks did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
     run "$BIN" da "$DA_LATTICE" $DA_OPTS -o np1r --resume
     grep -q "resuming from .* at turn 50" "$WORK/last.log" || { echo "one process did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
-    for r in np3r np2r np1r; do
+    # Rank 0 alone reads the checkpoint: another rank's output directory may lack it (node-local disks).
+    mkdir -p mpmdB
+    run timeout 120 mpirun -np 1 "$BIN" da "$DA_LATTICE" $DA_OPTS -o mpmdA --resume : -np 1 "$BIN" da "$DA_LATTICE" $DA_OPTS -o mpmdB --resume
+    grep -q "resuming from mpmdA/checkpoint.npz at turn 50" "$WORK/last.log" || { echo "rank 0 did not resume at turn 50"; cat "$WORK/last.log"; failed=1; }
+    for r in np3r np2r np1r mpmdA; do
       for f in da.npz summary.json summary.csv; do same single/$f $r/$f; done
     done
     ;;

@@ -103,10 +103,11 @@ struct DaRunOptions {
   FmaMode fma = FmaMode::Off;
   int threads = 0;
   /// MPI ranks that share the scan (null: this process tracks it alone). Every rank holds the whole
-  /// scan; before each chunk the survivors, in the scan's order, are split into equal contiguous
-  /// shares, and after it the shares are exchanged. Contiguous shares keep each rank's particles in
-  /// few variants of a study (its parameter tables in the GPU's L2); the split never changes a bit
-  /// of the result. Rank 0 alone writes the checkpoint, which is that of one process.
+  /// scan; before each chunk the survivors, in the scan's order, are split into contiguous shares
+  /// sized by the ranks' backend times, and after it the ranks exchange what the next chunk needs.
+  /// Contiguous shares keep each rank's particles in few variants of a study (their parameter tables in
+  /// the GPU's L2); the split never changes a bit of the result. Rank 0 alone writes the checkpoint,
+  /// which is that of one process.
   Communicator* ranks = nullptr;
 };
 
@@ -117,6 +118,10 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
 /// Writes / reads a checkpoint; `fingerprint` ties it to the lattice file and configuration.
 void write_da_checkpoint(const DaScan& scan, const std::string& file, const std::string& fingerprint);
 void read_da_checkpoint(DaScan& scan, const std::string& file, const std::string& fingerprint);
+/// MPI ranks: the checkpoint read on rank 0 alone (the output directory may be rank 0's), its state
+/// then sent to every rank. A failure on rank 0 throws on every rank (rank 0: its own error).
+void read_da_checkpoint_on_root(DaScan& scan, const std::string& file, const std::string& fingerprint,
+                                Communicator& ranks);
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& config);
 /// The fingerprint of share `index` of `count` of a scan (per-rank and per-part checkpoints).
 std::string da_share_fingerprint(const std::string& fingerprint, int index, int count);

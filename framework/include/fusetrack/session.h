@@ -193,7 +193,7 @@ enum class DaJobStatus {
   StoppedAsAsked, // stop_after reached: checkpoint written
   Interrupted,    // the stop flag was set: checkpoint written
   PartWritten,    // a job-array part finished and written
-  NotRoot,        // an MPI rank other than 0 after the gather: nothing more to do
+  NotRoot,        // an MPI rank other than 0 after the tracking: nothing more to do
 };
 
 /// One DA scan run, in stages so that a front end can report between them:
@@ -209,10 +209,11 @@ class DaJob {
   /// (study_summary, write_da_study_results).
   DaJob(LatticeVariants& variants, const DaConfig& config, const DaJobOptions& options);
 
-  /// Continues from the checkpoint in the output directory (same share; else InputError).
+  /// Continues from the checkpoint in the output directory (a job-array part: the same part of the same
+  /// split; MPI ranks: any number, rank 0 reads it; else InputError).
   void resume();
-  /// Tracks the share, then (whole scans, on rank 0) gathers, summarizes, refines and writes the
-  /// results (summary.json, summary.csv, da.npz), or writes the part files.
+  /// Tracks the scan (a job-array part: its share; MPI ranks: together), then (whole scans, on rank 0)
+  /// summarizes, refines and writes the results (summary.json, summary.csv, da.npz), or writes the part files.
   DaJobStatus run(Backend& backend);
 
   const DaConfig& config() const { return m_scan.config; }

@@ -247,11 +247,14 @@ void tracked_from_words(Particles& p, size_t i, const uint64_t* w) {
 /// particle never changes its result.
 class SharedScan {
  public:
-  SharedScan(Particles& particles, Communicator& ranks)
+  /// `min_balance_seconds`: calls shorter than this on any rank leave the weights alone (their times
+  /// are mostly fixed costs). It must be the same on every rank (run_da_scan takes rank 0's).
+  SharedScan(Particles& particles, Communicator& ranks, double min_balance_seconds)
       : m_particles(particles),
         m_ranks(ranks),
         m_owner(particles.size(), kEveryRank),
-        m_weight(static_cast<size_t>(ranks.size()), 1.0) {}
+        m_weight(static_cast<size_t>(ranks.size()), 1.0),
+        m_min_balance_seconds(min_balance_seconds) {}
 
   /// This rank's share of the chunk's particles `alive` (the survivors in the scan's order); their
   /// coordinates made current here.
@@ -299,32 +302,31 @@ class SharedScan {
   }
 
   /// Every particle current on every rank (before a checkpoint and at the end).
+  /// Every particle current on every rank (before a checkpoint and at the end), in pieces of
+  /// kSyncPieceParticles (the exchange buffer stays small next to the scan).
   void synchronise() {
     std::vector<size_t> owned;
     for (size_t i = 0; i < m_owner.size(); ++i)
       if (m_owner[i] != kEveryRank) owned.push_back(i);
-    if (owned.empty()) return;
-    std::vector<uint64_t> words(owned.size() * kTrackedWords, 0);
-    for (size_t m = 0; m < owned.size(); ++m)
-      if (m_owner[owned[m]] == m_ranks.rank()) tracked_to_words(m_particles, owned[m], &words[m * kTrackedWords]);
-    m_ranks.allreduce_sum(words.data(), words.size());
-    for (size_t m = 0; m < owned.size(); ++m) {
-      if (m_owner[owned[m]] != m_ranks.rank()) tracked_from_words(m_particles, owned[m], &words[m * kTrackedWords]);
-      m_owner[owned[m]] = kEveryRank;
+    std::vector<uint64_t> words;
+    for (size_t first = 0; first < owned.size(); first += kSyncPieceParticles) {
+      const size_t count = std::min(kSyncPieceParticles, owned.size() - first);
+      words.assign(count * kTrackedWords, 0);
+      for (size_t m = 0; m < count; ++m)
+        if (m_owner[owned[first + m]] == m_ranks.rank())
+          tracked_to_words(m_particles, owned[first + m], &words[m * kTrackedWords]);
+      m_ranks.allreduce_sum(words.data(), words.size());
+      for (size_t m = 0; m < count; ++m) {
+        const size_t i = owned[first + m];
+        if (m_owner[i] != m_ranks.rank()) tracked_from_words(m_particles, i, &words[m * kTrackedWords]);
+        m_owner[i] = kEveryRank;
+      }
     }
   }
 
  private:
   static constexpr int kEveryRank = -1;
-  // Calls shorter than this on any rank leave the weights alone (their times are mostly fixed costs);
-  // FUSETRACK_DA_BALANCE_SECONDS sets it (the tests: 0, every call moves the shares' boundaries).
-  static double min_balance_seconds() {
-    static const double seconds = [] {
-      const char* v = std::getenv("FUSETRACK_DA_BALANCE_SECONDS");
-      return v ? std::max(0.0, std::atof(v)) : 0.2;
-    }();
-    return seconds;
-  }
+  static constexpr size_t kSyncPieceParticles = size_t{1} << 20;
   static constexpr double kMinWeight = 0.75, kMaxWeight = 1.33;
 
   /// Contiguous shares of n in proportion to the weights (rank r: [floor(n W_r / W), floor(n W_r+1 / W))).
@@ -352,7 +354,7 @@ class SharedScan {
     if (chunk_particles < m_weight.size()) return;
     double mean = 0.0;
     for (double t : times) {
-      if (!(t >= min_balance_seconds()) || !(t > 0.0)) return;
+      if (!(t >= m_min_balance_seconds) || !(t > 0.0)) return;
       mean += t;
     }
     mean /= static_cast<double>(times.size());
@@ -365,6 +367,7 @@ class SharedScan {
   Communicator& m_ranks;
   std::vector<int> m_owner;  // the rank that tracked each particle last, or kEveryRank
   std::vector<double> m_weight;  // the ranks' share weights
+  double m_min_balance_seconds;
 };
 
 }  // namespace
@@ -375,18 +378,37 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   progress.total = scan.particles.size();
   Communicator* ranks = options.ranks && options.ranks->size() > 1 ? options.ranks : nullptr;
   const bool writes = !ranks || ranks->is_root();
+  // FUSETRACK_DA_FIRST_CALL_TURNS (1000: the calls of earlier versions) for the benchmarks' baseline;
+  // FUSETRACK_DA_BALANCE_SECONDS (SharedScan; the tests: 0, every call moves the shares' boundaries).
+  static const int64_t first_call_from_env = [] {
+    const char* v = std::getenv("FUSETRACK_DA_FIRST_CALL_TURNS");
+    return v ? std::clamp<int64_t>(std::atoll(v), 1, kLongestCallTurns) : int64_t{16};
+  }();
+  static const double balance_seconds_from_env = [] {
+    const char* v = std::getenv("FUSETRACK_DA_BALANCE_SECONDS");
+    return v ? std::max(0.0, std::atof(v)) : 0.2;
+  }();
+  int64_t first_call_turns = first_call_from_env;
+  double balance_seconds = balance_seconds_from_env;
   std::optional<SharedScan> shared;
-  if (ranks) shared.emplace(scan.particles, *ranks);
+  if (ranks) {
+    // The calls' lengths and the shares must be the same on every rank: rank 0's settings (the
+    // environment of remote ranks may differ).
+    uint64_t settings[2] = {0, 0};
+    if (ranks->is_root()) {
+      settings[0] = static_cast<uint64_t>(first_call_turns);
+      std::memcpy(&settings[1], &balance_seconds, sizeof(double));
+    }
+    ranks->allreduce_sum(settings, 2);
+    first_call_turns = static_cast<int64_t>(settings[0]);
+    std::memcpy(&balance_seconds, &settings[1], sizeof(double));
+    shared.emplace(scan.particles, *ranks, balance_seconds);
+  }
   // Checkpoints every `checkpoint_every` turns (default 1000). The survivors are compacted before every
   // backend call, and the calls are short at first (16, 32, 64, ... turns, then at most 1000): most of
   // the particles that a scan loses go early, and on the GPU a lost particle's lane idles, its warp
   // running on, until the next compaction. Each particle's result does not depend on the calls.
   const int64_t checkpoint_every = options.checkpoint_every > 0 ? options.checkpoint_every : 1000;
-  // FUSETRACK_DA_FIRST_CALL_TURNS (1000: the calls of earlier versions) for the benchmarks' baseline.
-  static const int64_t first_call_turns = [] {
-    const char* v = std::getenv("FUSETRACK_DA_FIRST_CALL_TURNS");
-    return v ? std::clamp<int64_t>(std::atoll(v), 1, kLongestCallTurns) : int64_t{16};
-  }();
   int64_t call_turns = first_call_turns;
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
   const auto t0 = std::chrono::steady_clock::now();
@@ -397,13 +419,25 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
     f();
     progress.exchange_seconds += std::chrono::duration<double>(std::chrono::steady_clock::now() - e0).count();
   };
+  // Checkpoints are written on a thread of their own while the next chunk is tracked (a copy of the
+  // state); the previous one is finished first, so the files follow in order. A write that failed
+  // stops every rank after the next chunk, and the scan throws its error (rank 0's) on every rank.
+  std::future<void> checkpoint_writing;
+  std::exception_ptr write_error;
+  auto finish_write = [&] {
+    if (!checkpoint_writing.valid()) return;
+    try {
+      checkpoint_writing.get();
+    } catch (...) {
+      if (!write_error) write_error = std::current_exception();
+    }
+  };
   auto stop_asked = [&] {
-    const bool local = options.stop && options.stop->load();
+    const bool local = (options.stop && options.stop->load()) || write_error;
     bool any = local;
     if (ranks) exchange([&] { any = !ranks->all(!local); });
     return any;
   };
-  std::future<void> checkpoint_writing;
   bool completed = true, stopping = stop_asked();
   while (scan.turns_done < scan.config.turns) {
     if (stopping) {
@@ -458,16 +492,24 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
         (scan.turns_done % checkpoint_every == 0 || scan.turns_done >= scan.config.turns || stopping)) {
       if (shared) exchange([&] { shared->synchronise(); });
       if (writes) {
-        // Written on a thread of its own while the next chunk is tracked (a copy of the state); the
-        // previous one finished first, so the files follow in order.
-        if (checkpoint_writing.valid()) checkpoint_writing.get();
-        checkpoint_writing = std::async(std::launch::async, [members = checkpoint_members(scan, fingerprint),
-                                                             file = options.checkpoint_file] { write_npz(file, members); });
+        finish_write();
+        if (!write_error) try {
+            checkpoint_writing = std::async(std::launch::async, [members = checkpoint_members(scan, fingerprint),
+                                                                 file = options.checkpoint_file] { write_npz(file, members); });
+          } catch (...) {
+            write_error = std::current_exception();
+          }
       }
     }
   }
   if (shared) exchange([&] { shared->synchronise(); });
-  if (checkpoint_writing.valid()) checkpoint_writing.get();  // written before the scan returns
+  finish_write();  // the last checkpoint written before the scan returns
+  bool written = !write_error;
+  if (ranks) exchange([&] { written = ranks->all(written); });
+  if (!written) {
+    if (write_error) std::rethrow_exception(write_error);
+    throw Error("DA scan: rank 0 could not write the checkpoint (its message names the file)");
+  }
   progress.turns_done = scan.turns_done;
   progress.alive = scan.particles.alive_count();
   progress.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -482,6 +524,35 @@ std::string fnv1a_hex(const std::string& text) {
   return fmt::format("{:016x}", h);
 }
 }  // namespace
+
+void read_da_checkpoint_on_root(DaScan& scan, const std::string& file, const std::string& fingerprint,
+                                Communicator& ranks) {
+  std::exception_ptr error;
+  if (ranks.is_root()) try {
+      read_da_checkpoint(scan, file, fingerprint);
+    } catch (...) {
+      error = std::current_exception();
+    }
+  if (!ranks.all(!error)) {
+    if (error) std::rethrow_exception(error);
+    throw InputError(InputLocation(file), "rank 0 could not read the checkpoint to resume from (its message says why)");
+  }
+  uint64_t turns = ranks.is_root() ? static_cast<uint64_t>(scan.turns_done) : 0;
+  ranks.allreduce_sum(&turns, 1);
+  scan.turns_done = static_cast<int64_t>(turns);
+  // The particles in pieces (each word rank 0's value plus zeros: exact).
+  constexpr size_t kPiece = size_t{1} << 20;
+  std::vector<uint64_t> words;
+  for (size_t first = 0; first < scan.particles.size(); first += kPiece) {
+    const size_t count = std::min(kPiece, scan.particles.size() - first);
+    words.assign(count * kTrackedWords, 0);
+    if (ranks.is_root())
+      for (size_t m = 0; m < count; ++m) tracked_to_words(scan.particles, first + m, &words[m * kTrackedWords]);
+    ranks.allreduce_sum(words.data(), words.size());
+    if (!ranks.is_root())
+      for (size_t m = 0; m < count; ++m) tracked_from_words(scan.particles, first + m, &words[m * kTrackedWords]);
+  }
+}
 
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
   json j;

@@ -82,9 +82,9 @@ void commit_temporary(const std::string& tmp, const std::string& path) {
   std::error_code ec;
   fs::rename(tmp, path, ec);
   if (ec) {
+    const std::string why = ec.message();  // before the clean-up reuses ec
     fs::remove(tmp, ec);
-    throw Error(fmt::format("{}: cannot write the file (rename of the finished temporary file failed: {})", path,
-                            ec.message()));
+    throw Error(fmt::format("{}: cannot write the file (rename of the finished temporary file failed: {})", path, why));
   }
 }
 

@@ -427,7 +427,8 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
   // each hold the whole scan and split its survivors anew before every chunk (DaRunOptions::ranks):
   // the survivors, which crowd in the better variants, stay balanced over the ranks, and the
   // checkpoint (rank 0's) is that of one process, to be resumed with any number of ranks.
-  if (m_job_part) {
+  const bool part_of_several = m_job_part && split();  // --part 0/1 is the whole scan
+  if (part_of_several) {
     m_scan = slice_da_scan(full, m_share.begin, m_share.end);
   } else {
     m_scan = std::move(full);
@@ -439,9 +440,9 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
   if (!options.output.empty())
     m_run.checkpoint_file =
         (std::filesystem::path(options.output) /
-         (m_job_part ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
+         (part_of_several ? fmt::format("checkpoint.part{}of{}.npz", m_part.index, m_part.count) : "checkpoint.npz"))
             .string();
-  m_run.fingerprint = m_job_part ? da_share_fingerprint(m_fingerprint, m_part.index, m_part.count) : m_fingerprint;
+  m_run.fingerprint = part_of_several ? da_share_fingerprint(m_fingerprint, m_part.index, m_part.count) : m_fingerprint;
   m_run.fma = options.fma;
   m_run.threads = options.threads;
   m_run.stop = options.stop;
@@ -449,7 +450,10 @@ void DaJob::start(const std::vector<const Lattice*>& lattices, const std::vector
 
 void DaJob::resume() {
   if (m_run.checkpoint_file.empty()) throw option_error("resume", "needs an output directory holding the checkpoint");
-  read_da_checkpoint(m_scan, m_run.checkpoint_file, m_run.fingerprint);
+  if (m_run.ranks)
+    read_da_checkpoint_on_root(m_scan, m_run.checkpoint_file, m_run.fingerprint, *m_run.ranks);
+  else
+    read_da_checkpoint(m_scan, m_run.checkpoint_file, m_run.fingerprint);
 }
 
 DaJobStatus DaJob::run(Backend& backend) {
