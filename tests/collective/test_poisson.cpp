@@ -516,6 +516,34 @@ TEST_CASE("Poisson: FFTW and the reproducible FFT agree to rounding, on any node
   }
 }
 
+TEST_CASE("Poisson: the FFTW solve of one layer on 1, 2 and 3 threads (plans made again on set_threads) agrees to rounding") {
+  std::mt19937_64 rng(6);
+  std::uniform_real_distribution<double> u(0.0, 1.0);
+  for (const PoissonModel model : {PoissonModel::Open2D, PoissonModel::Open3D}) {
+    const PoissonGrid g = model == PoissonModel::Open2D ? grid2(40, 24, 4e-3, 1e-3) : grid3(20, 18, 12, 4e-3, 1e-3, 0.1);
+    std::vector<double> rho(g.size());
+    for (double& v : rho) v = u(rng) * 1e-6;
+    PoissonSolver one(g, model, PoissonFft::Fast);
+    one.set_threads(1);
+    const Fields reference = solve(one, rho);
+    PoissonSolver many(g, model, PoissonFft::Fast);
+    for (int threads : {2, 3, 1}) {
+      many.set_threads(threads);
+      const Fields f = solve(many, rho);
+      double diff = 0.0, scale = 0.0;
+      for (size_t k = 0; k < g.size(); ++k) {
+        diff = std::max({diff, std::fabs(f.ex[k] - reference.ex[k]), std::fabs(f.ey[k] - reference.ey[k])});
+        scale = std::max({scale, std::fabs(reference.ex[k]), std::fabs(reference.ey[k])});
+        if (model == PoissonModel::Open3D) diff = std::max(diff, std::fabs(f.ez[k] - reference.ez[k]));
+      }
+      CAPTURE(static_cast<int>(model));
+      CAPTURE(threads);
+      CHECK(scale > 0.0);
+      CHECK(diff <= 1e-13 * scale);
+    }
+  }
+}
+
 TEST_CASE("Poisson: the reproducible mode is bitwise deterministic for any thread count, 2.5D layers equal 2D solves") {
   std::mt19937_64 rng(9);
   std::uniform_real_distribution<double> u(0.0, 1.0);

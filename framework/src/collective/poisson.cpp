@@ -126,9 +126,25 @@ struct PoissonSolver::Impl {
     FftwBuffers& operator=(const FftwBuffers&) = delete;
   };
 
-  void make_fftw_plans() {
+  int planned_threads = 0;  // the threads of the FFTW plans (0: none made)
+
+  /// The FFTW plans of the doubled grid. One layer (2D, 3D): plans on `plan_threads` threads where FFTW's
+  /// OpenMP library is linked (FUSETRACK_HAVE_FFTW_OMP); several layers (2.5D): one thread each, the
+  /// layers spread over the threads instead.
+  void make_fftw_plans(int plan_threads) {
     FftwBuffers b(real_size, spectrum_size);
     std::lock_guard<std::mutex> lock(fftw_planner_mutex());
+    if (r2c) fftw_destroy_plan(r2c);
+    if (c2r) fftw_destroy_plan(c2r);
+    r2c = c2r = nullptr;
+#if defined(FUSETRACK_HAVE_FFTW_OMP)
+    static const bool threads_ready = fftw_init_threads() != 0;
+    planned_threads = threads_ready && layers == 1 ? std::max(1, plan_threads) : 1;
+    fftw_plan_with_nthreads(planned_threads);
+#else
+    (void)plan_threads;
+    planned_threads = 1;
+#endif
     if (T == 2) {
       r2c = fftw_plan_dft_r2c_2d(M[1], M[0], b.real, b.spectrum, FFTW_ESTIMATE);
       c2r = fftw_plan_dft_c2r_2d(M[1], M[0], b.product, b.real, FFTW_ESTIMATE);
@@ -136,6 +152,9 @@ struct PoissonSolver::Impl {
       r2c = fftw_plan_dft_r2c_3d(M[2], M[1], M[0], b.real, b.spectrum, FFTW_ESTIMATE);
       c2r = fftw_plan_dft_c2r_3d(M[2], M[1], M[0], b.product, b.real, FFTW_ESTIMATE);
     }
+#if defined(FUSETRACK_HAVE_FFTW_OMP)
+    fftw_plan_with_nthreads(1);  // the library's other plans stay on one thread
+#endif
     if (!r2c || !c2r) throw Error("Poisson solver: FFTW could not plan the transforms of the doubled grid");
   }
 
@@ -389,7 +408,7 @@ PoissonSolver::PoissonSolver(const PoissonGrid& grid, PoissonModel model, Poisso
       if (!is_power_of_two(im.M[d])) throw Error("Poisson solver: internal error, transform length not a power of two");
     im.make_twiddles();
   } else {
-    im.make_fftw_plans();
+    im.make_fftw_plans(im.threads);
   }
   for (int c = 0; c < im.T; ++c) im.make_green(h, c, reproducible);
 }
@@ -445,7 +464,11 @@ void PoissonSolver::solve(const double* rho, double* ex, double* ey, double* ez)
     }
     return;
   }
-  // Fast: FFTW on the full doubled grid (new-array execution of the shared plans, thread-safe).
+  // Fast: FFTW on the full doubled grid (new-array execution of the shared plans, thread-safe); one
+  // layer's plans follow set_threads.
+#if defined(FUSETRACK_HAVE_FFTW_OMP)
+  if (!many && im.planned_threads != std::max(1, im.threads)) im.make_fftw_plans(im.threads);
+#endif
   if (static_cast<int>(im.fftw_buffers.size()) < nt) im.fftw_buffers.resize(static_cast<size_t>(nt));
   for (int t = 0; t < nt; ++t)
     if (!im.fftw_buffers[static_cast<size_t>(t)])
