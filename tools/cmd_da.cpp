@@ -215,7 +215,7 @@ int run_da(DaArgs a) {
   if (root)
     fmt::print("DA scan of {}: {} particles ({} momentum offsets), {} turns, backend {}{}\n", a.lattice,
                job.scan().particles.size(), c.deltas.size(), c.turns, backend->name(),
-               !split ? std::string()
+               !split     ? std::string()
                : job_part ? fmt::format(" (part {} of {}: particles {} to {})", part.index, part.count, share.begin,
                                         share.end - 1)
                           : fmt::format(" (shared by {} MPI ranks)", part.count));
@@ -230,12 +230,13 @@ int run_da(DaArgs a) {
   const DaJobStatus status = job.run(*backend);
   std::signal(SIGINT, previous);
   if (root)
-    fmt::print("tracking: {:.2f} s (then results {:.2f} s){}\n", job.progress().seconds,
-               seconds_since(t_run) - job.progress().seconds,
-               job.rank_seconds().empty()
-                   ? fmt::format("; in the backend {:.2f} s", job.progress().backend_seconds)
-                   : fmt::format("; per MPI rank in the backend: {:.2f} s, in exchanges (waits included): {:.2f} s",
-                                 fmt::join(job.rank_seconds(), " s, "), fmt::join(job.rank_exchange_seconds(), " s, ")));
+    fmt::print(
+        "tracking: {:.2f} s (then results {:.2f} s){}\n", job.progress().seconds,
+        seconds_since(t_run) - job.progress().seconds,
+        job.rank_seconds().empty()
+            ? fmt::format("; in the backend {:.2f} s", job.progress().backend_seconds)
+            : fmt::format("; per MPI rank in the backend: {:.2f} s, in exchanges (waits included): {:.2f} s",
+                          fmt::join(job.rank_seconds(), " s, "), fmt::join(job.rank_exchange_seconds(), " s, ")));
   if (status == DaJobStatus::StoppedAsAsked) {
     if (root)
       fmt::print("stopped after turn {} as asked (--stop-after): checkpoint written to {}; continue with --resume\n",

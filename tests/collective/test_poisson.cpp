@@ -516,11 +516,13 @@ TEST_CASE("Poisson: FFTW and the reproducible FFT agree to rounding, on any node
   }
 }
 
-TEST_CASE("Poisson: the FFTW solve of one layer on 1, 2 and 3 threads (plans made again on set_threads) agrees to rounding") {
+TEST_CASE(
+    "Poisson: the FFTW solve of one layer on 1, 2 and 3 threads (plans made again on set_threads) agrees to rounding") {
   std::mt19937_64 rng(6);
   std::uniform_real_distribution<double> u(0.0, 1.0);
   for (const PoissonModel model : {PoissonModel::Open2D, PoissonModel::Open3D}) {
-    const PoissonGrid g = model == PoissonModel::Open2D ? grid2(40, 24, 4e-3, 1e-3) : grid3(20, 18, 12, 4e-3, 1e-3, 0.1);
+    const PoissonGrid g =
+        model == PoissonModel::Open2D ? grid2(40, 24, 4e-3, 1e-3) : grid3(20, 18, 12, 4e-3, 1e-3, 0.1);
     std::vector<double> rho(g.size());
     for (double& v : rho) v = u(rng) * 1e-6;
     PoissonSolver one(g, model, PoissonFft::Fast);

@@ -189,11 +189,11 @@ struct DaJobOptions {
 };
 
 enum class DaJobStatus {
-  Finished,       // results summarized (and written when there is an output directory)
-  StoppedAsAsked, // stop_after reached: checkpoint written
-  Interrupted,    // the stop flag was set: checkpoint written
-  PartWritten,    // a job-array part finished and written
-  NotRoot,        // an MPI rank other than 0 after the tracking: nothing more to do
+  Finished,        // results summarized (and written when there is an output directory)
+  StoppedAsAsked,  // stop_after reached: checkpoint written
+  Interrupted,     // the stop flag was set: checkpoint written
+  PartWritten,     // a job-array part finished and written
+  NotRoot,         // an MPI rank other than 0 after the tracking: nothing more to do
 };
 
 /// One DA scan run, in stages so that a front end can report between them:

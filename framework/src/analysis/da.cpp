@@ -3,26 +3,26 @@
 #include <fmt/format.h>
 
 #include <algorithm>
-#include <cstdlib>
 #include <cctype>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <future>
 #include <limits>
-#include <optional>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <sstream>
 
-#include "fusetrack/error.h"
-#include "fusetrack/particle_files.h"
-#include "fusetrack/npy.h"
-#include "fusetrack/output_files.h"
-#include "fusetrack/optics.h"
-#include "fusetrack/parallel.h"
 #include "core/math_helpers.hpp"
+#include "fusetrack/error.h"
+#include "fusetrack/npy.h"
+#include "fusetrack/optics.h"
+#include "fusetrack/output_files.h"
+#include "fusetrack/parallel.h"
+#include "fusetrack/particle_files.h"
 
 namespace ft {
 
@@ -274,10 +274,12 @@ class SharedScan {
     }
     std::vector<uint64_t> words(moving.size() * kTrackedWords, 0);
     for (size_t m = 0; m < moving.size(); ++m)
-      if (m_owner[alive[moving[m]]] == m_ranks.rank()) tracked_to_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
+      if (m_owner[alive[moving[m]]] == m_ranks.rank())
+        tracked_to_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
     if (!moving.empty()) m_ranks.allreduce_sum(words.data(), words.size());
     for (size_t m = 0; m < moving.size(); ++m)
-      if (new_owner[moving[m]] == m_ranks.rank()) tracked_from_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
+      if (new_owner[moving[m]] == m_ranks.rank())
+        tracked_from_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
     for (size_t k = 0; k < alive.size(); ++k) m_owner[alive[k]] = new_owner[k];
     return mine;
   }
@@ -365,7 +367,7 @@ class SharedScan {
 
   Particles& m_particles;
   Communicator& m_ranks;
-  std::vector<int> m_owner;  // the rank that tracked each particle last, or kEveryRank
+  std::vector<int> m_owner;      // the rank that tracked each particle last, or kEveryRank
   std::vector<double> m_weight;  // the ranks' share weights
   double m_min_balance_seconds;
 };
@@ -494,8 +496,9 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       if (writes) {
         finish_write();
         if (!write_error) try {
-            checkpoint_writing = std::async(std::launch::async, [members = checkpoint_members(scan, fingerprint),
-                                                                 file = options.checkpoint_file] { write_npz(file, members); });
+            checkpoint_writing =
+                std::async(std::launch::async, [members = checkpoint_members(scan, fingerprint),
+                                                file = options.checkpoint_file] { write_npz(file, members); });
           } catch (...) {
             write_error = std::current_exception();
           }
