@@ -235,6 +235,24 @@ void tracked_from_words(Particles& p, size_t i, const uint64_t* w) {
   p.lost_element[i] = static_cast<int64_t>(w[11]);
 }
 
+/// Particles `indices[m]` of `p` from the rank `source(m)` to every rank, in pieces of 2^20 particles
+/// (each word is summed from its source's value and zeros, which is exact).
+template <class Source>
+void send_from_sources(Particles& p, const std::vector<size_t>& indices, Source source, Communicator& ranks) {
+  constexpr size_t kPiece = size_t{1} << 20;
+  const int rank = ranks.rank();
+  std::vector<uint64_t> words;
+  for (size_t first = 0; first < indices.size(); first += kPiece) {
+    const size_t count = std::min(kPiece, indices.size() - first);
+    words.assign(count * kTrackedWords, 0);
+    for (size_t m = 0; m < count; ++m)
+      if (source(first + m) == rank) tracked_to_words(p, indices[first + m], &words[m * kTrackedWords]);
+    ranks.allreduce_sum(words.data(), words.size());
+    for (size_t m = 0; m < count; ++m)
+      if (source(first + m) != rank) tracked_from_words(p, indices[first + m], &words[m * kTrackedWords]);
+  }
+}
+
 /// The particles of a scan shared by MPI ranks (DaRunOptions::ranks). Every rank holds the whole
 /// scan, but a particle's coordinates are current only on the rank that tracked it last (its owner)
 /// until the next synchronisation. Between chunks the ranks exchange the survivors' states (one word
@@ -262,25 +280,19 @@ class SharedScan {
     const int n_ranks = m_ranks.size();
     const std::vector<Share> shares = weighted_shares(alive.size());
     const Share mine = shares[static_cast<size_t>(m_ranks.rank())];
-    std::vector<size_t> moving;  // positions k in alive of particles tracked last by another rank
-    std::vector<int> new_owner(alive.size());
+    std::vector<size_t> moving;  // particles tracked last by another rank than the one that takes them now
     for (int r = 0; r < n_ranks; ++r) {
       const Share s = shares[static_cast<size_t>(r)];
       for (size_t k = s.begin; k < s.end; ++k) {
-        new_owner[k] = r;
         const int owner = m_owner[alive[k]];
-        if (owner != kEveryRank && owner != r) moving.push_back(k);
+        if (owner != kEveryRank && owner != r) moving.push_back(alive[k]);
       }
     }
-    std::vector<uint64_t> words(moving.size() * kTrackedWords, 0);
-    for (size_t m = 0; m < moving.size(); ++m)
-      if (m_owner[alive[moving[m]]] == m_ranks.rank())
-        tracked_to_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
-    if (!moving.empty()) m_ranks.allreduce_sum(words.data(), words.size());
-    for (size_t m = 0; m < moving.size(); ++m)
-      if (new_owner[moving[m]] == m_ranks.rank())
-        tracked_from_words(m_particles, alive[moving[m]], &words[m * kTrackedWords]);
-    for (size_t k = 0; k < alive.size(); ++k) m_owner[alive[k]] = new_owner[k];
+    send_from_sources(m_particles, moving, [&](size_t m) { return m_owner[moving[m]]; }, m_ranks);
+    for (int r = 0; r < n_ranks; ++r) {
+      const Share s = shares[static_cast<size_t>(r)];
+      for (size_t k = s.begin; k < s.end; ++k) m_owner[alive[k]] = r;
+    }
     return mine;
   }
 
@@ -304,31 +316,16 @@ class SharedScan {
   }
 
   /// Every particle current on every rank (before a checkpoint and at the end).
-  /// Every particle current on every rank (before a checkpoint and at the end), in pieces of
-  /// kSyncPieceParticles (the exchange buffer stays small next to the scan).
   void synchronise() {
     std::vector<size_t> owned;
     for (size_t i = 0; i < m_owner.size(); ++i)
       if (m_owner[i] != kEveryRank) owned.push_back(i);
-    std::vector<uint64_t> words;
-    for (size_t first = 0; first < owned.size(); first += kSyncPieceParticles) {
-      const size_t count = std::min(kSyncPieceParticles, owned.size() - first);
-      words.assign(count * kTrackedWords, 0);
-      for (size_t m = 0; m < count; ++m)
-        if (m_owner[owned[first + m]] == m_ranks.rank())
-          tracked_to_words(m_particles, owned[first + m], &words[m * kTrackedWords]);
-      m_ranks.allreduce_sum(words.data(), words.size());
-      for (size_t m = 0; m < count; ++m) {
-        const size_t i = owned[first + m];
-        if (m_owner[i] != m_ranks.rank()) tracked_from_words(m_particles, i, &words[m * kTrackedWords]);
-        m_owner[i] = kEveryRank;
-      }
-    }
+    send_from_sources(m_particles, owned, [&](size_t m) { return m_owner[owned[m]]; }, m_ranks);
+    for (size_t i : owned) m_owner[i] = kEveryRank;
   }
 
  private:
   static constexpr int kEveryRank = -1;
-  static constexpr size_t kSyncPieceParticles = size_t{1} << 20;
   static constexpr double kMinWeight = 0.75, kMaxWeight = 1.33;
 
   /// Contiguous shares of n in proportion to the weights (rank r: [floor(n W_r / W), floor(n W_r+1 / W))).
@@ -414,7 +411,6 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   int64_t call_turns = first_call_turns;
   const std::string fingerprint = options.fingerprint.empty() ? da_fingerprint("", scan.config) : options.fingerprint;
   const auto t0 = std::chrono::steady_clock::now();
-  // A stop asked on any rank stops every rank after the same chunk (no rank waits in an exchange).
   // The time in the exchanges between ranks, waits for the slower rank included.
   auto exchange = [&](auto&& f) {
     const auto e0 = std::chrono::steady_clock::now();
@@ -434,6 +430,7 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
       if (!write_error) write_error = std::current_exception();
     }
   };
+  // A stop asked on any rank stops every rank after the same chunk (no rank waits in an exchange).
   auto stop_asked = [&] {
     const bool local = (options.stop && options.stop->load()) || write_error;
     bool any = local;
@@ -543,18 +540,9 @@ void read_da_checkpoint_on_root(DaScan& scan, const std::string& file, const std
   uint64_t turns = ranks.is_root() ? static_cast<uint64_t>(scan.turns_done) : 0;
   ranks.allreduce_sum(&turns, 1);
   scan.turns_done = static_cast<int64_t>(turns);
-  // The particles in pieces (each word rank 0's value plus zeros: exact).
-  constexpr size_t kPiece = size_t{1} << 20;
-  std::vector<uint64_t> words;
-  for (size_t first = 0; first < scan.particles.size(); first += kPiece) {
-    const size_t count = std::min(kPiece, scan.particles.size() - first);
-    words.assign(count * kTrackedWords, 0);
-    if (ranks.is_root())
-      for (size_t m = 0; m < count; ++m) tracked_to_words(scan.particles, first + m, &words[m * kTrackedWords]);
-    ranks.allreduce_sum(words.data(), words.size());
-    if (!ranks.is_root())
-      for (size_t m = 0; m < count; ++m) tracked_from_words(scan.particles, first + m, &words[m * kTrackedWords]);
-  }
+  std::vector<size_t> all(scan.particles.size());
+  for (size_t i = 0; i < all.size(); ++i) all[i] = i;
+  send_from_sources(scan.particles, all, [](size_t) { return 0; }, ranks);
 }
 
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
