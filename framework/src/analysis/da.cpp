@@ -288,7 +288,8 @@ class SharedScan {
         if (owner != kEveryRank && owner != r) moving.push_back(alive[k]);
       }
     }
-    send_from_sources(m_particles, moving, [&](size_t m) { return m_owner[moving[m]]; }, m_ranks);
+    send_from_sources(
+        m_particles, moving, [&](size_t m) { return m_owner[moving[m]]; }, m_ranks);
     for (int r = 0; r < n_ranks; ++r) {
       const Share s = shares[static_cast<size_t>(r)];
       for (size_t k = s.begin; k < s.end; ++k) m_owner[alive[k]] = r;
@@ -320,7 +321,8 @@ class SharedScan {
     std::vector<size_t> owned;
     for (size_t i = 0; i < m_owner.size(); ++i)
       if (m_owner[i] != kEveryRank) owned.push_back(i);
-    send_from_sources(m_particles, owned, [&](size_t m) { return m_owner[owned[m]]; }, m_ranks);
+    send_from_sources(
+        m_particles, owned, [&](size_t m) { return m_owner[owned[m]]; }, m_ranks);
     for (size_t i : owned) m_owner[i] = kEveryRank;
   }
 
@@ -542,7 +544,8 @@ void read_da_checkpoint_on_root(DaScan& scan, const std::string& file, const std
   scan.turns_done = static_cast<int64_t>(turns);
   std::vector<size_t> all(scan.particles.size());
   for (size_t i = 0; i < all.size(); ++i) all[i] = i;
-  send_from_sources(scan.particles, all, [](size_t) { return 0; }, ranks);
+  send_from_sources(
+      scan.particles, all, [](size_t) { return 0; }, ranks);
 }
 
 std::string da_fingerprint(const std::string& lattice_file, const DaConfig& c) {
