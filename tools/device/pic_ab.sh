@@ -2,7 +2,7 @@
 # Issue 23 on the GPU machine: the particle-in-cell element's GPU path of this tree against an older tree in one
 # call. The older tree is the carried .carry/base (`git archive` of its commit); BASE=0 skips it.
 #   OUT=/tmp/out bash tools/device/pic_ab.sh    (needs .carry/deps; .carry/base unless BASE=0)
-# 1. this tree: the GPU Poisson tests and the GPU space-charge tests (CPU == GPU bitwise with fma off: the GPU
+# 1. this tree: the GPU Poisson tests and the GPU space-charge tests (TEST_FILTER replaces their doctest filter) (CPU == GPU bitwise with fma off: the GPU
 #    solver against the CPU's, and tracking with the solve on the GPU and on the host);
 # 2. each tree: the GPU Poisson solve times (2.5D 256x256x64, 3D 128x128x64; cuFFT and reproducible) and the PIC
 #    benchmark (2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn; random order and by tile, fma
@@ -20,7 +20,7 @@ if [ "${BASE:-1}" = 1 ]; then
   TREES="base this"
 fi
 echo "== builds $((SECONDS - t0)) s" | tee "$OUT/pic_ab.log"
-(cd build-gpu && ./bin/test_gpu -tc="GPU Poisson solver*,space charge PIC on the GPU: fma*" 2>&1 \
+(cd build-gpu && ./bin/test_gpu -tc="${TEST_FILTER:-GPU Poisson solver*,space charge PIC on the GPU: fma*}" 2>&1 \
   | grep -E "MESSAGE|ERROR|FAILED|CRASHED|values|test cases|assertions|Status" -A1) | tee -a "$OUT/pic_ab.log"
 # BENCH_ENVS: ';'-separated environment settings, the benchmarks run once with each (e.g. "FUSETRACK_L2_PERSIST=0;").
 IFS=';' read -ra ENVS <<< "${BENCH_ENVS:-}"

@@ -771,7 +771,13 @@ extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ e, l
     }
     m = fmax(m, fmax(fabs(ek[0]), fabs(ek[1])));
   }
-  atomicMax(max_bits, static_cast<unsigned long long>(__double_as_longlong(m)));
+  // The warp's maximum first (the bits of non-negative doubles order as the values): one atomic per warp.
+  unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(m));
+  for (int offset = 16; offset > 0; offset >>= 1) {
+    const unsigned long long other = __shfl_xor_sync(0xffffffffu, bits, offset);
+    bits = other > bits ? other : bits;
+  }
+  if ((threadIdx.x & 31) == 0) atomicMax(max_bits, bits);
 }
 // Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
 // counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
@@ -803,15 +809,18 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParti
                                                                           ft::ChargeGridSpec spec,
                                                                           unsigned long long* __restrict__ acc,
                                                                           long long outside_slot) {
+  unsigned int outside = 0;  // summed per warp at the end: one atomic, not one per particle outside
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
     if (P.state[i] <= 0) continue;
     const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
     long long nodes[8];
     unsigned long long w[8];
     const int m = ft::charge_deposit(spec, pos, nodes, w);
-    if (m == 0) atomicAdd(&acc[outside_slot], 1ull);
+    if (m == 0) ++outside;
     for (int q = 0; q < m; ++q) atomicAdd(&acc[nodes[q]], w[q]);
   }
+  const unsigned int warp_outside = __reduce_add_sync(0xffffffffu, outside);
+  if ((threadIdx.x & 31) == 0 && warp_outside) atomicAdd(&acc[outside_slot], static_cast<unsigned long long>(warp_outside));
 }
 
 // The particles ordered by grid tile on the GPU (CudaBackendOptions::tile_sort_every), a counting sort: each
@@ -1268,7 +1277,8 @@ extern "C" __global__ void {3} {0}(
            "  if (grid_mode == 2) {\n"
            "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) ft_block_extent[a] = 0ull;\n"
            "    __syncthreads();\n  }\n"
-           "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};\n";
+           "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};\n"
+           "  unsigned int ft_outside = 0;  // the thread's particles outside the grid\n";
     const bool moments_deposit = is_moments(deposit);
     if (moments_deposit) {
       const SliceGrid& g = grids[static_cast<size_t>(deposit)];
@@ -1400,7 +1410,7 @@ extern "C" __global__ void {3} {0}(
            "      if (grid_mode == 1) {  // cloud-in-cell integer charge; the last slot counts the particles outside\n"
            "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
            "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
-           "        if (m == 0) atomicAdd(&grid_acc[grid_outside_slot], 1ull);\n"
+           "        if (m == 0) ++ft_outside;  // summed per warp at the end (one atomic, not one per particle)\n"
            "        for (int q = 0; q < m; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
            "          const long long w0 = ft_nodes[q] - ft_window_base, w1 = w0 - ft_window_layer;\n"
            "          if (grid_window > 0 && w0 >= 0 && w0 < grid_window)\n"
@@ -1450,6 +1460,12 @@ extern "C" __global__ void {3} {0}(
            "      if (ft_block_profile[w])\n"
            "        atomicAdd(&grid_acc[ft_window_base + (w < grid_window ? w : ft_window_layer + (w - grid_window))],\n"
            "                  ft_block_profile[w]);\n"
+           "  }\n";
+    if (grid_deposit)  // every thread of the block gets here (the window's flush has a barrier)
+      s += "  if (grid_mode == 1) {  // the particles outside the grid: one atomic per warp\n"
+           "    const unsigned int ft_warp_outside = __reduce_add_sync(0xffffffffu, ft_outside);\n"
+           "    if ((threadIdx.x & 31) == 0 && ft_warp_outside)\n"
+           "      atomicAdd(&grid_acc[grid_outside_slot], static_cast<unsigned long long>(ft_warp_outside));\n"
            "  }\n";
     if (grid_deposit)
       s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"

@@ -24,14 +24,14 @@ namespace {
 const char* kPoissonKernels = R"(#include "fusetrack/device/space_charge_grid.h"
 extern "C" __global__ void ft_poisson_fwd_x(ft::PoissonLines p, long long pairs, const double* in, long long in_layer,
     double* spec, long long spec_layer, const double* tw) {
-  extern __shared__ double z[];
+  extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
   ft::poisson_forward_x(p, pair, in + layer * in_layer, spec + layer * spec_layer, tw, z, threadIdx.x, blockDim.x);
 }
 // y lines (axis 1) or zeta lines (axis 2) of the half spectrum.
 extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long long lines, double* spec,
     long long spec_layer, int load, int store, const double* tw) {
-  extern __shared__ double z[];
+  extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / lines, l = blockIdx.x % lines;
   double* s = spec + layer * spec_layer;
   if (axis == 1)
@@ -42,7 +42,7 @@ extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long lo
 }
 extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs, const double* spec, long long spec_layer,
     double* out, long long out_layer, const double* tw, int out_stride) {
-  extern __shared__ double z[];
+  extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
   ft::poisson_inverse_x(p, pair, spec + layer * spec_layer, out + layer * out_layer * out_stride, tw, z, threadIdx.x,
                         blockDim.x, out_stride);
@@ -56,7 +56,7 @@ extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs,
 extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis, long long lines, int columns,
     const double* spec, long long spec_layer, int components, const double* g0, const double* g1, const double* g2,
     double* w0, double* w1, double* w2, const double* tw_fwd, const double* tw_inv) {
-  extern __shared__ double z[];
+  extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const int m = p.m[axis], log2m = p.log2m[axis], n = p.n[axis];
   const long long groups = (lines + columns - 1) / columns;
   const long long layer = blockIdx.x / groups, l0 = (blockIdx.x % groups) * columns;
@@ -72,8 +72,7 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
   for (int k = tid; k < n * count; k += nt) {  // a row of the columns at a time (coalesced)
     const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
     const long long q = start + j * stride + c;
-    zf[2 * m * c + 2 * at] = s[2 * q];
-    zf[2 * m * c + 2 * at + 1] = s[2 * q + 1];
+    ft::poisson_put(zf + 2 * m * c, ft::poisson_slot(at, log2m), s[2 * q], s[2 * q + 1]);
   }
   __syncthreads();
   ft::poisson_block_stages_lines(zf, tw_fwd, m, count, tid, nt);
@@ -83,9 +82,10 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
     const double* g = green[comp];
     for (int k = tid; k < m * count; k += nt) {
       const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
-      const double* x = zf + 2 * m * c + 2 * j;
-      ft::poisson_imaginary_multiply(x[0], x[1], g[start + j * stride + c], &zc[2 * m * c + 2 * at],
-                                     &zc[2 * m * c + 2 * at + 1]);
+      double xr, xi, yr, yi;
+      ft::poisson_get(zf + 2 * m * c, ft::poisson_slot(j, log2m), &xr, &xi);
+      ft::poisson_imaginary_multiply(xr, xi, g[start + j * stride + c], &yr, &yi);
+      ft::poisson_put(zc + 2 * m * c, ft::poisson_slot(at, log2m), yr, yi);
     }
     __syncthreads();
     ft::poisson_block_stages_lines(zc, tw_inv, m, count, tid, nt);
@@ -93,8 +93,7 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
     for (int k = tid; k < n * count; k += nt) {
       const int j = k / count, c = k % count;
       const long long q = start + j * stride + c;
-      w[2 * q] = zc[2 * m * c + 2 * j];
-      w[2 * q + 1] = zc[2 * m * c + 2 * j + 1];
+      ft::poisson_get(zc + 2 * m * c, ft::poisson_slot(j, log2m), &w[2 * q], &w[2 * q + 1]);
     }
     __syncthreads();
   }

@@ -22,16 +22,25 @@ using cuda::check;
 
 // One thread per particle; integer atomics into the accumulators and the rejected-particle count.
 const char* kReductionKernels = R"(#include "fusetrack/device/reduction.h"
+namespace ft {
+// The lanes of a warp that rejected their particle, counted with one atomic (every lane of the warp calls it).
+__device__ __forceinline__ void count_warp_rejected(bool rejected_here, unsigned long long* rejected) {
+  const unsigned int lanes = __ballot_sync(0xffffffffu, rejected_here);
+  if ((threadIdx.x & 31) == 0 && lanes) atomicAdd(rejected, static_cast<unsigned long long>(__popc(lanes)));
+}
+}  // namespace ft
 extern "C" __global__ void fusetrack_slice_moments(ft::SliceGrid g, ft::SliceMomentScales s, const double* x,
     const double* px, const double* y, const double* py, const double* zeta, const double* delta, const int* state,
     int n, unsigned long long* acc, unsigned long long* rejected) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || state[i] <= 0) return;
-  const double c[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
   int bins[2];
   long long out[2][ft::kSliceAccumulators];
-  const int m = ft::slice_moment_contributions(g, s, c, bins, out);
-  if (m < 0) { atomicAdd(rejected, 1ull); return; }
+  int m = 0;
+  if (i < n && state[i] > 0) {
+    const double c[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
+    m = ft::slice_moment_contributions(g, s, c, bins, out);
+  }
+  ft::count_warp_rejected(m < 0, rejected);
   for (int b = 0; b < m; ++b)
     for (int k = 0; k < ft::kSliceAccumulators; ++k)
       atomicAdd(acc + bins[b] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[b][k]));
@@ -39,12 +48,16 @@ extern "C" __global__ void fusetrack_slice_moments(ft::SliceGrid g, ft::SliceMom
 extern "C" __global__ void fusetrack_charge_grid(ft::ChargeGridSpec g, const double* x, const double* y,
     const double* zeta, const int* state, int n, unsigned long long* acc, unsigned long long* rejected) {
   const int i = blockIdx.x * blockDim.x + threadIdx.x;
-  if (i >= n || state[i] <= 0) return;
-  const double pos[3] = {x[i], y[i], zeta[i]};
   long long nodes[8];
   unsigned long long w[8];
-  const int m = ft::charge_deposit(g, pos, nodes, w);
-  if (m == 0) { atomicAdd(rejected, 1ull); return; }
+  int m = 0;
+  bool outside = false;
+  if (i < n && state[i] > 0) {
+    const double pos[3] = {x[i], y[i], zeta[i]};
+    m = ft::charge_deposit(g, pos, nodes, w);
+    outside = m == 0;
+  }
+  ft::count_warp_rejected(outside, rejected);
   for (int c = 0; c < m; ++c) atomicAdd(acc + nodes[c], w[c]);
 }
 )";

@@ -69,12 +69,54 @@ FT_FUNCTION void poisson_fft_line(double* x, const double* twiddle, int n) {
     for (int b = 0; b < n / 2; ++b) fft_butterfly(x, twiddle, n, half, b);
 }
 
+/// log2 of a power of two m >= 1.
+FT_FUNCTION int poisson_log2(int m) {
+  int l = 0;
+  while ((1 << l) < m) ++l;
+  return l;
+}
+
+/// The slot (in complex values) that complex value e of a line of m = 2^log2m values takes in the line
+/// buffer. The host keeps the natural order. The GPU swaps the low three bits of e with its bits 3-5 and its
+/// top three bits (XOR; a permutation of the line): with 16-byte loads, a warp's bit-reversed scatters,
+/// strided passes and consecutive runs then spread over the 32 shared-memory banks (8 values per 128 bytes).
+/// Only where values sit changes, not what is computed: the same bits.
+FT_FUNCTION int poisson_slot(int e, int log2m) {
+#if defined(FT_DEVICE_COMPILE)
+  return e ^ ((e >> 3) & 7) ^ (log2m >= 9 ? (e >> (log2m - 3)) & 7 : 0);
+#else
+  (void)log2m;
+  return e;
+#endif
+}
+
+/// Complex value in slot `slot` of a line buffer (one 16-byte access on the GPU).
+FT_FUNCTION void poisson_get(const double* z, int slot, double* re, double* im) {
+#if defined(FT_DEVICE_COMPILE)
+  const double2 v = reinterpret_cast<const double2*>(z)[slot];
+  *re = v.x;
+  *im = v.y;
+#else
+  *re = z[2 * slot];
+  *im = z[2 * slot + 1];
+#endif
+}
+FT_FUNCTION void poisson_put(double* z, int slot, double re, double im) {
+#if defined(FT_DEVICE_COMPILE)
+  reinterpret_cast<double2*>(z)[slot] = make_double2(re, im);
+#else
+  z[2 * slot] = re;
+  z[2 * slot + 1] = im;
+#endif
+}
+
 /// Two real lines a, b packed as z = a + i b and transformed (length m): their spectra at k
 /// (0 <= k <= m/2), A = (Z_k + conj Z_{m-k}) / 2 and B = (Z_k - conj Z_{m-k}) / (2i).
 FT_FUNCTION void poisson_split_pair(const double* z, int m, int k, double a[2], double b[2]) {
-  const int mk = k == 0 ? 0 : m - k;
-  const double zr = z[2 * k], zi = z[2 * k + 1];
-  const double wr = z[2 * mk], wi = z[2 * mk + 1];
+  const int mk = k == 0 ? 0 : m - k, log2m = poisson_log2(m);
+  double zr, zi, wr, wi;
+  poisson_get(z, poisson_slot(k, log2m), &zr, &zi);
+  poisson_get(z, poisson_slot(mk, log2m), &wr, &wi);
   a[0] = 0.5 * (zr + wr);
   a[1] = 0.5 * (zi - wi);
   b[0] = 0.5 * (zi + wi);
@@ -143,21 +185,16 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
 }
 
 /// The radix-2 stages of `count` lines of m values (line c at z + 2 m c, bit-reversed order), spread over
-/// the threads: the stages of half 1, 2 and 4 one at a time (fft_butterfly), then the later ones three per
-/// pass: a thread takes the eight values a pass's butterflies combine (stride half0, the pass's first half)
-/// into registers and applies the three stages' butterflies to them with fft_butterfly's arithmetic and
-/// twiddles. The same operations on the same values as poisson_fft_line, stage after stage: the same bits
-/// (the tests compare them), with one barrier and one round trip through shared memory per pass instead of
-/// per stage. (The first three stages stay single: a thread's eight values would be adjacent, and a warp's
-/// loads would all fall into one shared-memory bank.) The GPU's form (poisson_block_stages_lines); on the
-/// host, one thread, the stages one by one are faster.
+/// the threads, three stages per pass: a thread takes the eight values a pass's butterflies combine (stride
+/// half0, the pass's first half) into registers and applies the three stages' butterflies to them with
+/// fft_butterfly's arithmetic and twiddles. The same operations on the same values as poisson_fft_line, stage
+/// after stage: the same bits (the tests compare them), with one barrier and one round trip through shared
+/// memory per pass instead of per stage. Values sit in the slots of poisson_slot (on the GPU a swizzle that
+/// keeps the first pass's adjacent eight values per thread off a single bank). The GPU's form
+/// (poisson_block_stages_lines); on the host, one thread, the stages one by one are faster.
 FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
-  const int half_m = m / 2;
+  const int log2m = poisson_log2(m);
   int half0 = 1;
-  for (; half0 < m && half0 < 8; half0 <<= 1) {
-    for (int b = tid; b < half_m * count; b += nt) fft_butterfly(z + 2 * m * (b / half_m), tw, m, half0, b % half_m);
-    FT_BLOCK_SYNC();
-  }
   while (half0 < m) {
     int stages = 0, span = half0;
     while (stages < 3 && span < m) {
@@ -173,10 +210,7 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
 #pragma unroll
 #endif
       for (int k = 0; k < 8; ++k)
-        if (k < group) {
-          re[k] = x[2 * (base + k * half0)];
-          im[k] = x[2 * (base + k * half0) + 1];
-        }
+        if (k < group) poisson_get(x, poisson_slot(base + k * half0, log2m), &re[k], &im[k]);
 #if defined(FT_DEVICE_COMPILE)
 #pragma unroll
 #endif
@@ -204,10 +238,7 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
 #pragma unroll
 #endif
       for (int k = 0; k < 8; ++k)
-        if (k < group) {
-          x[2 * (base + k * half0)] = re[k];
-          x[2 * (base + k * half0) + 1] = im[k];
-        }
+        if (k < group) poisson_put(x, poisson_slot(base + k * half0, log2m), re[k], im[k]);
     }
     FT_BLOCK_SYNC();
     half0 = span;
@@ -242,8 +273,7 @@ FT_FUNCTION void poisson_forward_x(const PoissonLines& p, long long pair, const 
   FT_BLOCK_SYNC();
   for (int i = tid; i < n0; i += nt) {
     const int at = poisson_bit_reverse(i, p.log2m[0]);
-    z[2 * at] = in[r0 * n0 + i];
-    z[2 * at + 1] = r1 < rows ? in[r1 * n0 + i] : 0.0;
+    poisson_put(z, poisson_slot(at, p.log2m[0]), in[r0 * n0 + i], r1 < rows ? in[r1 * n0 + i] : 0.0);
   }
   FT_BLOCK_SYNC();
   poisson_block_stages(z, tw, m0, tid, nt);
@@ -274,14 +304,12 @@ FT_FUNCTION void poisson_line(double* col, long long stride, int m, int log2m, i
   FT_BLOCK_SYNC();
   for (int j = tid; j < load; j += nt) {
     const int at = poisson_bit_reverse(j, log2m);
-    z[2 * at] = col[2 * j * stride];
-    z[2 * at + 1] = col[2 * j * stride + 1];
+    poisson_put(z, poisson_slot(at, log2m), col[2 * j * stride], col[2 * j * stride + 1]);
   }
   FT_BLOCK_SYNC();
   poisson_block_stages(z, tw, m, tid, nt);
   for (int j = tid; j < store; j += nt) {
-    col[2 * j * stride] = z[2 * j];
-    col[2 * j * stride + 1] = z[2 * j + 1];
+    poisson_get(z, poisson_slot(j, log2m), &col[2 * j * stride], &col[2 * j * stride + 1]);
   }
 }
 
@@ -299,14 +327,15 @@ FT_FUNCTION void poisson_inverse_x(const PoissonLines& p, long long pair, const 
     double v[2];
     poisson_pair_spectrum(a, b, m0, k, v);
     const int at = poisson_bit_reverse(k, p.log2m[0]);
-    z[2 * at] = v[0];
-    z[2 * at + 1] = v[1];
+    poisson_put(z, poisson_slot(at, p.log2m[0]), v[0], v[1]);
   }
   FT_BLOCK_SYNC();
   poisson_block_stages(z, tw, m0, tid, nt);
   for (int i = tid; i < n0; i += nt) {
-    out[(r0 * n0 + i) * out_stride] = z[2 * i];
-    if (r1 < rows) out[(r1 * n0 + i) * out_stride] = z[2 * i + 1];
+    double re, im;
+    poisson_get(z, poisson_slot(i, p.log2m[0]), &re, &im);
+    out[(r0 * n0 + i) * out_stride] = re;
+    if (r1 < rows) out[(r1 * n0 + i) * out_stride] = im;
   }
 }
 
