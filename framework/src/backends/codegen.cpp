@@ -817,7 +817,9 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParti
     unsigned long long w[8];
     const int m = ft::charge_deposit(spec, pos, nodes, w);
     if (m == 0) ++outside;
-    for (int q = 0; q < m; ++q) atomicAdd(&acc[nodes[q]], w[q]);
+    FT_UNROLL
+    for (int q = 0; q < 8; ++q)
+      if (q < m) atomicAdd(&acc[nodes[q]], w[q]);
   }
   const unsigned int warp_outside = __reduce_add_sync(0xffffffffu, outside);
   if ((threadIdx.x & 31) == 0 && warp_outside) atomicAdd(&acc[outside_slot], static_cast<unsigned long long>(warp_outside));
@@ -1411,7 +1413,9 @@ extern "C" __global__ void {3} {0}(
            "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
            "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
            "        if (m == 0) ++ft_outside;  // summed per warp at the end (one atomic, not one per particle)\n"
-           "        for (int q = 0; q < m; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
+           "        FT_UNROLL\n"
+           "        for (int q = 0; q < 8; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
+           "          if (q >= m) continue;  // (a fixed trip count keeps ft_nodes and ft_w in registers)\n"
            "          const long long w0 = ft_nodes[q] - ft_window_base, w1 = w0 - ft_window_layer;\n"
            "          if (grid_window > 0 && w0 >= 0 && w0 < grid_window)\n"
            "            ft::shared_add_u64(ft_block_profile, static_cast<int>(w0), ft_w[q]);\n"

@@ -58,7 +58,9 @@ extern "C" __global__ void fusetrack_charge_grid(ft::ChargeGridSpec g, const dou
     outside = m == 0;
   }
   ft::count_warp_rejected(outside, rejected);
-  for (int c = 0; c < m; ++c) atomicAdd(acc + nodes[c], w[c]);
+  FT_UNROLL
+  for (int c = 0; c < 8; ++c)
+    if (c < m) atomicAdd(acc + nodes[c], w[c]);
 }
 )";
 

@@ -129,7 +129,11 @@ FT_FUNCTION int charge_deposit(const ChargeGridSpec& g, const double pos[3], lon
   long long index[3] = {0, 0, 0};
   unsigned long long w1[3][2] = {{1, 0}, {1, 0}, {1, 0}};
   const unsigned long long unit = 1ull << g.weight_bits;
-  for (int d = 0; d < g.dims; ++d) {
+  // Fixed trip counts (the unused dimension and corners skipped), unrolled on the GPU: the small arrays here
+  // and the callers' nodes and weights stay in registers.
+  FT_UNROLL
+  for (int d = 0; d < 3; ++d) {
+    if (d >= g.dims) continue;
     const double u = (pos[d] - g.min[d]) * g.inv_d[d];
     if (!(u >= 0.0 && u < static_cast<double>(g.n[d] - 1))) return 0;
     const double lower = floor(u);
@@ -140,7 +144,9 @@ FT_FUNCTION int charge_deposit(const ChargeGridSpec& g, const double pos[3], lon
     w1[d][1] = right;
   }
   const int corners = 1 << g.dims;
-  for (int c = 0; c < corners; ++c) {
+  FT_UNROLL
+  for (int c = 0; c < 8; ++c) {
+    if (c >= corners) continue;
     const int ox = c & 1, oy = (c >> 1) & 1, oz = (c >> 2) & 1;
     const long long iz = g.dims == 3 ? index[2] + oz : 0;
     nodes[c] = (iz * g.n[1] + index[1] + oy) * g.n[0] + index[0] + ox;

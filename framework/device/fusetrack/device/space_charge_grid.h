@@ -36,8 +36,8 @@ namespace ft {
 /// outside the grid, else 1.
 FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, const double* ey, const double* ez,
                                      const double pos[3], double e[3], long long stride = 1) {
-  long long nodes[8];
-  unsigned long long weights[8];
+  long long nodes[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // (initialised: the fixed-count loop below reads
+  unsigned long long weights[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // past `corners` only behind a test)
   e[0] = 0.0;
   e[1] = 0.0;
   e[2] = 0.0;
@@ -47,7 +47,9 @@ FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, 
   double inv_unit = 1.0;
   for (int b = 0; b < g.dims * g.weight_bits; ++b) inv_unit *= 0.5;
   double sx = 0.0, sy = 0.0, sz = 0.0;
-  for (int c = 0; c < corners; ++c) {
+  FT_UNROLL
+  for (int c = 0; c < 8; ++c) {  // fixed trip count: nodes and weights stay in registers on the GPU
+    if (c >= corners) continue;
     const double w = static_cast<double>(weights[c]);
     const long long k = nodes[c] * stride;
     sx += w * ex[k];
