@@ -67,10 +67,13 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
   double* zf = z;
   double* zc = z + 2 * m * columns;
   const int tid = threadIdx.x, nt = blockDim.x;
+  // `columns` is a power of two: k's row and column by shift and mask (the last group's missing columns skipped).
+  const int log2c = ft::poisson_log2(columns), cmask = columns - 1;
   for (int i = tid; i < 2 * m * count; i += nt) zf[i] = 0.0;
   __syncthreads();
-  for (int k = tid; k < n * count; k += nt) {  // a row of the columns at a time (coalesced)
-    const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
+  for (int k = tid; k < (n << log2c); k += nt) {  // a row of the columns at a time (coalesced)
+    const int j = k >> log2c, c = k & cmask, at = ft::poisson_bit_reverse(j, log2m);
+    if (c >= count) continue;
     const long long q = start + j * stride + c;
     ft::poisson_put(zf + 2 * m * c, ft::poisson_slot(at, log2m), s[2 * q], s[2 * q + 1]);
   }
@@ -80,8 +83,9 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
   double* out[3] = {w0, w1, w2};
   for (int comp = 0; comp < components; ++comp) {
     const double* g = green[comp];
-    for (int k = tid; k < m * count; k += nt) {
-      const int j = k / count, c = k % count, at = ft::poisson_bit_reverse(j, log2m);
+    for (int k = tid; k < (m << log2c); k += nt) {
+      const int j = k >> log2c, c = k & cmask, at = ft::poisson_bit_reverse(j, log2m);
+      if (c >= count) continue;
       double xr, xi, yr, yi;
       ft::poisson_get(zf + 2 * m * c, ft::poisson_slot(j, log2m), &xr, &xi);
       ft::poisson_imaginary_multiply(xr, xi, g[start + j * stride + c], &yr, &yi);
@@ -90,8 +94,9 @@ extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis
     __syncthreads();
     ft::poisson_block_stages_lines(zc, tw_inv, m, count, tid, nt);
     double* w = out[comp] + layer * spec_layer;
-    for (int k = tid; k < n * count; k += nt) {
-      const int j = k / count, c = k % count;
+    for (int k = tid; k < (n << log2c); k += nt) {
+      const int j = k >> log2c, c = k & cmask;
+      if (c >= count) continue;
       const long long q = start + j * stride + c;
       ft::poisson_get(zc + 2 * m * c, ft::poisson_slot(j, log2m), &w[2 * q], &w[2 * q + 1]);
     }
@@ -186,7 +191,7 @@ struct GpuPoissonSolver::Impl {
       }
       for (int c = 0; c < T; ++c) component_work[c] = gpu.zeros(spectrum_bytes);
       const int last = T - 1;
-      convolve_columns = std::clamp(kConvolveLinePoints / M[last], 1, kConvolveMaxColumns);
+      convolve_columns = std::clamp(kConvolveLinePoints / M[last], 1, kConvolveMaxColumns);  // a power of two (M is)
       convolve_shared = static_cast<unsigned>(2 * convolve_columns * 2 * M[last] * sizeof(double));
       gpu.allow_shared_memory(gpu.function("ft_poisson_convolve_last"), convolve_shared);
     } else {

@@ -195,18 +195,19 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
 /// keeps the first pass's adjacent eight values per thread off a single bank). The GPU's form
 /// (poisson_block_stages_lines); on the host, one thread, the stages one by one are faster.
 FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
+  // m, half0, the group and the task count are powers of two: shifts and masks, not integer divisions.
   const int log2m = poisson_log2(m);
-  int half0 = 1;
+  int half0 = 1, log2h0 = 0;
   while (half0 < m) {
     int stages = 0, span = half0;
     while (stages < 3 && span < m) {
       span <<= 1;
       ++stages;
     }
-    const int group = 1 << stages, tasks = m / group;
+    const int group = 1 << stages, log2tasks = log2m - stages, tasks = 1 << log2tasks;
     for (int task = tid; task < tasks * count; task += nt) {
-      double* x = z + 2 * m * (task / tasks);
-      const int t = task % tasks, base = (t / half0) * span + t % half0;
+      double* x = z + 2 * m * (task >> log2tasks);
+      const int t = task & (tasks - 1), base = ((t >> log2h0) << (log2h0 + stages)) + (t & (half0 - 1));
       double re[8], im[8];
 #if defined(FT_DEVICE_COMPILE)
 #pragma unroll
@@ -224,7 +225,7 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
         for (int k = 0; k < 8; ++k)
           if (st < stages && k < group && !(k & dk)) {  // values k and k + dk: i and i + half
             const int pos = (base + k * half0) & (half - 1);
-            const int w = pos * (m / (2 * half));
+            const int w = pos << (log2m - 1 - log2h0 - st);  // pos * (m / (2 half))
             const double wr = tw[2 * w], wi = tw[2 * w + 1];
             const double xr = re[k + dk], xi = im[k + dk];
             const double tr = wr * xr - wi * xi;
@@ -244,6 +245,7 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
     }
     FT_BLOCK_SYNC();
     half0 = span;
+    log2h0 += stages;
   }
 }
 
