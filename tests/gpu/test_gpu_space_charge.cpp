@@ -218,7 +218,8 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
   // FUSETRACK_SC_INTENSITY: the bunch's protons (default 1e11). The work per particle does not depend on it, but
   // at 1e11 the space-charge kicks of this lattice without focusing push part of the beam off the grid within the
   // 6 turns (reported below): such particles deposit nothing.
-  const double intensity = std::getenv("FUSETRACK_SC_INTENSITY") ? std::atof(std::getenv("FUSETRACK_SC_INTENSITY")) : 1e11;
+  const double intensity =
+      std::getenv("FUSETRACK_SC_INTENSITY") ? std::atof(std::getenv("FUSETRACK_SC_INTENSITY")) : 1e11;
   // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid
   // covers +-6 sigma transverse and +-4 sigma in zeta.
   const double sx = 3e-3, sy = 2e-3, sz = 2.0;
@@ -235,86 +236,92 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
   const char* only_fma = std::getenv("FUSETRACK_SC_BENCH_FMA");
   const Config configs[] = {Config{false, 0}, Config{false, 1}, Config{false, 5}, Config{true, 0}};
   for (int ci = 0; ci < 4; ++ci)
-  for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
-    if (only_config && std::atoi(only_config) != ci) continue;
-    if (only_fma && (std::string(only_fma) == "on") != (fma == FmaMode::On)) continue;
-    const Config& config = configs[ci];
-    const bool by_tile = config.by_tile;
-    json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0},      {"intensity", intensity},   {"model", "2.5D"},
-               {"nodes_x", 256},           {"nodes_y", 256},      {"nodes_zeta", 64},    {"x_min", -6 * sx},
-               {"x_max", 6 * sx},          {"y_min", -6 * sy},    {"y_max", 6 * sy},     {"zeta_min", -4 * sz},
-               {"zeta_max", 4 * sz}};
-    json doc = {{"fusetrack_lattice", 1},
-                {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
-                {"elements", {{"sc", sc}, {"d", {{"type", "Drift"}, {"length", 10.0}}}}},
-                {"sequence", {"d", "sc"}}};
-    const Lattice lattice = lattice_from_json(doc, "bench_pic.json", ft::test::builtin_registry());
-    // A cold beam (1e-6 rad): over the 6 turns of 10 m drifts it stays on the grid (with 1e-4 rad,
-    // as in the tests above, a fifth of it drifted off the grid and deposited nothing).
-    Particles p = gaussian_bunch(lattice.reference().beta0(), n, sx, sy, sz, 9, 1e-6);
-    if (by_tile) p = ordered_by_tile(p, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz});
-    MESSAGE(fmt::format("{}; tile sort on the GPU every {} turns (0: never)",
-                        by_tile ? "particles ordered by grid tile (zeta slice, y node, x node) on the host"
-                                : "particles in random order",
-                        config.sort_every));
-    CudaBackendOptions co;
-    co.time_phases = true;
-    co.tile_sort_every = config.sort_every;
-    CudaBackend gpu(lattice, co);
-    TrackOptions o;
-    o.turns = 1;
-    o.fma = fma;
-    o.warnings = false;
-    gpu.track(p, o);  // compile, set up, warm up
-    o.turns = turns;
-    const auto t0 = std::chrono::steady_clock::now();
-    gpu.track(p, o);
-    const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    const CudaRunStats& s = gpu.last_stats();
-    // The deposit alone (the same grid and particles, the existing GPU grid deposit kernel).
-    ChargeGridReducer reducer(3, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz}, n);
-    double deposit_seconds = 0;
-    gpu_deposit(reducer, p, 0, &deposit_seconds);
-    const double per_turn = (s.segment_seconds + s.solve_seconds + s.tile_sort_seconds) / turns;
-    const double segment = s.segment_seconds / turns, solve_host = s.grid_solve_seconds / turns,
-                 transfer = s.grid_transfer_seconds / turns;
-    // Bytes the element moves on the device per particle (lower bound): the segment kernel reads and
-    // writes the particle (9 doubles, state, lost turn/element: 92 bytes each way), the deposit adds
-    // 8 integer atomics (8 bytes read + written each), the kick gathers 8 nodes x 2 fields x 8 bytes.
-    const double bytes_particle = 2.0 * 92.0, bytes_grid = 8.0 * 16.0 + 8.0 * 16.0;
-    const double bandwidth = gpu.copy_bandwidth();
-    const double bytes_turn = n * (bytes_particle + bytes_grid);
-    MESSAGE(fmt::format(
-        "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
-        "deposit) {:.3f} ms [the deposit alone, random order, global atomics: {:.3f} ms] + solve {:.3f} ms (Poisson solve "
-        "{:.3f} ms, on the GPU for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid down/fields "
-        "up {:.3f} ms, {:.1f} MB) + tile sorts {:.3f} ms ({} sorts of {:.3f} ms: counts {:.3f}, slots {:.3f}, move {:.3f})",
-        fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
-        1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6,
-        1e3 * s.tile_sort_seconds / turns, s.tile_sorts, s.tile_sorts ? 1e3 * s.tile_sort_seconds / s.tile_sorts : 0.0,
-        1e3 * s.tile_sort_phase_seconds[0] / std::max(s.tile_sorts, 1), 1e3 * s.tile_sort_phase_seconds[1] / std::max(s.tile_sorts, 1),
-        1e3 * s.tile_sort_phase_seconds[2] / std::max(s.tile_sorts, 1)));
-    MESSAGE(fmt::format(
-        "fma {}: {:.4f} ns per particle per step (element), {:.4f} ns for the segment kernel alone; device bytes per "
-        "particle-step >= {:.0f} (particle {:.0f}, grid atomics and gather {:.0f}): {:.2f} GB per step, {:.1f} GB/s "
-        "in the segment kernel = {:.1f} % of the measured copy bandwidth {:.0f} GB/s",
-        fma == FmaMode::On ? "on" : "off", 1e9 * per_turn / n, 1e9 * segment / n, bytes_particle + bytes_grid,
-        bytes_particle, bytes_grid, bytes_turn / 1e9, bytes_turn / segment / 1e9,
-        100.0 * bytes_turn / segment / bandwidth, bandwidth / 1e9));
-    // The bytes the step must move at least: the particles read and written once (184 bytes each) and the grid's
-    // arrays once each way (integer charge, density, the two field components: 8 bytes a node each, written then
-    // read): the whole element (segment kernel, solve, sorts) against that HBM bound.
-    const double nodes = 256.0 * 256.0 * 64.0, bytes_needed = n * bytes_particle + nodes * 4.0 * 16.0;
-    MESSAGE(fmt::format("fma {}: the element at {:.1f} % of the HBM bound of the bytes it must move ({:.2f} GB per step: "
-                        "{:.3f} ms at the copy bandwidth)",
-                        fma == FmaMode::On ? "on" : "off", 100.0 * bytes_needed / bandwidth / per_turn, bytes_needed / 1e9,
-                        1e3 * bytes_needed / bandwidth));
-    const auto reports = gpu.grid_reports();
-    REQUIRE(reports.size() == 1);
-    MESSAGE(fmt::format("outside the grid on the last turn: {} particles; max |E| {:.4g} V/m", reports[0].outside_last,
-                        reports[0].max_field));
-    CHECK(per_turn > 0);
-  }
+    for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+      if (only_config && std::atoi(only_config) != ci) continue;
+      if (only_fma && (std::string(only_fma) == "on") != (fma == FmaMode::On)) continue;
+      const Config& config = configs[ci];
+      const bool by_tile = config.by_tile;
+      json sc = {{"type", "SpaceChargePIC"}, {"length", 10.0},   {"intensity", intensity}, {"model", "2.5D"},
+                 {"nodes_x", 256},           {"nodes_y", 256},   {"nodes_zeta", 64},       {"x_min", -6 * sx},
+                 {"x_max", 6 * sx},          {"y_min", -6 * sy}, {"y_max", 6 * sy},        {"zeta_min", -4 * sz},
+                 {"zeta_max", 4 * sz}};
+      json doc = {{"fusetrack_lattice", 1},
+                  {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", 1e9}}},
+                  {"elements", {{"sc", sc}, {"d", {{"type", "Drift"}, {"length", 10.0}}}}},
+                  {"sequence", {"d", "sc"}}};
+      const Lattice lattice = lattice_from_json(doc, "bench_pic.json", ft::test::builtin_registry());
+      // A cold beam (1e-6 rad): over the 6 turns of 10 m drifts it stays on the grid (with 1e-4 rad,
+      // as in the tests above, a fifth of it drifted off the grid and deposited nothing).
+      Particles p = gaussian_bunch(lattice.reference().beta0(), n, sx, sy, sz, 9, 1e-6);
+      if (by_tile) p = ordered_by_tile(p, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz});
+      MESSAGE(fmt::format("{}; tile sort on the GPU every {} turns (0: never)",
+                          by_tile ? "particles ordered by grid tile (zeta slice, y node, x node) on the host"
+                                  : "particles in random order",
+                          config.sort_every));
+      CudaBackendOptions co;
+      co.time_phases = true;
+      co.tile_sort_every = config.sort_every;
+      CudaBackend gpu(lattice, co);
+      TrackOptions o;
+      o.turns = 1;
+      o.fma = fma;
+      o.warnings = false;
+      gpu.track(p, o);  // compile, set up, warm up
+      o.turns = turns;
+      const auto t0 = std::chrono::steady_clock::now();
+      gpu.track(p, o);
+      const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      const CudaRunStats& s = gpu.last_stats();
+      // The deposit alone (the same grid and particles, the existing GPU grid deposit kernel).
+      ChargeGridReducer reducer(3, {256, 256, 64}, {-6 * sx, -6 * sy, -4 * sz}, {6 * sx, 6 * sy, 4 * sz}, n);
+      double deposit_seconds = 0;
+      gpu_deposit(reducer, p, 0, &deposit_seconds);
+      const double per_turn = (s.segment_seconds + s.solve_seconds + s.tile_sort_seconds) / turns;
+      const double segment = s.segment_seconds / turns, solve_host = s.grid_solve_seconds / turns,
+                   transfer = s.grid_transfer_seconds / turns;
+      // Bytes the element moves on the device per particle (lower bound): the segment kernel reads and
+      // writes the particle (9 doubles, state, lost turn/element: 92 bytes each way), the deposit adds
+      // 8 integer atomics (8 bytes read + written each), the kick gathers 8 nodes x 2 fields x 8 bytes.
+      const double bytes_particle = 2.0 * 92.0, bytes_grid = 8.0 * 16.0 + 8.0 * 16.0;
+      const double bandwidth = gpu.copy_bandwidth();
+      const double bytes_turn = n * (bytes_particle + bytes_grid);
+      MESSAGE(fmt::format(
+          "fma {}: {} macroparticles, {} turns, wall {:.3f} s; per element: {:.3f} ms = segment kernel (kick + drift + "
+          "deposit) {:.3f} ms [the deposit alone, random order, global atomics: {:.3f} ms] + solve {:.3f} ms (Poisson "
+          "solve "
+          "{:.3f} ms, on the GPU for one rank, on the host with FUSETRACK_HOST_POISSON=1 or several ranks; grid "
+          "down/fields "
+          "up {:.3f} ms, {:.1f} MB) + tile sorts {:.3f} ms ({} sorts of {:.3f} ms: counts {:.3f}, slots {:.3f}, move "
+          "{:.3f})",
+          fma == FmaMode::On ? "on" : "off", n, turns, wall, 1e3 * per_turn, 1e3 * segment, 1e3 * deposit_seconds,
+          1e3 * s.solve_seconds / turns, 1e3 * solve_host, 1e3 * transfer, s.grid_bytes_transferred / turns / 1e6,
+          1e3 * s.tile_sort_seconds / turns, s.tile_sorts,
+          s.tile_sorts ? 1e3 * s.tile_sort_seconds / s.tile_sorts : 0.0,
+          1e3 * s.tile_sort_phase_seconds[0] / std::max(s.tile_sorts, 1),
+          1e3 * s.tile_sort_phase_seconds[1] / std::max(s.tile_sorts, 1),
+          1e3 * s.tile_sort_phase_seconds[2] / std::max(s.tile_sorts, 1)));
+      MESSAGE(fmt::format(
+          "fma {}: {:.4f} ns per particle per step (element), {:.4f} ns for the segment kernel alone; device bytes per "
+          "particle-step >= {:.0f} (particle {:.0f}, grid atomics and gather {:.0f}): {:.2f} GB per step, {:.1f} GB/s "
+          "in the segment kernel = {:.1f} % of the measured copy bandwidth {:.0f} GB/s",
+          fma == FmaMode::On ? "on" : "off", 1e9 * per_turn / n, 1e9 * segment / n, bytes_particle + bytes_grid,
+          bytes_particle, bytes_grid, bytes_turn / 1e9, bytes_turn / segment / 1e9,
+          100.0 * bytes_turn / segment / bandwidth, bandwidth / 1e9));
+      // The bytes the step must move at least: the particles read and written once (184 bytes each) and the grid's
+      // arrays once each way (integer charge, density, the two field components: 8 bytes a node each, written then
+      // read): the whole element (segment kernel, solve, sorts) against that HBM bound.
+      const double nodes = 256.0 * 256.0 * 64.0, bytes_needed = n * bytes_particle + nodes * 4.0 * 16.0;
+      MESSAGE(
+          fmt::format("fma {}: the element at {:.1f} % of the HBM bound of the bytes it must move ({:.2f} GB per step: "
+                      "{:.3f} ms at the copy bandwidth)",
+                      fma == FmaMode::On ? "on" : "off", 100.0 * bytes_needed / bandwidth / per_turn,
+                      bytes_needed / 1e9, 1e3 * bytes_needed / bandwidth));
+      const auto reports = gpu.grid_reports();
+      REQUIRE(reports.size() == 1);
+      MESSAGE(fmt::format("outside the grid on the last turn: {} particles; max |E| {:.4g} V/m",
+                          reports[0].outside_last, reports[0].max_field));
+      CHECK(per_turn > 0);
+    }
 }
 
 }  // namespace test_gpu_space_charge

@@ -13,13 +13,13 @@
 #include <random>
 #include <vector>
 
-#define CHECK(x)                                                                              \
-  do {                                                                                        \
-    cudaError_t e = (x);                                                                      \
-    if (e != cudaSuccess) {                                                                   \
-      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__);   \
-      std::exit(1);                                                                           \
-    }                                                                                         \
+#define CHECK(x)                                                                          \
+  do {                                                                                    \
+    cudaError_t e = (x);                                                                  \
+    if (e != cudaSuccess) {                                                               \
+      std::printf("CUDA error %s at %s:%d\n", cudaGetErrorString(e), __FILE__, __LINE__); \
+      std::exit(1);                                                                       \
+    }                                                                                     \
   } while (0)
 
 constexpr int NX = 256, NY = 256, NZ = 64;
@@ -114,8 +114,7 @@ __global__ void deposit(const double* x, const double* y, const double* z, int n
 }
 
 // The field at each particle from 8 corners of a node-interleaved (Ex, Ey) grid, written to out (2 doubles).
-__global__ void gather(const double* x, const double* y, const double* z, int n, Grid g, const double* e,
-                       double* out) {
+__global__ void gather(const double* x, const double* y, const double* z, int n, Grid g, const double* e, double* out) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     long long node[8];
     unsigned long long w[8];
@@ -135,9 +134,10 @@ __global__ void gather(const double* x, const double* y, const double* z, int n,
 // on px, py and a drift, 5 doubles stored, then the deposit at the new position (u64 atomics). min_blocks: the
 // __launch_bounds__ minimum of resident blocks (registers).
 template <int MinBlocks>
-__global__ void __launch_bounds__(256, MinBlocks) segment(double* x, double* px, double* y, double* py, double* z,
-    const double* delta, const double* rpp, const double* rvv, const double* ptau, const int* state, int n, Grid g,
-    const double* e, unsigned long long* acc) {
+__global__ void __launch_bounds__(256, MinBlocks)
+    segment(double* x, double* px, double* y, double* py, double* z, const double* delta, const double* rpp,
+            const double* rvv, const double* ptau, const int* state, int n, Grid g, const double* e,
+            unsigned long long* acc) {
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n; i += (long long)gridDim.x * blockDim.x) {
     if (state[i] <= 0) continue;
     double X = x[i], PX = px[i], Y = y[i], PY = py[i], Z = z[i];
@@ -168,7 +168,8 @@ __global__ void __launch_bounds__(256, MinBlocks) segment(double* x, double* px,
 }
 
 __global__ void combine(const unsigned* lo, const unsigned* hi, unsigned long long* out, long long nodes) {
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < nodes; k += (long long)gridDim.x * blockDim.x)
+  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < nodes;
+       k += (long long)gridDim.x * blockDim.x)
     out[k] = (static_cast<unsigned long long>(hi[k]) << 32) | lo[k];
 }
 
@@ -262,7 +263,8 @@ int main(int argc, char** argv) {
       cudaEventElapsedTime(&ms, a, b);
       if (rep > 0) total += ms;
     }
-    if (pass < 2) std::printf("%s, gather of (Ex, Ey) at 8 corners        %8.3f ms\n", sorted ? "by cell" : "random ", total / 5);
+    if (pass < 2)
+      std::printf("%s, gather of (Ex, Ey) at 8 corners        %8.3f ms\n", sorted ? "by cell" : "random ", total / 5);
   }
   // one particle per thread (n / 256 blocks), random order, u64 (as the standalone deposit kernel launches)
   {
@@ -286,9 +288,12 @@ int main(int argc, char** argv) {
           CHECK(cudaMemset(acc64, 0, nodes * 8));
           cudaEventRecord(a);
           if (variant == 0) deposit<<<(n + 255) / 256, 256>>>(dx, dy, dz, n, g, 0, acc64, lo, hi);
-          if (variant == 1) segment<1><<<blocks, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
-          if (variant == 2) segment<3><<<sms * 3, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
-          if (variant == 3) segment<6><<<sms * 6, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
+          if (variant == 1)
+            segment<1><<<blocks, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
+          if (variant == 2)
+            segment<3><<<sms * 3, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
+          if (variant == 3)
+            segment<6><<<sms * 6, 256>>>(dx, dpx, dy, dpy, dz, dd, drpp, drvv, dpt, dst, n, g, ex, acc64);
           cudaEventRecord(b);
           CHECK(cudaEventSynchronize(b));
           float ms = 0;

@@ -36,7 +36,7 @@ namespace ft {
 /// outside the grid, else 1.
 FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, const double* ey, const double* ez,
                                      const double pos[3], double e[3], long long stride = 1) {
-  long long nodes[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // (initialised: the fixed-count loop below reads
+  long long nodes[8] = {0, 0, 0, 0, 0, 0, 0, 0};             // (initialised: the fixed-count loop below reads
   unsigned long long weights[8] = {0, 0, 0, 0, 0, 0, 0, 0};  // past `corners` only behind a test)
   e[0] = 0.0;
   e[1] = 0.0;
