@@ -79,8 +79,8 @@ FT_FUNCTION int poisson_log2(int m) {
 }
 
 /// The slot (in complex values) that complex value e of a line of m = 2^log2m values takes in the line
-/// buffer. The host keeps the natural order. The GPU swaps the low three bits of e with its bits 3-5 and its
-/// top three bits (XOR; a permutation of the line): with 16-byte loads, a warp's bit-reversed scatters,
+/// buffer. The host keeps the natural order. The GPU XORs the low three bits of e with its bits 3-5 and (lines
+/// of 512 and more) its top three bits, a permutation of the line: with 16-byte loads, a warp's bit-reversed scatters,
 /// strided passes and consecutive runs then spread over the 32 shared-memory banks (8 values per 128 bytes).
 /// Only where values sit changes, not what is computed: the same bits.
 FT_FUNCTION int poisson_slot(int e, int log2m) {
