@@ -763,7 +763,7 @@ extern "C" __global__ void fusetrack_lines(double* x, const double* twiddle, int
   double* z = x + 2 * l * m;
   ft::poisson_fft_line(z, twiddle, m);
   double a[2], b[2];
-  ft::poisson_split_pair(z, m, 1, a, b);
+  ft::poisson_split_pair(z, m, ft::poisson_log2(m), 1, a, b);
   ft::poisson_pair_spectrum(z, z, m, 1, half + 2 * l);
   ft::poisson_imaginary_multiply(a[0], a[1], b[0], half + 2 * l, half + 2 * l + 1);
 }

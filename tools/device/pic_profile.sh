@@ -35,15 +35,16 @@ import csv, sys
 rows = list(csv.reader(open(sys.argv[1])))
 h = [i for i, r in enumerate(rows) if r and r[0] == "ID"]
 if not h: print(open(sys.argv[1]).read()[:2000]); sys.exit()
-head = rows[h[0]]; data = rows[h[0] + 2:]
+head, units, data = rows[h[0]], rows[h[0] + 1], rows[h[0] + 2:]
 col = {n: head.index(n) for n in head}
-def g(r, n):
-    try: return float(r[col[n]].replace(",", ""))
+scale = {"ns": 1e-3, "us": 1.0, "usecond": 1.0, "ms": 1e3, "msecond": 1e3, "s": 1e6, "second": 1e6,
+         "byte": 1e-6, "Kbyte": 1e-3, "Mbyte": 1.0, "Gbyte": 1e3, "Tbyte": 1e6}
+def g(r, n):  # times in us, bytes in MB (ncu picks a unit per column: the row under the names)
+    try: return float(r[col[n]].replace(",", "")) * scale.get(units[col[n]], 1.0)
     except Exception: return float("nan")
 for r in data:
     if len(r) < len(head): continue
-    t = g(r, "gpu__time_duration.sum")
-    print(f"{r[col['Kernel Name']][:38]:38s} {t/1e3:9.1f} us  dram r/w {g(r,'dram__bytes_read.sum')/1e6:8.1f}/{g(r,'dram__bytes_write.sum')/1e6:8.1f} MB"
+    print(f"{r[col['Kernel Name']][:38]:38s} {g(r, 'gpu__time_duration.sum'):9.1f} us  dram r/w {g(r,'dram__bytes_read.sum'):8.1f}/{g(r,'dram__bytes_write.sum'):8.1f} MB"
           f"  L2 atom {g(r,'lts__t_sectors_op_atom.sum')/1e6:6.1f}M red {g(r,'lts__t_sectors_op_red.sum')/1e6:6.1f}M  sh-atom {g(r,'l1tex__data_pipe_lsu_wavefronts_mem_shared_op_atom.sum')/1e6:6.1f}M"
           f" bankc {g(r,'l1tex__data_bank_conflicts_pipe_lsu_mem_shared.sum')/1e6:6.1f}M inst {g(r,'smsp__inst_executed.sum')/1e6:7.1f}M"
           f" sm% {g(r,'sm__throughput.avg.pct_of_peak_sustained_elapsed'):5.1f} mem% {g(r,'gpu__compute_memory_throughput.avg.pct_of_peak_sustained_elapsed'):5.1f}"

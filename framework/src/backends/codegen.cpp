@@ -821,8 +821,7 @@ extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParti
     for (int q = 0; q < 8; ++q)
       if (q < m) atomicAdd(&acc[nodes[q]], w[q]);
   }
-  const unsigned int warp_outside = __reduce_add_sync(0xffffffffu, outside);
-  if ((threadIdx.x & 31) == 0 && warp_outside) atomicAdd(&acc[outside_slot], static_cast<unsigned long long>(warp_outside));
+  ft::warp_count_add(outside, &acc[outside_slot]);
 }
 
 // The particles ordered by grid tile on the GPU (CudaBackendOptions::tile_sort_every), a counting sort: each
@@ -1466,11 +1465,7 @@ extern "C" __global__ void {3} {0}(
            "                  ft_block_profile[w]);\n"
            "  }\n";
     if (grid_deposit)  // every thread of the block gets here (the window's flush has a barrier)
-      s += "  if (grid_mode == 1) {  // the particles outside the grid: one atomic per warp\n"
-           "    const unsigned int ft_warp_outside = __reduce_add_sync(0xffffffffu, ft_outside);\n"
-           "    if ((threadIdx.x & 31) == 0 && ft_warp_outside)\n"
-           "      atomicAdd(&grid_acc[grid_outside_slot], static_cast<unsigned long long>(ft_warp_outside));\n"
-           "  }\n";
+      s += "  if (grid_mode == 1) ft::warp_count_add(ft_outside, &grid_acc[grid_outside_slot]);  // outside the grid\n";
     if (grid_deposit)
       s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"
            "    for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (ft_extent_sum[a]) atomicAdd(&ft_block_extent[a], ft_extent_sum[a]);\n"

@@ -22,13 +22,6 @@ using cuda::check;
 
 // One thread per particle; integer atomics into the accumulators and the rejected-particle count.
 const char* kReductionKernels = R"(#include "fusetrack/device/reduction.h"
-namespace ft {
-// The lanes of a warp that rejected their particle, counted with one atomic (every lane of the warp calls it).
-__device__ __forceinline__ void count_warp_rejected(bool rejected_here, unsigned long long* rejected) {
-  const unsigned int lanes = __ballot_sync(0xffffffffu, rejected_here);
-  if ((threadIdx.x & 31) == 0 && lanes) atomicAdd(rejected, static_cast<unsigned long long>(__popc(lanes)));
-}
-}  // namespace ft
 extern "C" __global__ void fusetrack_slice_moments(ft::SliceGrid g, ft::SliceMomentScales s, const double* x,
     const double* px, const double* y, const double* py, const double* zeta, const double* delta, const int* state,
     int n, unsigned long long* acc, unsigned long long* rejected) {
@@ -40,7 +33,7 @@ extern "C" __global__ void fusetrack_slice_moments(ft::SliceGrid g, ft::SliceMom
     const double c[6] = {x[i], px[i], y[i], py[i], zeta[i], delta[i]};
     m = ft::slice_moment_contributions(g, s, c, bins, out);
   }
-  ft::count_warp_rejected(m < 0, rejected);
+  ft::warp_count_add(m < 0 ? 1u : 0u, rejected);  // every lane of the warp gets here
   for (int b = 0; b < m; ++b)
     for (int k = 0; k < ft::kSliceAccumulators; ++k)
       atomicAdd(acc + bins[b] * ft::kSliceAccumulators + k, static_cast<unsigned long long>(out[b][k]));
@@ -57,7 +50,7 @@ extern "C" __global__ void fusetrack_charge_grid(ft::ChargeGridSpec g, const dou
     m = ft::charge_deposit(g, pos, nodes, w);
     outside = m == 0;
   }
-  ft::count_warp_rejected(outside, rejected);
+  ft::warp_count_add(outside ? 1u : 0u, rejected);  // every lane of the warp gets here
   FT_UNROLL
   for (int c = 0; c < 8; ++c)
     if (c < m) atomicAdd(acc + nodes[c], w[c]);

@@ -90,6 +90,13 @@ __device__ __forceinline__ long long deposit_chunk(int n_particles) {
   const long long per_block = (n_particles + static_cast<long long>(gridDim.x) - 1) / gridDim.x;
   return (per_block + blockDim.x - 1) / blockDim.x * blockDim.x;
 }
+
+/// Adds the sum of the warp's `count`s to *target with one atomic (lane 0), not one per lane on a single word
+/// (the counts of particles outside a grid or rejected). Every lane of the warp calls it.
+__device__ __forceinline__ void warp_count_add(unsigned int count, unsigned long long* target) {
+  const unsigned int sum = __reduce_add_sync(0xffffffffu, count);
+  if ((threadIdx.x & 31) == 0 && sum) atomicAdd(target, static_cast<unsigned long long>(sum));
+}
 #endif
 
 /// The slice a particle with coordinates c = (x, px, y, py, zeta, delta) contributes to (nearest

@@ -112,10 +112,11 @@ FT_FUNCTION void poisson_put(double* z, int slot, double re, double im) {
 #endif
 }
 
-/// Two real lines a, b packed as z = a + i b and transformed (length m): their spectra at k
-/// (0 <= k <= m/2), A = (Z_k + conj Z_{m-k}) / 2 and B = (Z_k - conj Z_{m-k}) / (2i).
-FT_FUNCTION void poisson_split_pair(const double* z, int m, int k, double a[2], double b[2]) {
-  const int mk = k == 0 ? 0 : m - k, log2m = poisson_log2(m);
+/// Two real lines a, b packed as z = a + i b and transformed (length m = 2^log2m, a line buffer in the
+/// slots of poisson_slot): their spectra at k (0 <= k <= m/2), A = (Z_k + conj Z_{m-k}) / 2 and
+/// B = (Z_k - conj Z_{m-k}) / (2i).
+FT_FUNCTION void poisson_split_pair(const double* z, int m, int log2m, int k, double a[2], double b[2]) {
+  const int mk = k == 0 ? 0 : m - k;
   double zr, zi, wr, wi;
   poisson_get(z, poisson_slot(k, log2m), &zr, &zi);
   poisson_get(z, poisson_slot(mk, log2m), &wr, &wi);
@@ -285,7 +286,7 @@ FT_FUNCTION void poisson_forward_x(const PoissonLines& p, long long pair, const 
   double* ob = r1 < rows ? spec + 2 * (((r1 / p.n[1]) * p.m[1] + r1 % p.n[1]) * p.h) : oa;
   for (int k = tid; k < p.h; k += nt) {
     double a[2], b[2];
-    poisson_split_pair(z, m0, k, a, b);
+    poisson_split_pair(z, m0, p.log2m[0], k, a, b);
     oa[2 * k] = a[0];
     oa[2 * k + 1] = a[1];
     if (r1 < rows) {
