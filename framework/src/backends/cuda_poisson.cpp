@@ -7,6 +7,9 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_module.h"
@@ -22,14 +25,22 @@ namespace {
 // steps of space_charge_grid.h (the CPU's, with nt = 1) over the block's threads, the lines of every
 // layer in one launch (block = layer * lines + line).
 const char* kPoissonKernels = R"(#include "fusetrack/device/space_charge_grid.h"
-extern "C" __global__ void ft_poisson_fwd_x(ft::PoissonLines p, long long pairs, const double* in, long long in_layer,
+// Blocks of up to 256 threads; the minimum resident blocks of 256 threads per multiprocessor asked of the compiler
+// (it caps the registers per thread: 3 gave the last-axis kernel 1.1x on an H100, bench/RESULTS.md).
+#ifndef FT_POISSON_CONVOLVE_MIN_BLOCKS
+#define FT_POISSON_CONVOLVE_MIN_BLOCKS 3
+#endif
+#ifndef FT_POISSON_LINE_MIN_BLOCKS
+#define FT_POISSON_LINE_MIN_BLOCKS 1
+#endif
+extern "C" __global__ void __launch_bounds__(256, FT_POISSON_LINE_MIN_BLOCKS) ft_poisson_fwd_x(ft::PoissonLines p, long long pairs, const double* in, long long in_layer,
     double* spec, long long spec_layer, const double* tw) {
   extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
   ft::poisson_forward_x(p, pair, in + layer * in_layer, spec + layer * spec_layer, tw, z, threadIdx.x, blockDim.x);
 }
 // y lines (axis 1) or zeta lines (axis 2) of the half spectrum.
-extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long long lines, double* spec,
+extern "C" __global__ void __launch_bounds__(256, FT_POISSON_LINE_MIN_BLOCKS) ft_poisson_line(ft::PoissonLines p, int axis, long long lines, double* spec,
     long long spec_layer, int load, int store, const double* tw) {
   extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / lines, l = blockIdx.x % lines;
@@ -40,7 +51,7 @@ extern "C" __global__ void ft_poisson_line(ft::PoissonLines p, int axis, long lo
     ft::poisson_line(s + 2 * l, static_cast<long long>(p.h) * p.m[1], p.m[2], p.log2m[2], load, store, tw, z, threadIdx.x,
                      blockDim.x);
 }
-extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs, const double* spec, long long spec_layer,
+extern "C" __global__ void __launch_bounds__(256, FT_POISSON_LINE_MIN_BLOCKS) ft_poisson_inv_x(ft::PoissonLines p, long long pairs, const double* spec, long long spec_layer,
     double* out, long long out_layer, const double* tw, int out_stride) {
   extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
   const long long layer = blockIdx.x / pairs, pair = blockIdx.x % pairs;
@@ -53,7 +64,7 @@ extern "C" __global__ void ft_poisson_inv_x(ft::PoissonLines p, long long pairs,
 // that component's buffer. The same butterflies, products and loads as the separate steps below (and
 // the CPU's), without the spectrum's round trips through device memory between them. Shared memory:
 // the forward lines, then the product lines (2 x columns x 2m doubles).
-extern "C" __global__ void ft_poisson_convolve_last(ft::PoissonLines p, int axis, long long lines, int columns,
+extern "C" __global__ void __launch_bounds__(256, FT_POISSON_CONVOLVE_MIN_BLOCKS) ft_poisson_convolve_last(ft::PoissonLines p, int axis, long long lines, int columns,
     const double* spec, long long spec_layer, int components, const double* g0, const double* g1, const double* g2,
     double* w0, double* w1, double* w2, const double* tw_fwd, const double* tw_inv) {
   extern __shared__ __align__(16) double z[];  // 16-byte slots (poisson_get)
@@ -141,6 +152,23 @@ const char* gpu_poisson_kernel_source() { return kPoissonKernels; }
 
 namespace {
 
+/// The kernels as compiled. Benchmark knobs: FUSETRACK_POISSON_MIN_BLOCKS=N and FUSETRACK_POISSON_LINE_MIN_BLOCKS=N
+/// replace the minimum resident blocks asked for the last-axis kernel and the other line kernels (the same
+/// arithmetic, other register caps).
+std::string poisson_kernels_as_compiled() {
+  std::string defines;
+  for (const auto& [variable, macro] : {std::pair<const char*, const char*>{"FUSETRACK_POISSON_MIN_BLOCKS", "FT_POISSON_CONVOLVE_MIN_BLOCKS"},
+                                        std::pair<const char*, const char*>{"FUSETRACK_POISSON_LINE_MIN_BLOCKS", "FT_POISSON_LINE_MIN_BLOCKS"}}) {
+    const char* value = std::getenv(variable);
+    if (value && std::atoi(value) > 0) defines += fmt::format("#define {} {}\n", macro, std::atoi(value));
+  }
+  return defines + kPoissonKernels;
+}
+
+}  // namespace
+
+namespace {
+
 constexpr unsigned kThreads = 256;
 constexpr int kMaxLine = 2048;  // 2 * 2048 doubles = 32 KiB of shared memory per block
 // ft_poisson_convolve_last: adjacent lines per block, up to this many points in all (2 lines of the
@@ -165,7 +193,7 @@ struct GpuPoissonSolver::Impl {
   cufftHandle r2c = 0, c2r = 0;
 
   Impl(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device)
-      : host(grid, model, fft), gpu(device, "fusetrack_poisson.cu", kPoissonKernels, FmaMode::Off) {
+      : host(grid, model, fft), gpu(device, "fusetrack_poisson.cu", poisson_kernels_as_compiled().c_str(), FmaMode::Off) {
     T = model == PoissonModel::Open3D ? 3 : 2;
     layers = model == PoissonModel::Open2p5D ? grid.nodes[2] : 1;
     const std::array<int, 3> m = host.transform_lengths();
@@ -192,6 +220,8 @@ struct GpuPoissonSolver::Impl {
       for (int c = 0; c < T; ++c) component_work[c] = gpu.zeros(spectrum_bytes);
       const int last = T - 1;
       convolve_columns = std::clamp(kConvolveLinePoints / M[last], 1, kConvolveMaxColumns);  // a power of two (M is)
+      if (const char* c = std::getenv("FUSETRACK_POISSON_COLUMNS"))  // a benchmark knob: lines per block, 1, 2 or 4
+        if (const int v = std::atoi(c); v == 1 || v == 2 || v == 4) convolve_columns = v;
       convolve_shared = static_cast<unsigned>(2 * convolve_columns * 2 * M[last] * sizeof(double));
       gpu.allow_shared_memory(gpu.function("ft_poisson_convolve_last"), convolve_shared);
     } else {

@@ -47,6 +47,23 @@ FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, 
   double inv_unit = 1.0;
   for (int b = 0; b < g.dims * g.weight_bits; ++b) inv_unit *= 0.5;
   double sx = 0.0, sy = 0.0, sz = 0.0;
+#if defined(FT_DEVICE_COMPILE)
+  // The GPU's 2D field, (E_x, E_y) of a node side by side in 16 aligned bytes: one read-only load per corner.
+  if (stride == 2 && !ez && ey == ex + 1) {
+    const double2* exy = reinterpret_cast<const double2*>(ex);
+    FT_UNROLL
+    for (int c = 0; c < 8; ++c) {
+      if (c >= corners) continue;
+      const double w = static_cast<double>(weights[c]);
+      const double2 f = __ldg(exy + nodes[c]);
+      sx += w * f.x;
+      sy += w * f.y;
+    }
+    e[0] = sx * inv_unit;
+    e[1] = sy * inv_unit;
+    return 1;
+  }
+#endif
   FT_UNROLL
   for (int c = 0; c < 8; ++c) {  // fixed trip count: nodes and weights stay in registers on the GPU
     if (c >= corners) continue;
@@ -187,6 +204,18 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
   return (static_cast<long long>(p.n[1]) * p.n[2] + 1) / 2;
 }
 
+/// Twiddle w of a table (cos, sin interleaved): one 16-byte read-only load on the GPU.
+FT_FUNCTION void poisson_twiddle(const double* tw, int w, double* wr, double* wi) {
+#if defined(FT_DEVICE_COMPILE)
+  const double2 v = __ldg(reinterpret_cast<const double2*>(tw) + w);
+  *wr = v.x;
+  *wi = v.y;
+#else
+  *wr = tw[2 * w];
+  *wi = tw[2 * w + 1];
+#endif
+}
+
 /// The radix-2 stages of `count` lines of m values (line c at z + 2 m c, bit-reversed order), spread over
 /// the threads, three stages per pass: a thread takes the eight values a pass's butterflies combine (stride
 /// half0, the pass's first half) into registers and applies the three stages' butterflies to them with
@@ -195,6 +224,10 @@ FT_FUNCTION long long poisson_row_pairs(const PoissonLines& p) {
 /// memory per pass instead of per stage. Values sit in the slots of poisson_slot (on the GPU a swizzle that
 /// keeps the first pass's adjacent eight values per thread off a single bank). The GPU's form
 /// (poisson_block_stages_lines); on the host, one thread, the stages one by one are faster.
+///
+/// Twiddles: value k of a group sits at base + k half0 with base = r (mod half0), r = t mod half0, so the
+/// butterfly of stage st on value k uses position (base + k half0) mod (half0 2^st) = r + (k mod 2^st) half0:
+/// 2^st distinct twiddles per stage, 7 per pass, each loaded once (12 butterflies share them).
 FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m, int count, int tid, int nt) {
   // m, half0, the group and the task count are powers of two: shifts and masks, not integer divisions.
   const int log2m = poisson_log2(m);
@@ -208,7 +241,7 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
     const int group = 1 << stages, log2tasks = log2m - stages, tasks = 1 << log2tasks;
     for (int task = tid; task < tasks * count; task += nt) {
       double* x = z + 2 * m * (task >> log2tasks);
-      const int t = task & (tasks - 1), base = ((t >> log2h0) << (log2h0 + stages)) + (t & (half0 - 1));
+      const int t = task & (tasks - 1), r = t & (half0 - 1), base = ((t >> log2h0) << (log2h0 + stages)) + r;
       double re[8], im[8];
 #if defined(FT_DEVICE_COMPILE)
 #pragma unroll
@@ -219,18 +252,23 @@ FT_FUNCTION void poisson_stages_grouped_lines(double* z, const double* tw, int m
 #pragma unroll
 #endif
       for (int st = 0; st < 3; ++st) {
-        const int half = half0 << st, dk = 1 << st;
+        if (st >= stages) continue;
+        const int dk = 1 << st, shift = log2m - 1 - log2h0 - st;  // position * (m / (2 half))
+        double wr[4], wi[4];
+#if defined(FT_DEVICE_COMPILE)
+#pragma unroll
+#endif
+        for (int j = 0; j < 4; ++j)
+          if (j < dk) poisson_twiddle(tw, (r + j * half0) << shift, &wr[j], &wi[j]);
 #if defined(FT_DEVICE_COMPILE)
 #pragma unroll
 #endif
         for (int k = 0; k < 8; ++k)
-          if (st < stages && k < group && !(k & dk)) {  // values k and k + dk: i and i + half
-            const int pos = (base + k * half0) & (half - 1);
-            const int w = pos << (log2m - 1 - log2h0 - st);  // pos * (m / (2 half))
-            const double wr = tw[2 * w], wi = tw[2 * w + 1];
+          if (k < group && !(k & dk)) {  // values k and k + dk: i and i + half
+            const int j = k & (dk - 1);
             const double xr = re[k + dk], xi = im[k + dk];
-            const double tr = wr * xr - wi * xi;
-            const double ti = wr * xi + wi * xr;
+            const double tr = wr[j] * xr - wi[j] * xi;
+            const double ti = wr[j] * xi + wi[j] * xr;
             const double ur = re[k], ui = im[k];
             re[k] = ur + tr;
             im[k] = ui + ti;
