@@ -25,13 +25,14 @@ namespace {
 // steps of space_charge_grid.h (the CPU's, with nt = 1) over the block's threads, the lines of every
 // layer in one launch (block = layer * lines + line).
 const char* kPoissonKernels = R"(#include "fusetrack/device/space_charge_grid.h"
-// Blocks of up to 256 threads; the minimum resident blocks of 256 threads per multiprocessor asked of the compiler
-// (it caps the registers per thread: 3 gave the last-axis kernel 1.1x on an H100, bench/RESULTS.md).
+// Blocks of up to 256 threads; the minimum resident blocks of 256 threads per multiprocessor asked of the compiler,
+// which caps the registers per thread (the same arithmetic). On an H100 the 2.5D 256 x 256 x 64 solve took 0.845 ms
+// with 1 and 1, 0.732 ms with 3 for the last-axis kernel, 0.707 ms with 2 for the others (bench/RESULTS.md).
 #ifndef FT_POISSON_CONVOLVE_MIN_BLOCKS
 #define FT_POISSON_CONVOLVE_MIN_BLOCKS 3
 #endif
 #ifndef FT_POISSON_LINE_MIN_BLOCKS
-#define FT_POISSON_LINE_MIN_BLOCKS 1
+#define FT_POISSON_LINE_MIN_BLOCKS 2
 #endif
 extern "C" __global__ void __launch_bounds__(256, FT_POISSON_LINE_MIN_BLOCKS) ft_poisson_fwd_x(ft::PoissonLines p, long long pairs, const double* in, long long in_layer,
     double* spec, long long spec_layer, const double* tw) {

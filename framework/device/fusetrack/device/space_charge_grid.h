@@ -47,8 +47,9 @@ FT_FUNCTION int charge_grid_field_at(const ChargeGridSpec& g, const double* ex, 
   double inv_unit = 1.0;
   for (int b = 0; b < g.dims * g.weight_bits; ++b) inv_unit *= 0.5;
   double sx = 0.0, sy = 0.0, sz = 0.0;
-#if defined(FT_DEVICE_COMPILE)
+#if defined(FT_DEVICE_COMPILE) && !defined(FT_DEVICE_FAST_MATH)
   // The GPU's 2D field, (E_x, E_y) of a node side by side in 16 aligned bytes: one read-only load per corner.
+  // fma off only: on an H100 it made the PIC segment kernel 1.07x faster with fma off, 0.94x with fma on.
   if (stride == 2 && !ez && ey == ex + 1) {
     const double2* exy = reinterpret_cast<const double2*>(ex);
     FT_UNROLL
