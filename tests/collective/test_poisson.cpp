@@ -782,6 +782,24 @@ extern "C" __global__ void fusetrack_lines(double* x, const double* twiddle, int
   CHECK(!ks.cubin.empty());
 }
 
+TEST_CASE("GPU Poisson FFT choice: fma on takes the line transforms only where they have cuFFT's lengths") {
+  // cuFFT's doubled grid has 2 n points, the line transforms the next power of two of 2 n - 1, up to 2048.
+  const PoissonModel p25 = PoissonModel::Open2p5D, p3 = PoissonModel::Open3D;
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(256, 256, 64, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Reproducible);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(128, 128, 64, 1e-3, 1e-3, 0.1), p3, PoissonFft::Fast) ==
+        PoissonFft::Reproducible);
+  // 2.5D: zeta is not transformed (any layer count); 3D: it is.
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(64, 64, 30, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Reproducible);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(64, 64, 30, 1e-3, 1e-3, 0.1), p3, PoissonFft::Fast) == PoissonFft::Fast);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 128, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) == PoissonFft::Fast);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(2048, 16, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Fast);  // 4096-point lines: beyond the line transforms
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 100, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Reproducible) ==
+        PoissonFft::Reproducible);  // fma off never changes
+}
+
 // Not part of the suite (skipped; its times depend on the machine): the CPU solve times of the issue's
 // grids, FFTW vs the reproducible FFT. Run it with
 //   build/bin/test_collective -tc="Poisson solve time*" --no-skip

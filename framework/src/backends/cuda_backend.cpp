@@ -1322,7 +1322,11 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       if (!dc.gpu_poisson) {
         try {
           const PoissonSolver& host = g.poisson();
-          dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), host.fft(), m_options.device);
+          // A fixed grid with fma on may take the line transforms (GpuPoissonSolver::preferred_fft); an adapted
+          // grid keeps the host's mode, whose spectra it takes at each new spacing (use_spectra).
+          const PoissonFft fft =
+              g.adaptive() ? host.fft() : GpuPoissonSolver::preferred_fft(host.grid(), host.model(), host.fft());
+          dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), fft, m_options.device);
           dc.grid_builds = g.report().solver_builds;
           dc.rho = device_zeros(d, nodes * sizeof(double), "cuMemAlloc(grid charge density)");
           dc.max_field_bits = device_zeros(d, sizeof(uint64_t), "cuMemAlloc(grid field maximum)");
@@ -1334,7 +1338,13 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       }
       if (dc.gpu_poisson) {
         if (g.report().solver_builds != dc.grid_builds) {
-          dc.gpu_poisson->use_spectra(g.poisson());
+          const PoissonSolver& host = g.poisson();
+          if (dc.gpu_poisson->host().fft() == host.fft())
+            dc.gpu_poisson->use_spectra(host);
+          else  // the line transforms for a host solve with cuFFT's mode (fma on): this grid's spectra of that mode
+            dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), dc.gpu_poisson->host().fft(),
+                                                                m_options.device);
+          check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
           dc.grid_builds = g.report().solver_builds;
         }
         const auto t_solve = std::chrono::steady_clock::now();

@@ -351,6 +351,20 @@ void GpuPoissonSolver::use_spectra(const PoissonSolver& other) {
   }
 }
 
+PoissonFft GpuPoissonSolver::preferred_fft(const PoissonGrid& grid, PoissonModel model, PoissonFft requested) {
+  if (requested == PoissonFft::Reproducible) return requested;
+  if (const char* v = std::getenv("FUSETRACK_GPU_POISSON_FFT"); v && std::string(v) == "cufft") return requested;
+  // cuFFT's doubled grid has 2 n points per dimension, the line transforms the next power of two of 2 n - 1: the
+  // same lengths when n is a power of two. Then the line transforms (2.5D 256 x 256 x 64: 0.77 ms against cuFFT's
+  // 0.97 ms; 3D 128 x 128 x 64: 0.75 against 0.88 ms on an H100, bench/RESULTS.md), within their 2048 points.
+  const int transformed = model == PoissonModel::Open3D ? 3 : 2;
+  for (int d = 0; d < transformed; ++d) {
+    const int n = grid.nodes[static_cast<size_t>(d)];
+    if (n < 2 || (n & (n - 1)) != 0 || 2 * n > kMaxLine) return requested;
+  }
+  return PoissonFft::Reproducible;
+}
+
 void GpuPoissonSolver::solve_device(uint64_t rho, uint64_t ex, uint64_t ey, uint64_t ez, double* seconds, int node_stride) {
   Impl& im = *m_impl;
   if (!rho || !ex || !ey || (im.T == 3 && !ez))
