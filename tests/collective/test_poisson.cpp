@@ -793,7 +793,8 @@ TEST_CASE("GPU Poisson FFT choice: fma on takes the line transforms only where t
   CHECK(GpuPoissonSolver::preferred_fft(grid3(64, 64, 30, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
         PoissonFft::Reproducible);
   CHECK(GpuPoissonSolver::preferred_fft(grid3(64, 64, 30, 1e-3, 1e-3, 0.1), p3, PoissonFft::Fast) == PoissonFft::Fast);
-  CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 128, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) == PoissonFft::Fast);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 128, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Fast);
   CHECK(GpuPoissonSolver::preferred_fft(grid3(2048, 16, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
         PoissonFft::Fast);  // 4096-point lines: beyond the line transforms
   CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 100, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Reproducible) ==

@@ -12,10 +12,10 @@
 #include <utility>
 #include <vector>
 
-#include "gpu_module.h"
+#include "core/math_helpers.hpp"
 #include "fusetrack/device/space_charge_grid.h"
 #include "fusetrack/error.h"
-#include "core/math_helpers.hpp"
+#include "gpu_module.h"
 
 namespace ft {
 
@@ -158,8 +158,9 @@ namespace {
 /// arithmetic, other register caps).
 std::string poisson_kernels_as_compiled() {
   std::string defines;
-  for (const auto& [variable, macro] : {std::pair<const char*, const char*>{"FUSETRACK_POISSON_MIN_BLOCKS", "FT_POISSON_CONVOLVE_MIN_BLOCKS"},
-                                        std::pair<const char*, const char*>{"FUSETRACK_POISSON_LINE_MIN_BLOCKS", "FT_POISSON_LINE_MIN_BLOCKS"}}) {
+  for (const auto& [variable, macro] :
+       {std::pair<const char*, const char*>{"FUSETRACK_POISSON_MIN_BLOCKS", "FT_POISSON_CONVOLVE_MIN_BLOCKS"},
+        std::pair<const char*, const char*>{"FUSETRACK_POISSON_LINE_MIN_BLOCKS", "FT_POISSON_LINE_MIN_BLOCKS"}}) {
     const char* value = std::getenv(variable);
     if (value && std::atoi(value) > 0) defines += fmt::format("#define {} {}\n", macro, std::atoi(value));
   }
@@ -194,7 +195,8 @@ struct GpuPoissonSolver::Impl {
   cufftHandle r2c = 0, c2r = 0;
 
   Impl(const PoissonGrid& grid, PoissonModel model, PoissonFft fft, int device)
-      : host(grid, model, fft), gpu(device, "fusetrack_poisson.cu", poisson_kernels_as_compiled().c_str(), FmaMode::Off) {
+      : host(grid, model, fft),
+        gpu(device, "fusetrack_poisson.cu", poisson_kernels_as_compiled().c_str(), FmaMode::Off) {
     T = model == PoissonModel::Open3D ? 3 : 2;
     layers = model == PoissonModel::Open2p5D ? grid.nodes[2] : 1;
     const std::array<int, 3> m = host.transform_lengths();
