@@ -38,7 +38,8 @@ struct PoissonGrid {
   size_t size() const;
 };
 
-/// Fast: FFTW (and cuFFT on the GPU); Reproducible: one FFT source, bitwise the same on CPU and GPU (fma off).
+/// Fast: FFTW (and cuFFT on the GPU, or the line transforms where faster: GpuPoissonSolver::preferred_fft);
+/// Reproducible: one FFT source, bitwise the same on CPU and GPU (fma off).
 enum class PoissonFft { Fast, Reproducible };
 
 /// 2D; 2.5D = an independent 2D solve per zeta layer of a 3D grid; 3D.
