@@ -23,11 +23,11 @@ echo "== builds $((SECONDS - t0)) s" | tee "$OUT/pic_ab.log"
 (cd build-gpu && ./bin/test_gpu -tc="${TEST_FILTER:-GPU Poisson solver*,space charge PIC on the GPU: fma*}" 2>&1 \
   | grep -E "MESSAGE|ERROR|FAILED|CRASHED|values|test cases|assertions|Status" -A1) | tee -a "$OUT/pic_ab.log"
 # BENCH_ENVS: ';'-separated environment settings, the benchmarks run once with each (e.g. "FUSETRACK_L2_PERSIST=0;").
-# BASE_ENVS: the same for the older tree (default BENCH_ENVS).
+# BASE_ENVS: the same for the older tree (BENCH_ENVS when unset; BASE_ENVS="" runs it once without settings).
 for tree in $TREES; do
   D=$ROOT/build-gpu
   IFS=';' read -ra ENVS <<< "${BENCH_ENVS:-}"
-  [ "$tree" = base ] && D=$ROOT/.carry/base/build-gpu && IFS=';' read -ra ENVS <<< "${BASE_ENVS:-${BENCH_ENVS:-}}"
+  [ "$tree" = base ] && D=$ROOT/.carry/base/build-gpu && IFS=';' read -ra ENVS <<< "${BASE_ENVS-${BENCH_ENVS:-}}"
   [ ${#ENVS[@]} -eq 0 ] && ENVS=("")
   for setting in "${ENVS[@]}"; do
     echo "== $tree: benchmarks ${setting}" | tee -a "$OUT/pic_ab.log"

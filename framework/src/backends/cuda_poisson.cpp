@@ -167,10 +167,6 @@ std::string poisson_kernels_as_compiled() {
   return defines + kPoissonKernels;
 }
 
-}  // namespace
-
-namespace {
-
 constexpr unsigned kThreads = 256;
 constexpr int kMaxLine = 2048;  // 2 * 2048 doubles = 32 KiB of shared memory per block
 // ft_poisson_convolve_last: adjacent lines per block, up to this many points in all (2 lines of the
