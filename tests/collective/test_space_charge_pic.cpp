@@ -9,6 +9,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <nlohmann/json.hpp>
 #include <random>
 
@@ -282,6 +283,40 @@ TEST_CASE("space charge PIC: the deposit conserves the charge exactly and counts
   MESSAGE(warning);
   CHECK(warning.find(fmt::format("{} particle-turns outside the grid", outside)) != std::string::npos);
   CHECK(warning.find("'sc'") != std::string::npos);
+}
+
+TEST_CASE("space charge PIC: the Poisson solve runs on the threads it is given, with the same field bits for any count") {
+  // The CPU backend passes its thread count (--threads) to set_solve_threads before each solve.
+  ScRing o;
+  o.second_element = false;
+  const Lattice lattice = sc_ring(o);
+  const Particles bunch = sc_bunch(lattice, 5000, 2e-6, 1e-6, 8.0, 3);
+  const size_t sc_index = 1;
+  REQUIRE(lattice.element(sc_index).name == "sc");
+  std::vector<double> ex1, ey1;
+  for (const int threads : {1, 2, 3}) {
+    GridCollectiveSolver solver(lattice, sc_index, FmaMode::Off, bunch.size());
+    if (solver.adaptive())
+      for (int pass = solver.extent_passes(); pass > 0; --pass) {
+        std::vector<uint64_t> acc(kExtentAccumulators + 1, 0);
+        solver.accumulate_extent(bunch, 2, acc.data());
+        solver.set_extent(acc.data());
+      }
+    solver.reducer().clear();
+    solver.reducer().deposit(bunch, 2);
+    solver.set_solve_threads(threads);
+    solver.solve();
+    CHECK(solver.poisson().threads() == threads);
+    REQUIRE(solver.ex().size() == solver.node_count());
+    if (threads == 1) {
+      ex1 = solver.ex();
+      ey1 = solver.ey();
+      CHECK(std::any_of(ex1.begin(), ex1.end(), [](double v) { return v != 0.0; }));
+      continue;
+    }
+    CHECK(std::memcmp(solver.ex().data(), ex1.data(), ex1.size() * sizeof(double)) == 0);
+    CHECK(std::memcmp(solver.ey().data(), ey1.data(), ey1.size() * sizeof(double)) == 0);
+  }
 }
 
 TEST_CASE("space charge PIC: the kick of a round Gaussian beam equals the Bassetti-Erskine round field, 2.5D and 3D") {

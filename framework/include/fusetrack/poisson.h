@@ -69,6 +69,8 @@ class PoissonSolver {
   /// OpenMP threads of solve() (0: the OpenMP default). The Reproducible mode gives the same bits
   /// for any count.
   void set_threads(int threads);
+  /// The OpenMP threads of solve().
+  int threads() const;
   PoissonModel model() const { return m_model; }
   PoissonFft fft() const { return m_fft; }
 

@@ -65,6 +65,9 @@ class GridCollectiveSolver {
   const ChargeGridSpec& spec() const { return m_reducer->spec(); }
   /// A reducer on this turn's grid, cleared.
   ChargeGridReducer& reducer() { return *m_reducer; }
+  /// OpenMP threads of the Poisson solves (0: the OpenMP default); the CPU backend passes its thread count
+  /// (TrackOptions::threads). The reproducible mode gives the same bits for any count.
+  void set_solve_threads(int threads) { m_solve_threads = threads; }
   /// Solves from the reducer's integers (summed over ranks: accumulators and outside()).
   void solve();
   /// The same from integers computed elsewhere (the GPU's), summed over ranks.
@@ -93,6 +96,7 @@ class GridCollectiveSolver {
  private:
   void build_grid(const std::array<double, 3>& min, const std::array<double, 3>& max);
 
+  int m_solve_threads = 0;
   size_t m_sequence_index;
   std::string m_name;
   const void* m_params;

@@ -312,6 +312,7 @@ void grid_space_charge_step(GridCollectiveSolver& g, const Particles& particles,
   ChargeGridReducer& reducer = g.reducer();
   reducer.clear();
   reducer.deposit(particles, threads);
+  g.set_solve_threads(threads);  // the Poisson solve on the run's threads, not the machine's
   if (!options.reduce_profile) {
     g.solve();
     return;

@@ -419,6 +419,8 @@ void PoissonSolver::set_threads(int threads) {
   m_impl->threads = threads > 0 ? threads : omp_get_max_threads();
 }
 
+int PoissonSolver::threads() const { return m_impl->threads; }
+
 const PoissonGrid& PoissonSolver::grid() const { return m_grid; }
 
 std::array<int, 3> PoissonSolver::transform_lengths() const {
