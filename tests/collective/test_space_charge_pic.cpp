@@ -285,7 +285,8 @@ TEST_CASE("space charge PIC: the deposit conserves the charge exactly and counts
   CHECK(warning.find("'sc'") != std::string::npos);
 }
 
-TEST_CASE("space charge PIC: the Poisson solve runs on the threads it is given, with the same field bits for any count") {
+TEST_CASE(
+    "space charge PIC: the Poisson solve runs on the threads it is given, with the same field bits for any count") {
   // The CPU backend passes its thread count (--threads) to set_solve_threads before each solve.
   ScRing o;
   o.second_element = false;
