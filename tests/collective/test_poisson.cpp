@@ -9,8 +9,10 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <random>
+#include <string>
 
 #include "fusetrack/codegen.h"
 #include "fusetrack/cuda_poisson.h"
@@ -784,7 +786,16 @@ extern "C" __global__ void fusetrack_lines(double* x, const double* twiddle, int
 
 TEST_CASE("GPU Poisson FFT choice: fma on takes the line transforms only where they have cuFFT's lengths") {
   // cuFFT's doubled grid has 2 n points, the line transforms the next power of two of 2 n - 1, up to 2048.
+  const char* knob = std::getenv("FUSETRACK_GPU_POISSON_FFT");
+  const std::string saved = knob ? knob : "";
+  unsetenv("FUSETRACK_GPU_POISSON_FFT");
   const PoissonModel p25 = PoissonModel::Open2p5D, p3 = PoissonModel::Open3D;
+  CHECK(GpuPoissonSolver::preferred_fft(grid2(64, 128, 1e-3, 1e-3), PoissonModel::Open2D, PoissonFft::Fast) ==
+        PoissonFft::Reproducible);
+  CHECK(GpuPoissonSolver::preferred_fft(grid2(64, 96, 1e-3, 1e-3), PoissonModel::Open2D, PoissonFft::Fast) ==
+        PoissonFft::Fast);
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(1024, 1024, 4, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Reproducible);  // 2048-point lines, the longest
   CHECK(GpuPoissonSolver::preferred_fft(grid3(256, 256, 64, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
         PoissonFft::Reproducible);
   CHECK(GpuPoissonSolver::preferred_fft(grid3(128, 128, 64, 1e-3, 1e-3, 0.1), p3, PoissonFft::Fast) ==
@@ -799,6 +810,13 @@ TEST_CASE("GPU Poisson FFT choice: fma on takes the line transforms only where t
         PoissonFft::Fast);  // 4096-point lines: beyond the line transforms
   CHECK(GpuPoissonSolver::preferred_fft(grid3(100, 100, 8, 1e-3, 1e-3, 0.1), p25, PoissonFft::Reproducible) ==
         PoissonFft::Reproducible);  // fma off never changes
+  setenv("FUSETRACK_GPU_POISSON_FFT", "cufft", 1);  // the benchmark knob keeps cuFFT
+  CHECK(GpuPoissonSolver::preferred_fft(grid3(256, 256, 64, 1e-3, 1e-3, 0.1), p25, PoissonFft::Fast) ==
+        PoissonFft::Fast);
+  if (knob)
+    setenv("FUSETRACK_GPU_POISSON_FFT", saved.c_str(), 1);
+  else
+    unsetenv("FUSETRACK_GPU_POISSON_FFT");
 }
 
 // Not part of the suite (skipped; its times depend on the machine): the CPU solve times of the issue's

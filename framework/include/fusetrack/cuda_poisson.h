@@ -38,9 +38,10 @@ class GpuPoissonSolver {
 
   /// The host solver whose spectra and twiddles the GPU uses (the reference for comparisons).
   const PoissonSolver& host() const;
-  /// Takes the Green's function spectra of `other` (a solver of the same nodes, model and FFT mode,
-  /// another spacing: a beam-adapted grid), so that solves match `other.solve` (the same bits in the
-  /// reproducible mode) without recompiling. Throws ft::Error when the transform lengths differ.
+  /// Takes the Green's function spectra of `other` (a solver of the same nodes and model, another spacing: a
+  /// beam-adapted grid), so that solves match `other.solve` (the same bits in the reproducible mode) without
+  /// recompiling; where `other` has the other FFT mode, this mode's spectra for other's grid. Throws ft::Error
+  /// when the transform lengths differ.
   void use_spectra(const PoissonSolver& other);
 
   /// The FFT mode the GPU should use for a solve the host does in mode `requested`: Reproducible stays;

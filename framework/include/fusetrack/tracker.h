@@ -67,6 +67,7 @@ struct GridCollectiveReport {
   int64_t turns = 0;                   // turns solved
   double max_field = 0.0;              // [V/m] max |E_x|, |E_y|, |E_z| at the nodes, last turn
   int64_t solver_builds = 0;           // Poisson solvers built (the adapted grid's spacing changed)
+  int solve_threads = 0;               // OpenMP threads of the last Poisson solve on the host (0: none there)
 };
 
 /// True when tracking `lattice` with `options` runs collective steps.

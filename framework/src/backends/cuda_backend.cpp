@@ -1323,7 +1323,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         try {
           const PoissonSolver& host = g.poisson();
           // A fixed grid with fma on may take the line transforms (GpuPoissonSolver::preferred_fft); an adapted
-          // grid keeps the host's mode, whose spectra it takes at each new spacing (use_spectra).
+          // grid keeps the host's mode: it takes the host's spectra at each new spacing (use_spectra).
           const PoissonFft fft =
               g.adaptive() ? host.fft() : GpuPoissonSolver::preferred_fft(host.grid(), host.model(), host.fft());
           dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), fft, m_options.device);
@@ -1338,13 +1338,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       }
       if (dc.gpu_poisson) {
         if (g.report().solver_builds != dc.grid_builds) {
-          const PoissonSolver& host = g.poisson();
-          if (dc.gpu_poisson->host().fft() == host.fft())
-            dc.gpu_poisson->use_spectra(host);
-          else  // the line transforms for a host solve with cuFFT's mode (fma on): this grid's spectra of that mode
-            dc.gpu_poisson = std::make_unique<GpuPoissonSolver>(host.grid(), host.model(), dc.gpu_poisson->host().fft(),
-                                                                m_options.device);
-          check(d.ctx_set_current(impl.context), "cuCtxSetCurrent");
+          dc.gpu_poisson->use_spectra(g.poisson());  // (in the GPU solver's own FFT mode)
           dc.grid_builds = g.report().solver_builds;
         }
         const auto t_solve = std::chrono::steady_clock::now();

@@ -219,8 +219,9 @@ struct GpuPoissonSolver::Impl {
       for (int c = 0; c < T; ++c) component_work[c] = gpu.zeros(spectrum_bytes);
       const int last = T - 1;
       convolve_columns = std::clamp(kConvolveLinePoints / M[last], 1, kConvolveMaxColumns);  // a power of two (M is)
-      if (const char* c = std::getenv("FUSETRACK_POISSON_COLUMNS"))  // a benchmark knob: lines per block, 1, 2 or 4
-        if (const int v = std::atoi(c); v == 1 || v == 2 || v == 4) convolve_columns = v;
+      // A benchmark knob: lines per block, 1, 2 or 4, within 64 KiB of shared memory (columns x M <= 2048).
+      if (const char* c = std::getenv("FUSETRACK_POISSON_COLUMNS"))
+        if (const int v = std::atoi(c); (v == 1 || v == 2 || v == 4) && v * M[last] <= kMaxLine) convolve_columns = v;
       convolve_shared = static_cast<unsigned>(2 * convolve_columns * 2 * M[last] * sizeof(double));
       gpu.allow_shared_memory(gpu.function("ft_poisson_convolve_last"), convolve_shared);
     } else {
@@ -340,11 +341,16 @@ const PoissonSolver& GpuPoissonSolver::host() const { return m_impl->host; }
 
 void GpuPoissonSolver::use_spectra(const PoissonSolver& other) {
   Impl& im = *m_impl;
-  if (other.model() != im.host.model() || other.fft() != im.host.fft() ||
-      other.transform_lengths() != im.host.transform_lengths())
-    throw Error("GPU Poisson solver: use_spectra() needs a solver of the same nodes, model and FFT mode");
+  // `other` in the other FFT mode (a host solve with FFTW while this one runs the line transforms,
+  // preferred_fft): this mode's spectra for other's grid, from a host solver of this mode.
+  std::unique_ptr<PoissonSolver> same_mode;
+  if (other.model() == im.host.model() && other.fft() != im.host.fft())
+    same_mode = std::make_unique<PoissonSolver>(other.grid(), other.model(), im.host.fft());
+  const PoissonSolver& source = same_mode ? *same_mode : other;
+  if (source.model() != im.host.model() || source.transform_lengths() != im.host.transform_lengths())
+    throw Error("GPU Poisson solver: use_spectra() needs a solver of the same nodes and model");
   for (int c = 0; c < im.T; ++c) {
-    const std::vector<double>& g = other.green_spectrum(c);
+    const std::vector<double>& g = source.green_spectrum(c);
     im.gpu.copy_to_device(im.green[c], g.data(), g.size() * sizeof(double));
   }
 }

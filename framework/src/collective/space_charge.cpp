@@ -250,6 +250,7 @@ void GridCollectiveSolver::solve(const uint64_t* acc, uint64_t outside) {
   const double factor = charge_density_factor();
   for (size_t k = 0; k < m_node_count; ++k) m_rho[k] = static_cast<double>(acc[k]) * factor;
   m_poisson->set_threads(m_solve_threads);
+  m_report.solve_threads = m_poisson->threads();
   m_poisson->solve(m_rho.data(), m_ex.data(), m_ey.data(), three_d ? m_ez.data() : nullptr);
   double max_field = 0.0;
   if (three_d)
