@@ -169,6 +169,19 @@ using test::RankSum;
 
 Particles slice_of(const Particles& p, size_t begin, size_t end) { return slice_particles(p, begin, end); }
 
+/// Tracks `p` on the CPU backend for `turns` (warnings off; `threads` 0: the OpenMP default) and returns the
+/// grid elements' reports.
+std::vector<GridCollectiveReport> grid_reports_of_cpu_run(const Lattice& lattice, Particles& p, int turns,
+                                                          int threads = 0) {
+  TrackOptions opt;
+  opt.turns = turns;
+  opt.threads = threads;
+  opt.warnings = false;
+  auto cpu = make_cpu_backend(lattice);
+  cpu->track(p, opt);
+  return cpu->grid_reports();
+}
+
 /// E_r of a round Gaussian beam (rms sigma) of line density lambda [C/m] at radius r [V/m]
 /// (Gauss's law; the round limit of Bassetti-Erskine): lambda / (2 pi eps0 r) (1 - exp(-r^2 / 2 sigma^2)).
 double round_gaussian_er(double lambda, double sigma, double r) {
@@ -266,12 +279,7 @@ TEST_CASE("space charge PIC: the deposit conserves the charge exactly and counts
   CHECK(total == (bunch.size() - outside) * unit);  // exact: every inside particle's whole weight
   // Tracking reports the same count, and warns.
   Particles p = bunch;
-  TrackOptions opt;
-  opt.turns = 1;
-  opt.warnings = false;
-  auto cpu = make_cpu_backend(lattice);
-  cpu->track(p, opt);
-  const auto reports = cpu->grid_reports();
+  const auto reports = grid_reports_of_cpu_run(lattice, p, 1);
   REQUIRE(reports.size() == 1);
   CHECK(reports[0].outside_last == outside);
   CHECK(reports[0].outside_total == outside);
@@ -294,13 +302,7 @@ TEST_CASE("space charge PIC: the host Poisson solve runs on the run's threads, w
   Particles first;
   for (const int threads : {1, 2, 3}) {
     Particles p = bunch;
-    TrackOptions opt;
-    opt.turns = 2;
-    opt.threads = threads;
-    opt.warnings = false;
-    auto cpu = make_cpu_backend(lattice);
-    cpu->track(p, opt);
-    const auto reports = cpu->grid_reports();
+    const auto reports = grid_reports_of_cpu_run(lattice, p, 2, threads);
     REQUIRE(reports.size() == 1);
     CHECK(reports[0].solve_threads == threads);
     if (threads == 1)
