@@ -5,8 +5,9 @@
 #include <fmt/format.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <complex>
+#include <cstdlib>
+#include <cstring>
 #include <random>
 
 #include "fusetrack/codegen.h"
@@ -49,9 +50,9 @@ TEST_CASE("profile deposit: integer weights conserve the charge exactly, particl
     z = u(rng);
     inside += (z >= -1.0 && z < 1.0) ? 1 : 0;
   }
-  zetas.push_back(-1.0);                  // the lower cut is inside
-  zetas.push_back(1.0);                   // the upper cut is outside
-  zetas.push_back(std::nan(""));          // never deposited
+  zetas.push_back(-1.0);          // the lower cut is inside
+  zetas.push_back(1.0);           // the upper cut is outside
+  zetas.push_back(std::nan(""));  // never deposited
   zetas.push_back(std::nextafter(1.0, 0.0));
   inside += 2;
   for (int linear = 0; linear < 2; ++linear) {
@@ -188,6 +189,58 @@ TEST_CASE("multi-turn memory: the field a turn later equals the analytic resonat
   CHECK(worst / peak < 1e-9);
 }
 
+// The GPU runs the radix-2 FFT of the frequency method in groups of stages, each group one launch on
+// sets of values in shared memory (fusetrack_fft_stages); here the same grouping on the host, with
+// the kernel's index mapping and butterflies, against the stage-by-stage transform, bit for bit.
+TEST_CASE("radix-2 FFT: the GPU's groups of stages on sets of values give the stage-by-stage values bit for bit") {
+  std::mt19937_64 rng(7);
+  std::uniform_real_distribution<double> u(-1.0, 1.0);
+  for (const int log2n : {1, 4, 10, 11, 12, 15, 18, 19, 25}) {
+    const int n = 1 << log2n;
+    std::vector<double> twiddle(static_cast<size_t>(n));
+    for (int k = 0; k < n / 2; ++k) {
+      twiddle[2 * static_cast<size_t>(k)] = std::cos(2.0 * M_PI * k / n);
+      twiddle[2 * static_cast<size_t>(k) + 1] = -std::sin(2.0 * M_PI * k / n);
+    }
+    std::vector<double> stagewise(2 * static_cast<size_t>(n));
+    for (double& v : stagewise) v = u(rng);
+    std::vector<double> grouped = stagewise;
+    for (int half = 1; half < n; half <<= 1)
+      for (int b = 0; b < n / 2; ++b) fft_butterfly(stagewise.data(), twiddle.data(), n, half, b);
+    int launches = 0;
+    for (int done = 0; done < log2n; ++launches) {
+      const FftStageGroup g = fft_stage_group(log2n, done);
+      const int set_size = 1 << g.stages, held = set_size * g.sets_per_block;
+      REQUIRE(held <= (1 << kFftGroupLog2));
+      REQUIRE(n % held == 0);
+      std::vector<double> shared(2 * static_cast<size_t>(held));
+      for (int block = 0; block < n / held; ++block) {  // the kernel's loops, one block at a time
+        const int first_set = block * g.sets_per_block;
+        for (int e = 0; e < held; ++e) {
+          const int at = fft_set_index(first_set + e % g.sets_per_block, e / g.sets_per_block, g.first_log2, g.stages);
+          shared[2 * static_cast<size_t>(e)] = grouped[2 * static_cast<size_t>(at)];
+          shared[2 * static_cast<size_t>(e) + 1] = grouped[2 * static_cast<size_t>(at) + 1];
+        }
+        for (int stage = 0; stage < g.stages; ++stage)
+          for (int e = 0; e < held / 2; ++e) {
+            const int lane = e % g.sets_per_block;
+            fft_set_butterfly(shared.data(), g.sets_per_block, lane, twiddle.data(), n, g.first_log2,
+                              fft_set_index(first_set + lane, 0, g.first_log2, g.stages), stage, e / g.sets_per_block);
+          }
+        for (int e = 0; e < held; ++e) {
+          const int at = fft_set_index(first_set + e % g.sets_per_block, e / g.sets_per_block, g.first_log2, g.stages);
+          grouped[2 * static_cast<size_t>(at)] = shared[2 * static_cast<size_t>(e)];
+          grouped[2 * static_cast<size_t>(at) + 1] = shared[2 * static_cast<size_t>(e) + 1];
+        }
+      }
+      done += g.stages;
+    }
+    INFO("2^", log2n, " values in ", launches, " launches");
+    CHECK(launches == (log2n <= kFftGroupLog2 ? 1 : 1 + (log2n - kFftGroupLog2 + 6) / 7));
+    CHECK(std::memcmp(grouped.data(), stagewise.data(), grouped.size() * sizeof(double)) == 0);
+  }
+}
+
 TEST_CASE("collective lattices: every kernel variant compiles with NVRTC (no GPU needed)") {
   // Two collective elements, one of them first in the sequence, so that segments with and without
   // kicks, deposits and elements all occur.
@@ -203,7 +256,8 @@ TEST_CASE("collective lattices: every kernel variant compiles with NVRTC (no GPU
       REQUIRE(program.collective.size() == 2);
       CHECK(program.segments.front().end == 0);
       std::vector<SliceGrid> grids;
-      for (size_t c = 0; c < 2; ++c) grids.push_back(CollectiveSolver(lattice, program.collective[c], FmaMode::Off, 10).slice_grid());
+      for (size_t c = 0; c < 2; ++c)
+        grids.push_back(CollectiveSolver(lattice, program.collective[c], FmaMode::Off, 10).slice_grid());
       KernelCompiler compiler("off");
       for (FmaMode fma : {FmaMode::Off, FmaMode::On})
         for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
@@ -216,7 +270,9 @@ TEST_CASE("collective lattices: every kernel variant compiles with NVRTC (no GPU
     }
 }
 
-TEST_CASE("collective kernels: every prefetch mode compiles with NVRTC, auto takes registers only where at most three coordinates are loaded") {
+TEST_CASE(
+    "collective kernels: every prefetch mode compiles with NVRTC, auto takes registers only where at most three "
+    "coordinates are loaded") {
   // FUSETRACK_PREFETCH (codegen.cpp, segment_prefetch): l1 emits prefetches of the next particle's words,
   // registers loads them one iteration ahead into ft_next_<name>, none does neither; auto (the default)
   // is registers for the longitudinal-only ring (zeta, delta, ptau) and l1 for a 6D ring.
@@ -224,8 +280,10 @@ TEST_CASE("collective kernels: every prefetch mode compiles with NVRTC, auto tak
   const Lattice six_d = lattice_from_json(ft::test::collective_ring_json(), "ring6d", ft::test::builtin_registry());
   const KernelCompiler compiler("off");
   const auto source = [](const Lattice& lattice, const char* mode) {
-    if (mode) setenv("FUSETRACK_PREFETCH", mode, 1);
-    else unsetenv("FUSETRACK_PREFETCH");
+    if (mode)
+      setenv("FUSETRACK_PREFETCH", mode, 1);
+    else
+      unsetenv("FUSETRACK_PREFETCH");
     const TurnProgram program = TurnProgram::build(lattice);
     std::vector<SliceGrid> grids;
     for (size_t c : program.collective) grids.push_back(CollectiveSolver(lattice, c, FmaMode::Off, 10).slice_grid());
@@ -243,8 +301,7 @@ TEST_CASE("collective kernels: every prefetch mode compiles with NVRTC, auto tak
       CAPTURE(mode);
       CAPTURE(lattice == &longitudinal);
       const KernelSource src = source(*lattice, mode);
-      const std::string expected =
-          std::string(mode) != "auto" ? mode : lattice == &longitudinal ? "registers" : "l1";
+      const std::string expected = std::string(mode) != "auto" ? mode : lattice == &longitudinal ? "registers" : "l1";
       CHECK(form(src) == expected);
       CompiledKernel k;
       CHECK_NOTHROW(k = compiler.compile(src, 90));

@@ -78,6 +78,9 @@ class CollectiveSolver {
   const std::vector<double>& mode_deposit_table() const { return m_mode_deposit; }
   const std::vector<double>& mode_field_table() const { return m_mode_field; }
   const std::vector<double>& mode_turn_factor() const { return m_mode_turn; }
+  /// Per mode: rho = e^{sT} / (1 - e^{sT}) for the FFT window T of the frequency method (the wraps
+  /// of this turn's wake around the window, removed from the field), 0 for the time method.
+  const std::vector<double>& mode_wrap_factor() const { return m_mode_wrap; }
   /// Memory amplitudes (interleaved complex per mode), updated by solve().
   std::vector<double>& mode_memory() { return m_memory; }
 
@@ -103,7 +106,7 @@ class CollectiveSolver {
   int m_fft_length = 0, m_fft_log2 = 0;
   std::vector<double> m_spectrum, m_twiddles;
   std::vector<ft_wake_mode> m_modes;
-  std::vector<double> m_mode_deposit, m_mode_field, m_mode_turn, m_memory;
+  std::vector<double> m_mode_deposit, m_mode_field, m_mode_turn, m_mode_wrap, m_memory;
   // Work buffers of the CPU solve.
   std::vector<double> m_lambda, m_work, m_conv;
   struct Fftw;

@@ -648,93 +648,6 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 
 namespace {
 
-// The bunch-wide solver kernels of collective lattices: thin wrappers around the steps of
-// fusetrack/device/collective.h, which the CPU runs in loops.
-const char* kCollectiveSolverKernels = R"(
-// lambda (time order) from the integer profile (zeta order); with an FFT buffer, also its
-// bit-reversed complex input (the rest of the buffer is zero).
-extern "C" __global__ void fusetrack_line_density(const unsigned long long* __restrict__ counts, int n,
-                                                   double inv_total, double* __restrict__ lambda,
-                                                   double* __restrict__ fft_in, int fft_log2) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n) return;
-  const double l = static_cast<double>(counts[n - 1 - r]) * inv_total;
-  lambda[r] = l;
-  if (fft_in) fft_in[2 * ft::bit_reverse(r, fft_log2)] = l;
-}
-
-extern "C" __global__ void fusetrack_convolve(const double* __restrict__ lambda, const double* __restrict__ kernel,
-                                               int n, double* __restrict__ conv) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r < n) conv[r] = ft::convolve_at(r, n, lambda, kernel);
-}
-
-extern "C" __global__ void fusetrack_fft_stage(double* x, const double* __restrict__ twiddle, int n_fft, int half) {
-  const int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b < n_fft / 2) ft::fft_butterfly(x, twiddle, n_fft, half, b);
-}
-
-// y[bitrev(m)] = conj(x[m] Z[m]): the input of the inverse transform done as a forward FFT.
-extern "C" __global__ void fusetrack_spectrum_product(const double* __restrict__ x, const double* __restrict__ z,
-                                                       int n_fft, int fft_log2, double* __restrict__ y) {
-  const int m = blockIdx.x * blockDim.x + threadIdx.x;
-  if (m >= n_fft) return;
-  double yr, yi;
-  ft::complex_multiply(x[2 * m], x[2 * m + 1], z[2 * m], z[2 * m + 1], &yr, &yi);
-  const int at = ft::bit_reverse(m, fft_log2);
-  y[2 * at] = yr;
-  y[2 * at + 1] = -yi;
-}
-
-// fma on: the half spectrum of cuFFT's D2Z times Z, in place.
-extern "C" __global__ void fusetrack_half_spectrum_product(double* __restrict__ x, const double* __restrict__ z,
-                                                            int n_half) {
-  const int m = blockIdx.x * blockDim.x + threadIdx.x;
-  if (m >= n_half) return;
-  double yr, yi;
-  ft::complex_multiply(x[2 * m], x[2 * m + 1], z[2 * m], z[2 * m + 1], &yr, &yi);
-  x[2 * m] = yr;
-  x[2 * m + 1] = yi;
-}
-
-// field (zeta order) = scale * (conv + the modes' memory), conv read with `conv_stride`
-// (1: real values; 2: the real parts of complex values).
-extern "C" __global__ void fusetrack_finish_field(const double* __restrict__ conv, int conv_stride, int n,
-                                                   double scale, const double* __restrict__ mode_field,
-                                                   const double* __restrict__ memory, int n_modes,
-                                                   double* __restrict__ field) {
-  const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n) return;
-  double v = conv[conv_stride * r];
-  for (int m = 0; m < n_modes; ++m) {
-    const double* g = mode_field + 2 * (static_cast<long long>(m) * n + r);
-    v += g[0] * memory[2 * m] - g[1] * memory[2 * m + 1];
-  }
-  field[n - 1 - r] = scale * v;
-}
-
-// One block of ft::kModeChunks threads per mode: S = sum lambda_r exp(-s tau_r) in the fixed
-// chunk order, then memory <- exp(s T0) (memory + S).
-extern "C" __global__ void fusetrack_mode_update(const double* __restrict__ lambda, int n,
-                                                  const double* __restrict__ mode_deposit,
-                                                  const double* __restrict__ turn_factor, double* memory) {
-  __shared__ double part_re[ft::kModeChunks], part_im[ft::kModeChunks];
-  const int m = blockIdx.x, c = threadIdx.x;
-  ft::mode_partial_sum(c, n, lambda, mode_deposit + 2 * static_cast<long long>(m) * n, &part_re[c], &part_im[c]);
-  __syncthreads();
-  if (c != 0) return;
-  double sr = 0.0, si = 0.0;
-  for (int k = 0; k < ft::kModeChunks; ++k) {
-    sr += part_re[k];
-    si += part_im[k];
-  }
-  double nr, ni;
-  ft::complex_multiply(turn_factor[2 * m], turn_factor[2 * m + 1], memory[2 * m] + sr, memory[2 * m + 1] + si, &nr, &ni);
-  memory[2 * m] = nr;
-  memory[2 * m + 1] = ni;
-}
-)";
-
 // Grid collective elements: the extra arguments of the segment kernels, and the stand-alone moment
 // pass and deposit of adapted grids (the same per-particle steps as the segment kernels).
 const char* kGridSegmentParameters = R"(,
@@ -1186,7 +1099,7 @@ struct FtParticleArrays {
   int* state; int* lost_turn; long long* lost_element;
 };
 )";
-  s += kCollectiveSolverKernels;
+  s += "#include \"fusetrack/device/profile_solver_kernels.h\"\n";
   s += fmt::format(R"(
 // rpp and rvv of every particle from its delta and ptau, before a download (the segments do not
 // store them when they are derived: collective_energy_is_derived).

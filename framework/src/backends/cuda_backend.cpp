@@ -66,8 +66,9 @@ struct DeviceCollective {
   // `field` its kick table (FT_SLICE_KICK_VALUES doubles per slice).
   std::unique_ptr<MomentsCollectiveSolver> moments;
   size_t deposit_words = 0;  // integers of the deposit in `counts` (profile kind: n_slices)
-  // Page-locked host memory for the moments' round trip: the integers down (cuMemAllocHost) and the solver's
-  // kick table up (cuMemHostRegister; left pageable where the driver refuses).
+  // Page-locked host memory for the round trip of the integers over ranks (cuMemAllocHost: the moments, or
+  // the profile) and for the moments solver's kick table up (cuMemHostRegister; left pageable where the
+  // driver refuses).
   uint64_t* host_moments = nullptr;
   void* registered_kicks = nullptr;
   CUdeviceptr grid_acc = 0, extent_acc = 0;
@@ -79,7 +80,7 @@ struct DeviceCollective {
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
   CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
   CUdeviceptr half_spectrum = 0, fft_real_out = 0;                  // cuFFT (fma on)
-  CUdeviceptr mode_field = 0, mode_deposit = 0, mode_turn = 0, memory = 0;
+  CUdeviceptr mode_field = 0, mode_deposit = 0, mode_turn = 0, mode_wrap = 0, memory = 0, amplitude = 0;
   cufftHandle plan_forward = 0, plan_inverse = 0;
   bool use_cufft = false;
   bool profile_in_shared = false;
@@ -94,7 +95,7 @@ struct CollectiveKernels {
   CUfunction wrap = nullptr;  // last segment + first segment of the next turn
   CUfunction derive_energy = nullptr;  // rpp and rvv from delta and ptau, before a download
   bool derived_energy = false;         // the segments neither load nor store rpp and rvv (codegen.h)
-  CUfunction line_density = nullptr, convolve = nullptr, fft_stage = nullptr, spectrum_product = nullptr,
+  CUfunction line_density = nullptr, convolve = nullptr, fft_stages = nullptr, spectrum_product = nullptr,
              half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
   CUfunction grid_density = nullptr, grid_field_finish = nullptr;
@@ -120,7 +121,7 @@ struct CudaBackend::Impl {
     for (DeviceCollective& c : collective) {
       for (CUdeviceptr p : {c.counts, c.field, c.lambda, c.conv, c.wake_kernel, c.fft_x, c.fft_y, c.spectrum,
                             c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
-                            c.memory, c.grid_acc, c.extent_acc, c.grid_field})
+                            c.mode_wrap, c.memory, c.amplitude, c.grid_acc, c.extent_acc, c.grid_field})
         if (p) d->mem_free(p);
       if (c.registered_kicks) d->mem_host_unregister(c.registered_kicks);
       if (c.host_moments) d->mem_free_host(c.host_moments);
@@ -258,6 +259,8 @@ void for_each_particle_array(P& p, D& dp, F f) {
   f(p.lost_turn, dp.lost_turn);
   f(p.lost_element, dp.lost_element);
 }
+
+constexpr unsigned kFftThreads = 256;
 
 double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -1146,12 +1149,18 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         dc.mode_field = device_copy(d, sv.mode_field_table(), "cuMemAlloc(modes)");
         dc.mode_deposit = device_copy(d, sv.mode_deposit_table(), "cuMemAlloc(modes)");
         dc.mode_turn = device_copy(d, sv.mode_turn_factor(), "cuMemAlloc(modes)");
+        dc.mode_wrap = device_copy(d, sv.mode_wrap_factor(), "cuMemAlloc(modes)");
         dc.memory = device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(memory)");
+        dc.amplitude = device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(amplitude)");
       }
       // A block-local profile in shared memory while it leaves room for two blocks per SM.
       dc.profile_in_shared = ns * sizeof(uint64_t) <= 96 * 1024;
       dc.deposit_words = ns;
       impl.collective.push_back(std::move(dc));
+      // The profile's round trip through the host for the sum over ranks, page-locked.
+      void* host = nullptr;
+      check(d.mem_alloc_host(&host, ns * sizeof(uint64_t)), "cuMemAllocHost(profile)");
+      impl.collective.back().host_moments = static_cast<uint64_t*>(host);
     }
     CollectiveKernels& kk = impl.collective_kernels;
     const Dispatch dispatch = choose_dispatch(m_lattice, m_options.dispatch);
@@ -1184,7 +1193,7 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     }
     const std::pair<CUfunction*, const char*> solver_kernels[] = {
         {&kk.line_density, "fusetrack_line_density"}, {&kk.convolve, "fusetrack_convolve"},
-        {&kk.fft_stage, "fusetrack_fft_stage"}, {&kk.spectrum_product, "fusetrack_spectrum_product"},
+        {&kk.fft_stages, "fusetrack_fft_stages"}, {&kk.spectrum_product, "fusetrack_spectrum_product"},
         {&kk.half_spectrum_product, "fusetrack_half_spectrum_product"}, {&kk.finish_field, "fusetrack_finish_field"},
         {&kk.mode_update, "fusetrack_mode_update"}};
     for (const auto& [fn, name] : solver_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
@@ -1282,7 +1291,6 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     check(d.launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared, nullptr, args, nullptr), "cuLaunchKernel");
     ++m_stats.launches;
   };
-  std::vector<uint64_t> host_counts;
   // A grid element: the adapted extent's moments (the segment kernel made the first pass), the
   // deposit on this turn's grid (in the segment kernel for fixed grids), the integer grid down, summed
   // over ranks, solved on the host with the CPU backend's code, the fields up for the next kick.
@@ -1432,10 +1440,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     CollectiveSolver& sv = *dc.solver;
     int ns = sv.n_slices();
     if (options.reduce_profile) {  // the profile summed over the processes of the run
-      host_counts.resize(static_cast<size_t>(ns));
-      download(d, host_counts, dc.counts, 0, host_counts.size());
-      options.reduce_profile(host_counts.data(), host_counts.size());
-      upload(d, dc.counts, host_counts, 0, host_counts.size());
+      const size_t bytes = static_cast<size_t>(ns) * sizeof(uint64_t);
+      check(d.memcpy_dtoh(dc.host_moments, dc.counts, bytes), "cuMemcpyDtoH(profile)");
+      options.reduce_profile(dc.host_moments, static_cast<size_t>(ns));
+      check(d.memcpy_htod(dc.counts, dc.host_moments, bytes), "cuMemcpyHtoD(profile)");
     }
     double inv_total = sv.inv_total(), scale = sv.field_scale();
     int N = sv.fft_length(), L = sv.fft_log2();
@@ -1462,29 +1470,34 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
                                reinterpret_cast<cufftDoubleReal*>(dc.fft_real_out)), "cufftExecZ2D");
       conv = dc.fft_real_out;
     } else {
-      for (int half = 1; half < N; half <<= 1) {
-        void* args[] = {&dc.fft_x, &dc.twiddles, &N, &half};
-        launch(kk.fft_stage, blocks_for(static_cast<size_t>(N / 2), 256), 256, 0, args);
-      }
+      // fusetrack's FFT in groups of stages, each group one launch in shared memory (the same butterflies).
+      auto transform = [&](CUdeviceptr data) {
+        for (int done = 0; done < L;) {
+          FftStageGroup group = fft_stage_group(L, done);
+          void* args[] = {&data, &dc.twiddles, &N, &group.first_log2, &group.stages, &group.sets_per_block};
+          const unsigned values = (1u << group.stages) * static_cast<unsigned>(group.sets_per_block);
+          launch(kk.fft_stages, static_cast<unsigned>(N) / values, kFftThreads, values * 16u, args);
+          done += group.stages;
+        }
+      };
+      transform(dc.fft_x);
       {
         void* args[] = {&dc.fft_x, &dc.spectrum, &N, &L, &dc.fft_y};
         launch(kk.spectrum_product, blocks_for(static_cast<size_t>(N), 256), 256, 0, args);
       }
-      for (int half = 1; half < N; half <<= 1) {
-        void* args[] = {&dc.fft_y, &dc.twiddles, &N, &half};
-        launch(kk.fft_stage, blocks_for(static_cast<size_t>(N / 2), 256), 256, 0, args);
-      }
+      transform(dc.fft_y);
       conv = dc.fft_y;
       stride = 2;
     }
+    // The modes' step before the field: this turn's amplitudes (the memory less the window's wraps).
     int n_modes = sv.mode_count();
-    {
-      void* args[] = {&conv, &stride, &ns, &scale, &dc.mode_field, &dc.memory, &n_modes, &dc.field};
-      launch(kk.finish_field, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
-    }
     if (n_modes > 0) {
-      void* args[] = {&dc.lambda, &ns, &dc.mode_deposit, &dc.mode_turn, &dc.memory};
+      void* args[] = {&dc.lambda, &ns, &dc.mode_deposit, &dc.mode_wrap, &dc.mode_turn, &dc.memory, &dc.amplitude};
       launch(kk.mode_update, static_cast<unsigned>(n_modes), static_cast<unsigned>(kModeChunks), 0, args);
+    }
+    {
+      void* args[] = {&conv, &stride, &ns, &scale, &dc.mode_field, &dc.amplitude, &n_modes, &dc.field};
+      launch(kk.finish_field, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
     }
   };
 

@@ -6,15 +6,27 @@
 #include <cmath>
 #include <mutex>
 
-#include "fusetrack/device/element.h"
-#include "fusetrack/error.h"
 #include "../core/fftw_planner.hpp"
 #include "core/math_helpers.hpp"
+#include "fusetrack/device/element.h"
+#include "fusetrack/error.h"
 
 namespace ft {
 
 namespace {
 constexpr double kSpeedOfLight = 299792458.0;  // [m/s]
+/// The smallest |1 - e^{sT}| accepted for the window T of the frequency method (wrap removal).
+constexpr double kWrapConditioning = 0.05;
+
+/// min over the model's modes of |1 - e^{sT}| (1 without modes).
+double worst_wrap_conditioning(const ft_collective_model& model, double window) {
+  double worst = 1.0;
+  for (int m = 0; m < model.mode_count; ++m) {
+    const std::complex<double> s(model.modes[m].s_re, model.modes[m].s_im);
+    worst = std::min(worst, std::abs(1.0 - std::exp(s * window)));
+  }
+  return worst;
+}
 
 }  // namespace
 
@@ -118,6 +130,11 @@ CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index
       const double needed = 1.0 / (m_model.frequency_resolution * m_dt);
       while (static_cast<double>(N) < needed && N < (1LL << 28)) N <<= 1;
     }
+    // The resonant modes' wraps around the window are removed exactly (solve_memory), by a factor
+    // 1 / (1 - e^{sT}) that grows where a mode is nearly periodic in the window: a longer window then
+    // (at most 8x), so that no factor exceeds 1 / kWrapConditioning.
+    for (int longer = 0; longer < 3 && worst_wrap_conditioning(m_model, N * m_dt) < kWrapConditioning; ++longer)
+      N <<= 1;
     if (N > (1LL << 28)) bad("frequency_resolution", "needs an FFT of more than 2^28 points");
     m_fft_length = static_cast<int>(N);
     while ((1 << m_fft_log2) < m_fft_length) ++m_fft_log2;
@@ -170,6 +187,16 @@ CollectiveSolver::CollectiveSolver(const Lattice& lattice, size_t sequence_index
     const std::complex<double> turn = std::exp(s * t_rev);
     m_mode_turn.push_back(turn.real());
     m_mode_turn.push_back(turn.imag());
+    // The frequency method's circular convolution adds the images W(tau + kT), k >= 1, of this turn's
+    // wake (T = N dt, the FFT window): sum_k c e^{s (tau + kT)} = c e^{s tau} rho, rho = e^{sT} / (1 - e^{sT}).
+    // The field takes Re(c e^{s tau_r} (M - rho S)) instead of Re(c e^{s tau_r} M) (solve_memory).
+    std::complex<double> rho(0.0, 0.0);
+    if (m_model.method == FT_SOLVE_FREQUENCY_DOMAIN) {
+      const std::complex<double> wrap = std::exp(s * (static_cast<double>(m_fft_length) * m_dt));
+      rho = wrap / (1.0 - wrap);
+    }
+    m_mode_wrap.push_back(rho.real());
+    m_mode_wrap.push_back(rho.imag());
     m_memory.push_back(0.0);
     m_memory.push_back(0.0);
   }
@@ -239,10 +266,7 @@ void CollectiveSolver::solve(const uint64_t* counts, double* field) {
 void CollectiveSolver::solve_memory(const double* lambda, double* conv) {
   const int n = m_model.grid.n_slices;
   for (size_t m = 0; m < m_modes.size(); ++m) {
-    const double* g = m_mode_field.data() + 2 * m * static_cast<size_t>(n);
-    const double mr = m_memory[2 * m], mi = m_memory[2 * m + 1];
-    for (int r = 0; r < n; ++r) conv[r] += g[2 * r] * mr - g[2 * r + 1] * mi;
-    // S = sum_r lambda_r exp(-s tau_r) in the fixed chunk order of the GPU; M <- exp(s T0) (M + S).
+    // S = sum_r lambda_r exp(-s tau_r) in the fixed chunk order of the GPU.
     const double* e = m_mode_deposit.data() + 2 * m * static_cast<size_t>(n);
     double sr = 0.0, si = 0.0;
     for (int c = 0; c < kModeChunks; ++c) {
@@ -251,10 +275,12 @@ void CollectiveSolver::solve_memory(const double* lambda, double* conv) {
       sr += pr;
       si += pi;
     }
-    double nr, ni;
-    complex_multiply(m_mode_turn[2 * m], m_mode_turn[2 * m + 1], mr + sr, mi + si, &nr, &ni);
-    m_memory[2 * m] = nr;
-    m_memory[2 * m + 1] = ni;
+    // This turn's amplitude A = M - rho S (the memory less the window's wraps), the field's
+    // Re(c e^{s tau_r} A), and M <- exp(s T0) (M + S): mode_step, as the GPU does.
+    double amplitude[2];
+    mode_step(m_memory.data() + 2 * m, m_mode_wrap.data() + 2 * m, m_mode_turn.data() + 2 * m, sr, si, amplitude);
+    const double* g = m_mode_field.data() + 2 * m * static_cast<size_t>(n);
+    for (int r = 0; r < n; ++r) conv[r] += g[2 * r] * amplitude[0] - g[2 * r + 1] * amplitude[1];
   }
 }
 

@@ -21,7 +21,7 @@ namespace ft::impedance {
 namespace {
 
 constexpr double kPi = 3.14159265358979323846;
-constexpr double kSpeedOfLight = 299792458.0;      // [m/s]
+constexpr double kSpeedOfLight = 299792458.0;          // [m/s]
 constexpr double kElementaryCharge = 1.602176634e-19;  // [C]
 // A mode whose memory decays below this over one turn is left out (negligible against the
 // single-turn wake it came with).
@@ -407,7 +407,8 @@ void model_wake_samples(const ImpedanceModel& model, double dt, int n, double* o
   for (const auto& s : model.sources) s->add_wake_samples(dt, m, raw.data());
   for (int k = -(n - 1); k <= n - 1; ++k) {
     double acc = 0.0;
-    for (int j = -half; j <= half; ++j) acc += g[static_cast<size_t>(j + half)] * raw[static_cast<size_t>(k - j + m - 1)];
+    for (int j = -half; j <= half; ++j)
+      acc += g[static_cast<size_t>(j + half)] * raw[static_cast<size_t>(k - j + m - 1)];
     out[k + n - 1] = acc;
   }
 }
@@ -460,18 +461,34 @@ void model_destroy(void* state) { delete static_cast<ImpedanceModel*>(state); }
 namespace ft::impedance {
 namespace {
 // The frequency method's product Z(f_m) Lambda(f_m) is a circular convolution over the FFT window
-// T = 1 / df: a wake longer than T wraps around onto the bunch. Default: a window over which
-// the slowest resonator wake decays by e^{-kWindowDecays} (e^-28 ~ 1e-12), i.e.
-// df = alpha_min / 28 = 2 pi (f_r / 2Q) / 28 ~ (f_r / 2Q) / 4.5 for Q > 1/2, and a window covering
-// the longest wake table; capped at kMaxDefaultFft points (the user's frequency_resolution overrides).
+// T = 1 / df: a wake longer than T wraps around onto the bunch. The wraps of a resonator that keeps
+// multi-turn memory are removed exactly by the framework (its images W(t + kT), k >= 1, are a
+// geometric sum of its modes: CollectiveSolver), so such resonators need no long window. Default
+// otherwise: a window over which the slowest other resonator wake decays by e^{-kWindowDecays}
+// (e^-28 ~ 1e-12), i.e. df = alpha_min / 28 = 2 pi (f_r / 2Q) / 28 ~ (f_r / 2Q) / 4.5 for Q > 1/2,
+// and a window covering the longest wake table; capped at kMaxDefaultFft points (the user's
+// frequency_resolution overrides).
 constexpr double kWindowDecays = 28.0;
 constexpr double kMaxDefaultFft = 16777216.0;  // 2^24 points: 256 MiB of complex spectrum
 
-double default_frequency_resolution(const ImpedanceModel& model, const LongitudinalImpedance& e, double beta0) {
+/// Whether the resonator's modes go into the model's multi-turn memory (those that have not decayed
+/// below kNegligibleTurnDecay within one turn).
+bool carries_memory(const Resonator& res, double t_rev) {
+  if (!res.multi_turn() || !(t_rev > 0.0)) return false;
+  const std::vector<ft_wake_mode> modes = res.wake_modes();
+  if (modes.empty()) return false;
+  for (const ft_wake_mode& m : modes)
+    if (!(std::exp(m.s_re * t_rev) > kNegligibleTurnDecay)) return false;
+  return true;
+}
+
+double default_frequency_resolution(const ImpedanceModel& model, const LongitudinalImpedance& e, double beta0,
+                                    double t_rev) {
   double window = 0.0;  // [s]
   std::string longest = "none";
   for (const auto& source : model.sources) {
     if (const auto* res = dynamic_cast<const Resonator*>(source.get())) {
+      if (carries_memory(*res, t_rev)) continue;  // its wraps are removed exactly
       for (const ft_wake_mode& m : res->wake_modes())
         if (m.s_re < 0.0 && kWindowDecays / -m.s_re > window) {
           window = kWindowDecays / -m.s_re;
@@ -542,7 +559,8 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
     const std::string prefix = "sources[" + std::to_string(i) + "].";
     const std::string here = "sources[" + std::to_string(i) + "]";
     if (!src.is_object()) fail(here, std::string("expected an object with a \"type\", got ") + json_kind(src));
-    if (!src.contains("type")) fail(prefix + "type", std::string("required key is missing; known types: ") + kKnownTypes);
+    if (!src.contains("type"))
+      fail(prefix + "type", std::string("required key is missing; known types: ") + kKnownTypes);
     if (!src.at("type").is_string())
       fail(prefix + "type", std::string("expected a string (") + kKnownTypes + "), got " + json_kind(src.at("type")));
     const std::string type = src.at("type").get<std::string>();
@@ -554,14 +572,16 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
       auto res = std::make_unique<Resonator>(r_shunt, frequency, q, r.flag("multi_turn", true));
       if (res->multi_turn()) {
         if (!(t_rev > 0.0))
-          fail(r.field_path("multi_turn"), "multi-turn wake memory needs a lattice with a positive circumference, got " +
-                                          number(reference.circumference) + " m; set multi_turn to false");
+          fail(r.field_path("multi_turn"),
+               "multi-turn wake memory needs a lattice with a positive circumference, got " +
+                   number(reference.circumference) + " m; set multi_turn to false");
         const std::vector<ft_wake_mode> modes = res->wake_modes();
         // Critical damping (Q = 1/2 exactly) has a t e^{-alpha t} wake, not a sum of modes.
         const double alpha = kPi * frequency / q;
         if (modes.empty() && std::exp(-alpha * t_rev) > kNegligibleTurnDecay)
-          fail(r.field_path("q"), "q = 0.5 (critical damping) cannot carry multi-turn memory; use another q or "
-                             "set multi_turn to false");
+          fail(r.field_path("q"),
+               "q = 0.5 (critical damping) cannot carry multi-turn memory; use another q or "
+               "set multi_turn to false");
         for (const ft_wake_mode& m : modes)
           if (std::exp(m.s_re * t_rev) > kNegligibleTurnDecay) impedance_model->modes.push_back(m);
       }
@@ -570,8 +590,10 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
       const SourceReader r(src, prefix, {"type", "z_over_n"});
       const double z_over_n = r.number_value("z_over_n", "Ohm");
       if (!(t_rev > 0.0))
-        fail(r.field_path("z_over_n"), "Z/n needs the revolution frequency: the lattice's circumference must be "
-                                  "positive, got " + number(reference.circumference) + " m");
+        fail(r.field_path("z_over_n"),
+             "Z/n needs the revolution frequency: the lattice's circumference must be "
+             "positive, got " +
+                 number(reference.circumference) + " m");
       const double omega_rev = 2.0 * kPi / t_rev;
       impedance_model->sources.push_back(std::make_unique<InductiveImpedance>(z_over_n / omega_rev));
     } else if (type == "ImpedanceTable") {
@@ -582,7 +604,8 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
           std::make_unique<ImpedanceTable>(PiecewiseLinear{cols[0], cols[1]}, PiecewiseLinear{cols[0], cols[2]}));
     } else if (type == "WakeTable") {
       const SourceReader r(src, prefix, {"type", "file"});
-      const auto cols = read_table(resolve_table_path(r.text("file"), base_directory), 2, r.field_path("file"), "time [s], W [V/C]");
+      const auto cols =
+          read_table(resolve_table_path(r.text("file"), base_directory), 2, r.field_path("file"), "time [s], W [V/C]");
       impedance_model->sources.push_back(std::make_unique<WakeTable>(PiecewiseLinear{cols[0], cols[1]}));
     } else {
       fail(prefix + "type", "unknown impedance source type '" + type + "'; known types: " + kKnownTypes);
@@ -592,8 +615,8 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
   if (def.contains("profile_filter")) {
     const json& filter = def.at("profile_filter");
     if (!filter.is_object())
-      fail("profile_filter", std::string("expected {\"type\": \"gaussian\", \"cutoff_frequency\": Hz}, got ") +
-                                 json_kind(filter));
+      fail("profile_filter",
+           std::string("expected {\"type\": \"gaussian\", \"cutoff_frequency\": Hz}, got ") + json_kind(filter));
     const SourceReader r(filter, "profile_filter.", {"type", "cutoff_frequency"});
     if (r.text("type") != "gaussian")
       fail(r.field_path("type"), "unknown filter type '" + r.text("type") + "'; known: gaussian");
@@ -609,7 +632,7 @@ void LongitudinalImpedance_create_model(const LongitudinalImpedance& e, const ch
   model.method = method == "time" ? FT_SOLVE_TIME_DOMAIN : FT_SOLVE_FREQUENCY_DOMAIN;
   model.frequency_resolution = e.frequency_resolution;
   if (model.method == FT_SOLVE_FREQUENCY_DOMAIN && e.frequency_resolution == 0.0)
-    model.frequency_resolution = default_frequency_resolution(*impedance_model, e, beta0);
+    model.frequency_resolution = default_frequency_resolution(*impedance_model, e, beta0, t_rev);
   model.field_scale = -reference.q0 * kElementaryCharge * e.intensity;  // [C]: field = induced voltage [V]
   model.mode_count = static_cast<int32_t>(impedance_model->modes.size());
   model.modes = impedance_model->modes.empty() ? nullptr : impedance_model->modes.data();

@@ -124,23 +124,78 @@ FT_FUNCTION int bit_reverse(int i, int log2n) {
   return r;
 }
 
+/// One radix-2 butterfly on the complex values u = a[0..1], x = b[0..1] with twiddle w:
+/// a <- u + w x, b <- u - w x (written out so that both compilers round it alike).
+FT_FUNCTION void fft_butterfly_pair(double* a, double* b, double wr, double wi) {
+  const double xr = b[0], xi = b[1];
+  const double tr = wr * xr - wi * xi;
+  const double ti = wr * xi + wi * xr;
+  const double ur = a[0], ui = a[1];
+  a[0] = ur + tr;
+  a[1] = ui + ti;
+  b[0] = ur - tr;
+  b[1] = ui - ti;
+}
+
 /// Butterfly b (0 <= b < n/2) of the radix-2 stage with half-width `half` of an in-place
 /// decimation-in-time FFT on interleaved complex data x (input in bit-reversed order).
 /// twiddle[2k], twiddle[2k+1] = cos, -sin(2 pi k / n) for k < n/2.
 FT_FUNCTION void fft_butterfly(double* x, const double* twiddle, int n, int half, int b) {
   const int pos = b & (half - 1);
   const int i = ((b - pos) << 1) + pos;
-  const int j = i + half;
   const int t = pos * (n / (2 * half));
-  const double wr = twiddle[2 * t], wi = twiddle[2 * t + 1];
-  const double xr = x[2 * j], xi = x[2 * j + 1];
-  const double tr = wr * xr - wi * xi;
-  const double ti = wr * xi + wi * xr;
-  const double ur = x[2 * i], ui = x[2 * i + 1];
-  x[2 * i] = ur + tr;
-  x[2 * i + 1] = ui + ti;
-  x[2 * j] = ur - tr;
-  x[2 * j + 1] = ui - ti;
+  fft_butterfly_pair(x + 2 * i, x + 2 * (i + half), twiddle[2 * t], twiddle[2 * t + 1]);
+}
+
+/// The stages one GPU launch runs in shared memory (fusetrack_fft_stages): `stages` radix-2 stages
+/// from half-width 2^first_log2 on, on sets of 2^stages values (see fft_set_butterfly), sets_per_block
+/// sets per block.
+struct FftStageGroup {
+  int first_log2, stages, sets_per_block;
+};
+constexpr int kFftGroupLog2 = 11;  // 2048 complex values (32 KiB of shared memory) per block
+
+/// The group of stages that follows the first `done` stages of an FFT of 2^log2n values: the first
+/// kFftGroupLog2 stages on contiguous blocks, then groups of at most 7 stages on sets at stride
+/// 2^done, 2^(kFftGroupLog2 - stages) sets per block with consecutive low bits (at least 16: the
+/// loads of a warp are runs of consecutive values).
+FT_FUNCTION FftStageGroup fft_stage_group(int log2n, int done) {
+  FftStageGroup g;
+  g.first_log2 = done;
+  if (done == 0) {
+    g.stages = log2n < kFftGroupLog2 ? log2n : kFftGroupLog2;
+    g.sets_per_block = 1;
+  } else {
+    g.stages = log2n - done < 7 ? log2n - done : 7;
+    g.sets_per_block = 1 << (kFftGroupLog2 - g.stages);
+  }
+  return g;
+}
+
+/// Index of value j of set q in a group from stage first_log2 with `stages` stages: q's low bits
+/// (below first_log2), j, then q's other bits above the group's bits.
+FT_FUNCTION int fft_set_index(int q, int j, int first_log2, int stages) {
+  return (q & ((1 << first_log2) - 1)) + (j << first_log2) + ((q >> first_log2) << (first_log2 + stages));
+}
+
+/// Radix-2 stages with half-widths 2^first_log2 .. 2^(first_log2 + stages - 1) of the same FFT on
+/// one "set": the 2^stages values x[base + j 2^first_log2] (base without bits first_log2 ..
+/// first_log2 + stages - 1), which those stages combine only among themselves. `values` holds them
+/// as values[2 (j * set_stride + lane)], interleaved complex; `lane` selects one of several sets
+/// kept side by side. The butterflies of ft::fft_butterfly, so the values are the same bits; the
+/// GPU runs groups of stages so in shared memory (one launch per group instead of per stage).
+/// Butterfly `k` (0 <= k < 2^(stages-1)) of stage `stage` (0-based within the group).
+FT_FUNCTION void fft_set_butterfly(double* values, int set_stride, int lane, const double* twiddle, int n,
+                                   int first_log2, int base, int stage, int k) {
+  const int half_local = 1 << stage;
+  const int pos_local = k & (half_local - 1);
+  const int jl = ((k - pos_local) << 1) + pos_local;
+  // The position within the global stage's half: the base's low bits and the set's own bits.
+  const int half = half_local << first_log2;
+  const int pos = (base & ((1 << first_log2) - 1)) + (pos_local << first_log2);
+  const int t = pos * (n / (2 * half));
+  fft_butterfly_pair(values + 2 * (jl * set_stride + lane), values + 2 * ((jl + half_local) * set_stride + lane),
+                     twiddle[2 * t], twiddle[2 * t + 1]);
 }
 
 /// Chunks of the fixed-order reductions (mode sums): thread c of kModeChunks sums its contiguous
@@ -148,8 +203,7 @@ FT_FUNCTION void fft_butterfly(double* x, const double* twiddle, int n, int half
 constexpr int kModeChunks = 256;
 
 /// Partial sum of chunk c: sum of lambda[r] * e[r] (complex e interleaved) over the chunk.
-FT_FUNCTION void mode_partial_sum(int c, int n, const double* lambda, const double* e, double* out_re,
-                                  double* out_im) {
+FT_FUNCTION void mode_partial_sum(int c, int n, const double* lambda, const double* e, double* out_re, double* out_im) {
   const int len = (n + kModeChunks - 1) / kModeChunks;
   const int begin = c * len;
   const int end = begin + len < n ? begin + len : n;
@@ -169,6 +223,23 @@ FT_FUNCTION void mode_partial_sum(int c, int n, const double* lambda, const doub
 FT_FUNCTION void complex_multiply(double ar, double ai, double br, double bi, double* out_re, double* out_im) {
   *out_re = ar * br - ai * bi;
   *out_im = ar * bi + ai * br;
+}
+
+/// One turn of a resonant mode (W(t) = Re(c e^{st})) with this turn's sum S = sum_r lambda_r e^{-s tau_r}:
+/// the amplitude of this turn's field, A = M - rho S (the memory M of earlier turns, less the images
+/// of this turn's wake that the frequency method's circular convolution wraps around its window:
+/// rho = e^{sT} / (1 - e^{sT}), 0 for the time method), then M <- e^{s T0} (M + S). Complex values
+/// interleaved (re, im).
+FT_FUNCTION void mode_step(double* memory, const double* wrap, const double* turn, double sr, double si,
+                           double* amplitude) {
+  double wr, wi;
+  complex_multiply(wrap[0], wrap[1], sr, si, &wr, &wi);
+  amplitude[0] = memory[0] - wr;
+  amplitude[1] = memory[1] - wi;
+  double nr, ni;
+  complex_multiply(turn[0], turn[1], memory[0] + sr, memory[1] + si, &nr, &ni);
+  memory[0] = nr;
+  memory[1] = ni;
 }
 
 }  // namespace ft
