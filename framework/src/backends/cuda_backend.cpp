@@ -1,6 +1,6 @@
 #include "fusetrack/cuda_backend.h"
-#include "fusetrack/cuda_poisson.h"
 
+#include <cufft.h>
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,16 +14,16 @@
 #include <memory>
 #include <tuple>
 
-#include <cufft.h>
-
 #include "cuda_driver.h"
 #include "cuda_staging.h"
 #include "fusetrack/collective.h"
-#include "fusetrack/slice_wakes.h"
-#include "fusetrack/space_charge.h"
+#include "fusetrack/cuda_poisson.h"
+#include "fusetrack/device/profile_solver_kernels.h"
 #include "fusetrack/device/random.h"
 #include "fusetrack/error.h"
 #include "fusetrack/memory_budget.h"
+#include "fusetrack/slice_wakes.h"
+#include "fusetrack/space_charge.h"
 
 namespace ft {
 
@@ -78,8 +78,8 @@ struct DeviceCollective {
   CUdeviceptr grid_field = 0, ex = 0, ey = 0, ez = 0;
   int field_stride = 2;
   CUdeviceptr counts = 0, field = 0, lambda = 0, conv = 0, wake_kernel = 0;
-  CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;     // fusetrack's FFT (fma off)
-  CUdeviceptr half_spectrum = 0, fft_real_out = 0;                  // cuFFT (fma on)
+  CUdeviceptr fft_x = 0, fft_y = 0, spectrum = 0, twiddles = 0;  // fusetrack's FFT (fma off)
+  CUdeviceptr half_spectrum = 0, fft_real_out = 0;               // cuFFT (fma on)
   CUdeviceptr mode_field = 0, mode_deposit = 0, mode_turn = 0, mode_wrap = 0, memory = 0, amplitude = 0;
   cufftHandle plan_forward = 0, plan_inverse = 0;
   bool use_cufft = false;
@@ -92,11 +92,11 @@ struct DeviceCollective {
 struct CollectiveKernels {
   CUmodule module = nullptr;
   std::vector<CUfunction> segments;
-  CUfunction wrap = nullptr;  // last segment + first segment of the next turn
+  CUfunction wrap = nullptr;           // last segment + first segment of the next turn
   CUfunction derive_energy = nullptr;  // rpp and rvv from delta and ptau, before a download
   bool derived_energy = false;         // the segments neither load nor store rpp and rvv (codegen.h)
-  CUfunction line_density = nullptr, convolve = nullptr, fft_stages = nullptr, spectrum_product = nullptr,
-             half_spectrum_product = nullptr, finish_field = nullptr, mode_update = nullptr;
+  CUfunction line_density = nullptr, convolve = nullptr, fft_pass = nullptr, half_spectrum_product = nullptr,
+             finish_field = nullptr, mode_update = nullptr;
   CUfunction grid_extent = nullptr, grid_deposit = nullptr;  // lattices with grid elements
   CUfunction grid_density = nullptr, grid_field_finish = nullptr;
   CUfunction tile_keys = nullptr, tile_scan_blocks = nullptr, tile_scan_sums = nullptr, tile_scan_add = nullptr,
@@ -119,9 +119,10 @@ struct CudaBackend::Impl {
 
   void free_collective() {
     for (DeviceCollective& c : collective) {
-      for (CUdeviceptr p : {c.counts, c.field, c.lambda, c.conv, c.wake_kernel, c.fft_x, c.fft_y, c.spectrum,
-                            c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field, c.mode_deposit, c.mode_turn,
-                            c.mode_wrap, c.memory, c.amplitude, c.grid_acc, c.extent_acc, c.grid_field})
+      for (CUdeviceptr p :
+           {c.counts,    c.field,    c.lambda,        c.conv,         c.wake_kernel, c.fft_x,        c.fft_y,
+            c.spectrum,  c.twiddles, c.half_spectrum, c.fft_real_out, c.mode_field,  c.mode_deposit, c.mode_turn,
+            c.mode_wrap, c.memory,   c.amplitude,     c.grid_acc,     c.extent_acc,  c.grid_field})
         if (p) d->mem_free(p);
       if (c.registered_kicks) d->mem_host_unregister(c.registered_kicks);
       if (c.host_moments) d->mem_free_host(c.host_moments);
@@ -134,8 +135,8 @@ struct CudaBackend::Impl {
     collective_ready = false;
   }
   CUcontext context = nullptr;
-  std::map<std::tuple<int, int, int>, LoadedKernel> kernels;  // (fma, dispatch, register cap) -> kernel
-  std::map<std::pair<int, int>, KernelForm> measured_forms;    // (fma, log10 particles) -> auto's choice
+  std::map<std::tuple<int, int, int>, LoadedKernel> kernels;    // (fma, dispatch, register cap) -> kernel
+  std::map<std::pair<int, int>, KernelForm> measured_forms;     // (fma, log10 particles) -> auto's choice
   std::vector<std::pair<KernelForm, double>> last_measurement;  // element-passes/s per candidate
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
   // take neither.
@@ -177,7 +178,6 @@ CudaBackend::CudaBackend(const Lattice& lattice, CudaBackendOptions options)
   check(d.device_get(&dev, m_options.device), "cuDeviceGet");
   check(d.primary_ctx_retain(&m_impl->context, dev), "cuDevicePrimaryCtxRetain");
   check(d.ctx_set_current(m_impl->context), "cuCtxSetCurrent");
-
 }
 
 CudaBackend::~CudaBackend() = default;
@@ -350,7 +350,7 @@ class TileOrder {
     if (m_every == 0 || !m_grid || trains || n == 0 || n > static_cast<size_t>(std::numeric_limits<int>::max())) return;
     const size_t cells = m_grid->node_count();
     while ((cells >> m_shift) >= size_t{kScanBlock} * kMaxScanBlocks) ++m_shift;  // at most 4M buckets
-    m_buckets = static_cast<unsigned>((cells >> m_shift) + 1);  // the last: lost or outside the grid
+    m_buckets = static_cast<unsigned>((cells >> m_shift) + 1);                    // the last: lost or outside the grid
     size_t free_bytes = 0, total_bytes = 0;
     check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
     const size_t need = n * (kBytesPerParticle + 4 * sizeof(int32_t)) + m_buckets * sizeof(uint32_t);
@@ -657,15 +657,22 @@ Particles host_arrays_for(const MatchedBunchShare& share) {
   Particles p;
   p.beta0 = share.beta0();
   const int64_t first = static_cast<int64_t>(share.first());
-  const std::function<void()> jobs[] = {
-      [&] { p.x.resize(n); }, [&] { p.px.resize(n); }, [&] { p.y.resize(n); }, [&] { p.py.resize(n); },
-      [&] { p.zeta.resize(n); }, [&] { p.delta.resize(n); }, [&] { p.ptau.resize(n); }, [&] { p.rpp.resize(n); },
-      [&] { p.rvv.resize(n); }, [&] { p.state.resize(n); }, [&] { p.lost_turn.resize(n); },
-      [&] { p.lost_element.resize(n); },
-      [&] {
-        p.id.resize(n);
-        for (size_t i = 0; i < n; ++i) p.id[i] = first + static_cast<int64_t>(i);
-      }};
+  const std::function<void()> jobs[] = {[&] { p.x.resize(n); },
+                                        [&] { p.px.resize(n); },
+                                        [&] { p.y.resize(n); },
+                                        [&] { p.py.resize(n); },
+                                        [&] { p.zeta.resize(n); },
+                                        [&] { p.delta.resize(n); },
+                                        [&] { p.ptau.resize(n); },
+                                        [&] { p.rpp.resize(n); },
+                                        [&] { p.rvv.resize(n); },
+                                        [&] { p.state.resize(n); },
+                                        [&] { p.lost_turn.resize(n); },
+                                        [&] { p.lost_element.resize(n); },
+                                        [&] {
+                                          p.id.resize(n);
+                                          for (size_t i = 0; i < n; ++i) p.id[i] = first + static_cast<int64_t>(i);
+                                        }};
   const int count = static_cast<int>(std::size(jobs));
 #pragma omp parallel for num_threads(count) schedule(dynamic)
   for (int j = 0; j < count; ++j) jobs[j]();
@@ -721,8 +728,8 @@ void CudaBackend::parameters_changed() {
   bool motifs_stale = false;
   for (const auto& [key, k] : impl.kernels) {
     if (k.source.dispatch != Dispatch::Switch || k.source.motif_at.empty()) continue;
-    const KernelSource again = generate_fused_kernel(m_lattice, k.source.fma, Dispatch::Switch, k.source.max_registers,
-                                                     impl.variants);
+    const KernelSource again =
+        generate_fused_kernel(m_lattice, k.source.fma, Dispatch::Switch, k.source.max_registers, impl.variants);
     motifs_stale |= again.text != k.source.text || again.motif_at != k.source.motif_at;
   }
   if (motifs_stale) {
@@ -796,8 +803,10 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   const bool variants = !m_impl->variants.empty();
   if (variants) {
     if (m_options.dispatch != Dispatch::Auto && m_options.dispatch != Dispatch::Switch)
-      throw Error(fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
-                              "parameters); {} was asked for", dispatch_name(m_options.dispatch)));
+      throw Error(
+          fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
+                      "parameters); {} was asked for",
+                      dispatch_name(m_options.dispatch)));
     form.dispatch = Dispatch::Switch;
     for (size_t i = 0; i < particles.variant.size(); ++i) particle_variant(particles, i, m_impl->variants.size());
   } else if (!particles.variant.empty()) {
@@ -816,9 +825,9 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
 namespace {
 
 /// Auto dispatch: the sample of a run that each candidate form is timed on, and its size.
-constexpr size_t kProbeMaxParticles = size_t(1) << 20;      // enough to fill any current GPU
-constexpr double kProbeElementPasses = 2e9;                 // about 10 ms per candidate at 2e11/s
-constexpr double kProbeShareOfRun = 0.05;                   // the probes' share of the run at most
+constexpr size_t kProbeMaxParticles = size_t(1) << 20;  // enough to fill any current GPU
+constexpr double kProbeElementPasses = 2e9;             // about 10 ms per candidate at 2e11/s
+constexpr double kProbeShareOfRun = 0.05;               // the probes' share of the run at most
 
 size_t probe_particles(size_t n) { return std::min(n, kProbeMaxParticles); }
 
@@ -831,7 +840,7 @@ int64_t probe_turns(size_t sample, size_t elements, int64_t turns) {
 
 std::string kernel_form_name(const KernelForm& form) {
   return form.max_registers > 0 ? fmt::format("{}, {} registers", dispatch_name(form.dispatch), form.max_registers)
-                                 : dispatch_name(form.dispatch);
+                                : dispatch_name(form.dispatch);
 }
 
 bool CudaBackend::worth_measuring(const Particles& particles, const TrackOptions& options) const {
@@ -898,17 +907,18 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
   size_t free_bytes = 0, total_bytes = 0;
   check(d.mem_get_info(&free_bytes, &total_bytes), "cuMemGetInfo");
   const size_t n = particles.size();
-  const size_t resident = plan_gpu_residency(n, kBytesPerParticle, free_bytes, m_options.max_resident_particles,
-                                             static_cast<bool>(options.callback),
-                                             "a run with per-turn callbacks (monitors, checkpoints)")
-                              .resident;
+  const size_t resident =
+      plan_gpu_residency(n, kBytesPerParticle, free_bytes, m_options.max_resident_particles,
+                         static_cast<bool>(options.callback), "a run with per-turn callbacks (monitors, checkpoints)")
+          .resident;
 
   DeviceParticleBuffers buffers(d, *m_impl->staging, resident, m_stats);
   DeviceParticles& dp = buffers.arrays();
   // Each particle's variant (null: every particle reads the first table).
   const bool with_variants = !m_impl->variants.empty() && !particles.variant.empty();
   CUdeviceptr variant_index = 0;
-  if (with_variants) check_alloc(d, &variant_index, std::max<size_t>(resident, 1) * sizeof(int32_t), "cuMemAlloc(variants)");
+  if (with_variants)
+    check_alloc(d, &variant_index, std::max<size_t>(resident, 1) * sizeof(int32_t), "cuMemAlloc(variants)");
   unsigned long long variant_stride = m_impl->variant_stride;
 
   CUevent ev0, ev1;
@@ -923,7 +933,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
     ++m_stats.chunks;
     buffers.upload(particles, first, count);
     if (with_variants)
-      check(d.memcpy_htod(variant_index, particles.variant.data() + first, count * sizeof(int32_t)), "cuMemcpyHtoD(variants)");
+      check(d.memcpy_htod(variant_index, particles.variant.data() + first, count * sizeof(int32_t)),
+            "cuMemcpyHtoD(variants)");
     const int64_t chunk_turns = options.callback_every > 0 ? options.callback_every : options.turns;
     int64_t done = 0;
     int n_particles = static_cast<int>(count);
@@ -935,9 +946,9 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
     }();
     const bool few = count < static_cast<size_t>(m_gpu.multiprocessors) * 512;
     const int tpb = m_options.threads_per_block > 0 ? m_options.threads_per_block
-                    : tpb_from_env > 0                ? tpb_from_env
-                    : few                             ? 32
-                                                      : 128;
+                    : tpb_from_env > 0              ? tpb_from_env
+                    : few                           ? 32
+                                                    : 128;
     // The kernel form for few particles, where the source has one (CudaBackendOptions::few_particles_form).
     static const int few_form_from_env = [] {
       const char* v = std::getenv("FUSETRACK_FEW_PARTICLES_FORM");
@@ -964,10 +975,20 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
         for (size_t k = 0; k < element_launches; ++k) {
           int lb = per_element ? static_cast<int>(begin + k) : eb;
           int le = per_element ? lb + 1 : ee;
-          void* args[] = {&dp,          &steps, &params, &n_particles, &beta0, &lb, &le, &n_el, &first_turn,
-                          &launch_turns, const_cast<GlobalLimits*>(&limits), &variant_index, &variant_stride};
-          check(d.launch_kernel(function, blocks, 1, 1, static_cast<unsigned>(tpb), 1,
-                                1, 0, nullptr, args, nullptr),
+          void* args[] = {&dp,
+                          &steps,
+                          &params,
+                          &n_particles,
+                          &beta0,
+                          &lb,
+                          &le,
+                          &n_el,
+                          &first_turn,
+                          &launch_turns,
+                          const_cast<GlobalLimits*>(&limits),
+                          &variant_index,
+                          &variant_stride};
+          check(d.launch_kernel(function, blocks, 1, 1, static_cast<unsigned>(tpb), 1, 1, 0, nullptr, args, nullptr),
                 "cuLaunchKernel");
           ++m_stats.launches;
         }
@@ -991,6 +1012,53 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
 }
 
 namespace {
+
+/// The frequency method's solve with fusetrack's FFT (fma off): the forward transform from the integer
+/// profile (the first pass writes the line density), ending in the product with the impedance; the
+/// modes' step; the inverse transform, ending in the field (fusetrack/device/profile_solver_kernels.h).
+template <class Launch>
+void fft_solve(DeviceCollective& dc, const CollectiveKernels& kk, Launch& launch) {
+  const CollectiveSolver& sv = *dc.solver;
+  ProfileSolveArgs args{};
+  args.counts = reinterpret_cast<const unsigned long long*>(dc.counts);
+  args.n = sv.n_slices();
+  args.inv_total = sv.inv_total();
+  args.lambda = reinterpret_cast<double*>(dc.lambda);
+  args.spectrum = reinterpret_cast<const double*>(dc.spectrum);
+  args.y = reinterpret_cast<double*>(dc.fft_y);
+  args.scale = sv.field_scale();
+  args.mode_field = reinterpret_cast<const double*>(dc.mode_field);
+  args.amplitude = reinterpret_cast<const double*>(dc.amplitude);
+  args.n_modes = sv.mode_count();
+  args.field = reinterpret_cast<double*>(dc.field);
+  const int n_fft = sv.fft_length(), log2n = sv.fft_log2();
+  auto transform = [&](CUdeviceptr data, int source, int last_target) {
+    for (int done = 0; done < log2n;) {
+      const FftStageGroup group = fft_stage_group(log2n, done);
+      done += group.stages;
+      FftPass pass{n_fft,
+                   log2n,
+                   group.first_log2,
+                   group.stages,
+                   group.sets_per_block,
+                   done == group.stages ? source : 0,
+                   done == log2n ? last_target : 0};
+      CUdeviceptr twiddles = dc.twiddles;
+      void* kernel_args[] = {&data, &twiddles, &pass, &args};
+      const unsigned values = (1u << group.stages) * static_cast<unsigned>(group.sets_per_block);
+      launch(kk.fft_pass, static_cast<unsigned>(n_fft) / values, kFftThreads, values * 16u, kernel_args);
+    }
+  };
+  transform(dc.fft_x, 1, 1);
+  if (args.n_modes > 0) {
+    int n = args.n, n_modes = args.n_modes;
+    CUdeviceptr lambda = dc.lambda, deposit = dc.mode_deposit, wrap = dc.mode_wrap, turn = dc.mode_turn,
+                memory = dc.memory, amplitude = dc.amplitude;
+    void* kernel_args[] = {&lambda, &n, &deposit, &wrap, &turn, &memory, &amplitude};
+    launch(kk.mode_update, static_cast<unsigned>(n_modes), static_cast<unsigned>(kModeChunks), 0, kernel_args);
+  }
+  transform(dc.fft_y, 0, 2);
+}
 
 void check_cufft(cufftResult rc, const char* what) {
   if (rc != CUFFT_SUCCESS) throw DeviceError(fmt::format("{} failed (cuFFT error {})", what, static_cast<int>(rc)));
@@ -1075,7 +1143,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
   plan_gpu_residency(n, kBytesPerParticle, free_bytes, 0, true, "a collective run");
 
   // The solvers, device tables and kernels, built once and kept (multi-turn memory).
-  if (!impl.collective_ready || impl.collective_fma != options.fma || impl.collective_macroparticles != macroparticles) {
+  if (!impl.collective_ready || impl.collective_fma != options.fma ||
+      impl.collective_macroparticles != macroparticles) {
     impl.free_collective();
     std::vector<SliceGrid> grids;
     for (size_t c = 0; c < K; ++c) {
@@ -1108,7 +1177,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         dc.grid_acc = device_zeros(d, (nodes + 1) * sizeof(uint64_t), "cuMemAlloc(charge grid)");
         dc.extent_acc = device_zeros(d, (kExtentAccumulators + 1) * sizeof(uint64_t), "cuMemAlloc(grid extent)");
         dc.field_stride = dc.grid->model().solver == FT_GRID_3D ? 3 : 2;
-        dc.grid_field = device_zeros(d, static_cast<size_t>(dc.field_stride) * nodes * sizeof(double), "cuMemAlloc(grid field)");
+        dc.grid_field =
+            device_zeros(d, static_cast<size_t>(dc.field_stride) * nodes * sizeof(double), "cuMemAlloc(grid field)");
         dc.ex = dc.grid_field;
         dc.ey = dc.grid_field + sizeof(double);
         if (dc.field_stride == 3) dc.ez = dc.grid_field + 2 * sizeof(double);
@@ -1151,7 +1221,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         dc.mode_turn = device_copy(d, sv.mode_turn_factor(), "cuMemAlloc(modes)");
         dc.mode_wrap = device_copy(d, sv.mode_wrap_factor(), "cuMemAlloc(modes)");
         dc.memory = device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(memory)");
-        dc.amplitude = device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(amplitude)");
+        dc.amplitude =
+            device_zeros(d, static_cast<size_t>(sv.mode_count()) * 2 * sizeof(double), "cuMemAlloc(amplitude)");
       }
       // A block-local profile in shared memory while it leaves room for two blocks per SM.
       dc.profile_in_shared = ns * sizeof(uint64_t) <= 96 * 1024;
@@ -1167,8 +1238,9 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     kk.source = generate_collective_kernels(m_lattice, options.fma, dispatch, grids);
     kk.derived_energy = collective_energy_is_derived(m_lattice);  // as the source was generated
     if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump)
-      dump_kernel_source(kk.source, fmt::format("{}/collective_{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
-                                                options.fma == FmaMode::On ? "fma_on" : "fma_off"));
+      dump_kernel_source(kk.source,
+                         fmt::format("{}/collective_{}_{}", dump, dispatch == Dispatch::Baked ? "baked" : "switch",
+                                     options.fma == FmaMode::On ? "fma_on" : "fma_off"));
     KernelCompiler compiler(m_options.cache_dir);
     const CompiledKernel compiled = compiler.compile(kk.source, m_gpu.arch);
     m_stats.compile_seconds += compiled.seconds;
@@ -1193,21 +1265,22 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     }
     const std::pair<CUfunction*, const char*> solver_kernels[] = {
         {&kk.line_density, "fusetrack_line_density"}, {&kk.convolve, "fusetrack_convolve"},
-        {&kk.fft_stages, "fusetrack_fft_stages"}, {&kk.spectrum_product, "fusetrack_spectrum_product"},
-        {&kk.half_spectrum_product, "fusetrack_half_spectrum_product"}, {&kk.finish_field, "fusetrack_finish_field"},
-        {&kk.mode_update, "fusetrack_mode_update"}};
-    for (const auto& [fn, name] : solver_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
+        {&kk.fft_pass, "fusetrack_fft_pass"},         {&kk.half_spectrum_product, "fusetrack_half_spectrum_product"},
+        {&kk.finish_field, "fusetrack_finish_field"}, {&kk.mode_update, "fusetrack_mode_update"}};
+    for (const auto& [fn, name] : solver_kernels)
+      check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
     bool any_grid = false;
     for (const DeviceCollective& c : impl.collective) any_grid |= c.grid != nullptr;
     if (any_grid) {
       const std::pair<CUfunction*, const char*> grid_kernels[] = {
-          {&kk.grid_extent, "fusetrack_grid_extent"},     {&kk.grid_deposit, "fusetrack_grid_deposit"},
-          {&kk.grid_density, "fusetrack_grid_density"},   {&kk.grid_field_finish, "fusetrack_grid_field_finish"},
-          {&kk.tile_keys, "fusetrack_tile_keys"},         {&kk.tile_scan_blocks, "fusetrack_tile_scan_blocks"},
+          {&kk.grid_extent, "fusetrack_grid_extent"},       {&kk.grid_deposit, "fusetrack_grid_deposit"},
+          {&kk.grid_density, "fusetrack_grid_density"},     {&kk.grid_field_finish, "fusetrack_grid_field_finish"},
+          {&kk.tile_keys, "fusetrack_tile_keys"},           {&kk.tile_scan_blocks, "fusetrack_tile_scan_blocks"},
           {&kk.tile_scan_sums, "fusetrack_tile_scan_sums"}, {&kk.tile_scan_add, "fusetrack_tile_scan_add"},
-          {&kk.tile_slots, "fusetrack_tile_slots"},       {&kk.tile_gather, "fusetrack_tile_gather"},
+          {&kk.tile_slots, "fusetrack_tile_slots"},         {&kk.tile_gather, "fusetrack_tile_gather"},
           {&kk.tile_restore, "fusetrack_tile_restore"}};
-      for (const auto& [fn, name] : grid_kernels) check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
+      for (const auto& [fn, name] : grid_kernels)
+        check(d.module_get_function(fn, kk.module, name), "cuModuleGetFunction");
     }
     // The switch tables, when that dispatch is used.
     if (kk.source.dispatch == Dispatch::Switch && !impl.switch_steps) {
@@ -1273,7 +1346,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     down_snapshots();
   };
   if (source) {
-    source->result.initial = make_particles_on_device(impl, m_options.cache_dir, m_gpu.arch, source->share, dp, m_stats);
+    source->result.initial =
+        make_particles_on_device(impl, m_options.cache_dir, m_gpu.arch, source->share, dp, m_stats);
     if (source->on_initial && n > 0) {
       down_particles();
       source->on_initial(particles);
@@ -1311,7 +1385,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
           check(d.memset_d8(dc.extent_acc, 0, acc.size() * sizeof(uint64_t)), "cuMemset(grid extent)");
           ExtentScales extent = g.extent_scales();
           void* args[] = {&dp, &n_particles, &extent, &dc.extent_acc};
-          launch(kk.grid_extent, std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
+          launch(kk.grid_extent,
+                 std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
                  kThreads, 0, args);
         }
         download(d, acc, dc.extent_acc, 0, acc.size());
@@ -1322,7 +1397,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       ChargeGridSpec spec = g.spec();
       long long outside_slot = static_cast<long long>(nodes);
       void* args[] = {&dp, &n_particles, &spec, &dc.grid_acc, &outside_slot};
-      launch(kk.grid_deposit, std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
+      launch(kk.grid_deposit,
+             std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * 8u)),
              kThreads, 0, args);
     }
     if (!options.reduce_profile && !dc.gpu_poisson_failed && !std::getenv("FUSETRACK_HOST_POISSON")) {
@@ -1353,7 +1429,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
         long long count = static_cast<long long>(nodes);
         double factor = g.charge_density_factor(), gamma0 = g.gamma0();
         int three_d = dc.ez ? 1 : 0;
-        const unsigned blocks = std::max(1u, std::min(blocks_for(nodes, 256), static_cast<unsigned>(m_gpu.multiprocessors) * 8u));
+        const unsigned blocks =
+            std::max(1u, std::min(blocks_for(nodes, 256), static_cast<unsigned>(m_gpu.multiprocessors) * 8u));
         {
           void* args[] = {&dc.grid_acc, &dc.rho, &count, &factor};
           launch(kk.grid_density, blocks, 256, 0, args);
@@ -1366,7 +1443,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
           launch(kk.grid_field_finish, blocks, 256, 0, args);
         }
         uint64_t tail[2] = {0, 0};
-        check(d.memcpy_dtoh(&tail[0], dc.grid_acc + nodes * sizeof(uint64_t), sizeof(uint64_t)), "cuMemcpyDtoH(outside)");
+        check(d.memcpy_dtoh(&tail[0], dc.grid_acc + nodes * sizeof(uint64_t), sizeof(uint64_t)),
+              "cuMemcpyDtoH(outside)");
         check(d.memcpy_dtoh(&tail[1], dc.max_field_bits, sizeof(uint64_t)), "cuMemcpyDtoH(field maximum)");
         double max_field = 0.0;
         std::memcpy(&max_field, &tail[1], sizeof(double));
@@ -1446,59 +1524,43 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       check(d.memcpy_htod(dc.counts, dc.host_moments, bytes), "cuMemcpyHtoD(profile)");
     }
     double inv_total = sv.inv_total(), scale = sv.field_scale();
-    int N = sv.fft_length(), L = sv.fft_log2();
-    const bool portable_fft = sv.method() == FT_SOLVE_FREQUENCY_DOMAIN && !dc.use_cufft;
-    CUdeviceptr fft_in = portable_fft ? dc.fft_x : 0;
-    if (portable_fft) check(d.memset_d8(dc.fft_x, 0, static_cast<size_t>(N) * 2 * sizeof(double)), "cuMemset(FFT)");
+    int n_modes = sv.mode_count();
+    // The modes' step before the field: this turn's amplitudes (the memory less the window's wraps).
+    auto mode_step = [&] {
+      if (n_modes == 0) return;
+      void* args[] = {&dc.lambda, &ns, &dc.mode_deposit, &dc.mode_wrap, &dc.mode_turn, &dc.memory, &dc.amplitude};
+      launch(kk.mode_update, static_cast<unsigned>(n_modes), static_cast<unsigned>(kModeChunks), 0, args);
+    };
+    if (sv.method() == FT_SOLVE_FREQUENCY_DOMAIN && !dc.use_cufft) {
+      fft_solve(dc, kk, launch);
+      return;
+    }
     {
-      void* args[] = {&dc.counts, &ns, &inv_total, &dc.lambda, &fft_in, &L};
+      void* args[] = {&dc.counts, &ns, &inv_total, &dc.lambda};
       launch(kk.line_density, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
     }
     CUdeviceptr conv = dc.conv;
-    int stride = 1;
     if (sv.method() == FT_SOLVE_TIME_DOMAIN) {
       void* args[] = {&dc.lambda, &dc.wake_kernel, &ns, &dc.conv};
       launch(kk.convolve, blocks_for(static_cast<size_t>(ns), 128), 128, 0, args);
-    } else if (dc.use_cufft) {
-      // lambda was allocated with N entries: its zero tail is the padding.
+    } else {
+      // cuFFT (fma on). lambda was allocated with N entries: its zero tail is the padding.
+      const int N = sv.fft_length();
       check_cufft(cufftExecD2Z(dc.plan_forward, reinterpret_cast<cufftDoubleReal*>(dc.lambda),
-                               reinterpret_cast<cufftDoubleComplex*>(dc.fft_y)), "cufftExecD2Z");
+                               reinterpret_cast<cufftDoubleComplex*>(dc.fft_y)),
+                  "cufftExecD2Z");
       int n_half = N / 2 + 1;
       void* args[] = {&dc.fft_y, &dc.half_spectrum, &n_half};
       launch(kk.half_spectrum_product, blocks_for(static_cast<size_t>(n_half), 256), 256, 0, args);
       check_cufft(cufftExecZ2D(dc.plan_inverse, reinterpret_cast<cufftDoubleComplex*>(dc.fft_y),
-                               reinterpret_cast<cufftDoubleReal*>(dc.fft_real_out)), "cufftExecZ2D");
+                               reinterpret_cast<cufftDoubleReal*>(dc.fft_real_out)),
+                  "cufftExecZ2D");
       conv = dc.fft_real_out;
-    } else {
-      // fusetrack's FFT in groups of stages, each group one launch in shared memory (the same butterflies).
-      auto transform = [&](CUdeviceptr data) {
-        for (int done = 0; done < L;) {
-          FftStageGroup group = fft_stage_group(L, done);
-          void* args[] = {&data, &dc.twiddles, &N, &group.first_log2, &group.stages, &group.sets_per_block};
-          const unsigned values = (1u << group.stages) * static_cast<unsigned>(group.sets_per_block);
-          launch(kk.fft_stages, static_cast<unsigned>(N) / values, kFftThreads, values * 16u, args);
-          done += group.stages;
-        }
-      };
-      transform(dc.fft_x);
-      {
-        void* args[] = {&dc.fft_x, &dc.spectrum, &N, &L, &dc.fft_y};
-        launch(kk.spectrum_product, blocks_for(static_cast<size_t>(N), 256), 256, 0, args);
-      }
-      transform(dc.fft_y);
-      conv = dc.fft_y;
-      stride = 2;
     }
-    // The modes' step before the field: this turn's amplitudes (the memory less the window's wraps).
-    int n_modes = sv.mode_count();
-    if (n_modes > 0) {
-      void* args[] = {&dc.lambda, &ns, &dc.mode_deposit, &dc.mode_wrap, &dc.mode_turn, &dc.memory, &dc.amplitude};
-      launch(kk.mode_update, static_cast<unsigned>(n_modes), static_cast<unsigned>(kModeChunks), 0, args);
-    }
-    {
-      void* args[] = {&conv, &stride, &ns, &scale, &dc.mode_field, &dc.amplitude, &n_modes, &dc.field};
-      launch(kk.finish_field, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
-    }
+    mode_step();
+    int stride = 1;
+    void* args[] = {&conv, &stride, &ns, &scale, &dc.mode_field, &dc.amplitude, &n_modes, &dc.field};
+    launch(kk.finish_field, blocks_for(static_cast<size_t>(ns), 256), 256, 0, args);
   };
 
   CUevent ev[3];
@@ -1526,10 +1588,10 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     CUdeviceptr kick_field = kick ? impl.collective[kick_c].field : 0;
     CUdeviceptr profile = deposit ? impl.collective[deposit_c].counts : 0;
     // 1: the deposit's whole table in shared memory; 2: a window of it (slice moments of a train).
-    int in_shared = !deposit                                          ? 0
-                          : impl.collective[deposit_c].profile_in_shared    ? 1
-                          : impl.collective[deposit_c].window_words > 0 ? 2
-                                                                            : 0;
+    int in_shared = !deposit                                       ? 0
+                    : impl.collective[deposit_c].profile_in_shared ? 1
+                    : impl.collective[deposit_c].window_words > 0  ? 2
+                                                                   : 0;
     unsigned shared = static_cast<unsigned>(in_shared == 1   ? impl.collective[deposit_c].deposit_words
                                             : in_shared == 2 ? impl.collective[deposit_c].window_words
                                                              : 0) *
@@ -1537,7 +1599,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     if (deposit && (impl.collective[deposit_c].solver || impl.collective[deposit_c].moments))
       check(d.memset_d8(profile, 0, impl.collective[deposit_c].deposit_words * sizeof(uint64_t)), "cuMemset(profile)");
     SliceMomentScales deposit_scales{};
-    if (deposit && impl.collective[deposit_c].moments) deposit_scales = impl.collective[deposit_c].moments->reducer().scales();
+    if (deposit && impl.collective[deposit_c].moments)
+      deposit_scales = impl.collective[deposit_c].moments->reducer().scales();
     // Grid elements (kernel_tables' extra arguments, codegen.h): the kick's field and grid, and the
     // deposit (fixed grid) or the first moment pass (adapted grid).
     CUdeviceptr kick_ex = 0, kick_ey = 0, kick_ez = 0, grid_acc = 0, extent_acc = 0;
@@ -1568,12 +1631,15 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
       }
     }
     if (m_options.time_phases) check(d.event_record(ev[1], nullptr), "cuEventRecord");
-    void* profile_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                            const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load};
-    void* grid_args[] = {&dp, &steps, &params, &n_particles, &beta0, &turn, &n_el,
-                         const_cast<GlobalLimits*>(&limits), &kick_field, &profile, &in_shared, &full_load,
-                         &kick_ex, &kick_ey, &kick_ez, &kick_stride, &kick_grid, &grid_acc, &outside_slot,
-                         &deposit_spec, &extent, &extent_acc, &grid_mode, &grid_window};
+    void* profile_args[] = {&dp,         &steps,   &params,    &n_particles,
+                            &beta0,      &turn,    &n_el,      const_cast<GlobalLimits*>(&limits),
+                            &kick_field, &profile, &in_shared, &full_load};
+    void* grid_args[] = {&dp,         &steps,      &params,       &n_particles,
+                         &beta0,      &turn,       &n_el,         const_cast<GlobalLimits*>(&limits),
+                         &kick_field, &profile,    &in_shared,    &full_load,
+                         &kick_ex,    &kick_ey,    &kick_ez,      &kick_stride,
+                         &kick_grid,  &grid_acc,   &outside_slot, &deposit_spec,
+                         &extent,     &extent_acc, &grid_mode,    &grid_window};
     std::vector<void*> args_all(any_grid ? std::begin(grid_args) : std::begin(profile_args),
                                 any_grid ? std::end(grid_args) : std::end(profile_args));
     if (any_moments) args_all.push_back(&deposit_scales);  // kMomentSegmentParameters (codegen)
@@ -1585,11 +1651,14 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     // TileOrder::kChunk particles per block.
     const bool grid_windowed = grid_window > 0;
     if (grid_windowed) shared = static_cast<unsigned>(2 * grid_window) * 8u;
-    const unsigned per_sm = blocks_per_sm_override > 0
-                                ? blocks_per_sm_override
-                                : (in_shared || grid_windowed ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
-    unsigned blocks = std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
-    if (grid_windowed) blocks = std::max(blocks, static_cast<unsigned>((n + TileOrder::kChunk - 1) / TileOrder::kChunk));
+    const unsigned per_sm =
+        blocks_per_sm_override > 0
+            ? blocks_per_sm_override
+            : (in_shared || grid_windowed ? std::clamp(200u * 1024u / std::max(shared, 1u), 1u, 8u) : 8u);
+    unsigned blocks =
+        std::max(1u, std::min(blocks_for(n, kThreads), static_cast<unsigned>(m_gpu.multiprocessors) * per_sm));
+    if (grid_windowed)
+      blocks = std::max(blocks, static_cast<unsigned>((n + TileOrder::kChunk - 1) / TileOrder::kChunk));
     launch(f, blocks, kThreads, shared, args);
     energy_stale = true;
     // While the GPU runs the segment: the host work of the next solves that does not wait for its deposit
@@ -1663,7 +1732,8 @@ void CudaBackend::run_collective(Particles& particles, const TrackOptions& optio
     if (!source || source->download_final) down_particles();
     down_snapshots();
   }
-  if (source) source->result.alive = source->download_final ? particles.alive_count() : count_alive_on_device(impl, dp, n);
+  if (source)
+    source->result.alive = source->download_final ? particles.alive_count() : count_alive_on_device(impl, dp, n);
   for (DeviceCollective& c : impl.collective) {
     if (!c.grid && !c.moments) continue;
     const std::string warning = c.grid ? c.grid->take_warning() : c.moments->take_warning();

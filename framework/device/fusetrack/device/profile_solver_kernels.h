@@ -3,25 +3,43 @@
 // (CollectiveSolver::solve), so that with fma off both give the same bits. Included by the
 // generated collective kernels (NVRTC) only.
 //
-// Per solve: the line density (and the FFT's bit-reversed input), then either the direct
-// convolution (time method) or the FFT (frequency method: groups of radix-2 stages in shared
-// memory, the product with the impedance, the inverse FFT), the resonant modes' step (this turn's
-// amplitudes and the memory of the next turn), the field.
+// Per solve, time method: the line density, the direct convolution, the resonant modes' step (this
+// turn's amplitudes and the memory of the next turn), the field. Frequency method with fusetrack's
+// FFT (fma off): the forward transform from the profile (its first pass also writes the line density),
+// ending in the product with the impedance; the modes' step; the inverse transform, ending in the
+// field: one launch per group of stages and one for the modes. With cuFFT (fma on): the line density,
+// cuFFT, the product, cuFFT, the modes' step, the field.
 #pragma once
 #include "fusetrack/device/collective.h"
 
+namespace ft {
+/// One pass of fusetrack_fft_pass: its groups of stages (ft::fft_stage_group) and what it reads and writes.
+struct FftPass {
+  int n_fft, log2n, first_log2, stages, sets_per_block, source, target;
+};
+/// The solve's buffers that the first and last passes use (device pointers).
+struct ProfileSolveArgs {
+  const unsigned long long* counts;  // source 1
+  int n;                             // slices
+  double inv_total;
+  double* lambda;            // source 1: written
+  const double* spectrum;    // target 1: Z(m df) / (N dt), interleaved
+  double* y;                 // target 1: the inverse transform's input
+  double scale;              // target 2
+  const double* mode_field;  // target 2: c e^{s tau_r} per mode
+  const double* amplitude;   // target 2: A per mode
+  int n_modes;
+  double* field;  // target 2
+};
+}  // namespace ft
+
 #if defined(FT_DEVICE_COMPILE)
 
-// lambda (time order) from the integer profile (zeta order); with an FFT buffer, also its
-// bit-reversed complex input (the rest of the buffer is zero).
+// lambda (time order) from the integer profile (zeta order).
 extern "C" __global__ void fusetrack_line_density(const unsigned long long* __restrict__ counts, int n,
-                                                  double inv_total, double* __restrict__ lambda,
-                                                  double* __restrict__ fft_in, int fft_log2) {
+                                                  double inv_total, double* __restrict__ lambda) {
   const int r = blockIdx.x * blockDim.x + threadIdx.x;
-  if (r >= n) return;
-  const double l = static_cast<double>(counts[n - 1 - r]) * inv_total;
-  lambda[r] = l;
-  if (fft_in) fft_in[2 * ft::bit_reverse(r, fft_log2)] = l;
+  if (r < n) lambda[r] = static_cast<double>(counts[n - 1 - r]) * inv_total;
 }
 
 extern "C" __global__ void fusetrack_convolve(const double* __restrict__ lambda, const double* __restrict__ kernel,
@@ -30,51 +48,76 @@ extern "C" __global__ void fusetrack_convolve(const double* __restrict__ lambda,
   if (r < n) conv[r] = ft::convolve_at(r, n, lambda, kernel);
 }
 
-// Stages first_log2 .. first_log2 + stages - 1 of the radix-2 FFT of x (n_fft complex values,
-// interleaved) in shared memory: the 2^stages values of a set (ft::fft_set_butterfly) combine only
-// among themselves, so one launch runs the whole group. Block b holds sets_per_block sets whose
-// bases are consecutive in their low bits (so that the loads of a warp are consecutive), value j of
-// set `lane` at shared[2 (j sets_per_block + lane)]. Dynamic shared memory: 16 bytes per value.
-extern "C" __global__ void fusetrack_fft_stages(double* __restrict__ x, const double* __restrict__ twiddle, int n_fft,
-                                                int first_log2, int stages, int sets_per_block) {
+// One pass of fusetrack's radix-2 FFT (fma off): the stages first_log2 .. first_log2 + stages - 1 in
+// shared memory (the 2^stages values of a set combine only among themselves: ft::fft_set_butterfly), so
+// that a transform takes one launch per group of stages (ft::fft_stage_group). Block b holds
+// sets_per_block sets whose bases are consecutive in their low bits (the loads of a warp are runs of
+// consecutive values), value j of set `lane` at shared[2 (j sets_per_block + lane)]; dynamic shared
+// memory: 16 bytes per value. What the first and the last pass of a transform also do:
+//   source 0: the values come from x;
+//   source 1: the first forward pass: value p is lambda_r, r = bitrev(p), from the integer profile
+//             (zeta order) when r < n, else 0; lambda (time order) is written for the modes' sums;
+//   target 0: the values go back to x;
+//   target 1: the last forward pass: y[bitrev(m)] = conj(X_m Z_m), the input of the inverse transform
+//             done as a forward FFT;
+//   target 2: the last inverse pass: the field (zeta order) = scale (Re value_r + the modes' fields
+//             Re(c e^{s tau_r} A_m)) for r < n.
+// The same operations as the CPU's loops (CollectiveSolver::solve, solve_memory), so the same bits.
+extern "C" __global__ void fusetrack_fft_pass(double* __restrict__ x, const double* __restrict__ twiddle,
+                                              ft::FftPass pass, ft::ProfileSolveArgs solve) {
   extern __shared__ double values[];
-  const int set_size = 1 << stages;
-  const int held = set_size * sets_per_block;
-  const int first_set = blockIdx.x * sets_per_block;
+  const int held = (1 << pass.stages) * pass.sets_per_block;
+  const int first_set = blockIdx.x * pass.sets_per_block;
   for (int e = threadIdx.x; e < held; e += blockDim.x) {
-    const int lane = e % sets_per_block, j = e / sets_per_block;
-    const int g = ft::fft_set_index(first_set + lane, j, first_log2, stages);
-    values[2 * e] = x[2 * g];
-    values[2 * e + 1] = x[2 * g + 1];
+    const int lane = e % pass.sets_per_block, j = e / pass.sets_per_block;
+    const int g = ft::fft_set_index(first_set + lane, j, pass.first_log2, pass.stages);
+    if (pass.source == 1) {
+      const int r = ft::bit_reverse(g, pass.log2n);
+      double l = 0.0;
+      if (r < solve.n) {
+        l = static_cast<double>(solve.counts[solve.n - 1 - r]) * solve.inv_total;
+        solve.lambda[r] = l;
+      }
+      values[2 * e] = l;
+      values[2 * e + 1] = 0.0;
+    } else {
+      values[2 * e] = x[2 * g];
+      values[2 * e + 1] = x[2 * g + 1];
+    }
   }
   __syncthreads();
-  for (int stage = 0; stage < stages; ++stage) {
+  for (int stage = 0; stage < pass.stages; ++stage) {
     for (int e = threadIdx.x; e < held / 2; e += blockDim.x) {
-      const int lane = e % sets_per_block, k = e / sets_per_block;
-      const int q = first_set + lane;
-      ft::fft_set_butterfly(values, sets_per_block, lane, twiddle, n_fft, first_log2,
-                            ft::fft_set_index(q, 0, first_log2, stages), stage, k);
+      const int lane = e % pass.sets_per_block;
+      ft::fft_set_butterfly(values, pass.sets_per_block, lane, twiddle, pass.n_fft, pass.first_log2,
+                            ft::fft_set_index(first_set + lane, 0, pass.first_log2, pass.stages), stage,
+                            e / pass.sets_per_block);
     }
     __syncthreads();
   }
   for (int e = threadIdx.x; e < held; e += blockDim.x) {
-    const int lane = e % sets_per_block, j = e / sets_per_block;
-    const int g = ft::fft_set_index(first_set + lane, j, first_log2, stages);
-    x[2 * g] = values[2 * e];
-    x[2 * g + 1] = values[2 * e + 1];
+    const int lane = e % pass.sets_per_block, j = e / pass.sets_per_block;
+    const int g = ft::fft_set_index(first_set + lane, j, pass.first_log2, pass.stages);
+    if (pass.target == 1) {
+      double yr, yi;
+      ft::complex_multiply(values[2 * e], values[2 * e + 1], solve.spectrum[2 * g], solve.spectrum[2 * g + 1], &yr,
+                           &yi);
+      const int at = ft::bit_reverse(g, pass.log2n);
+      solve.y[2 * at] = yr;
+      solve.y[2 * at + 1] = -yi;
+    } else if (pass.target == 2) {
+      if (g >= solve.n) continue;
+      double v = values[2 * e];
+      for (int m = 0; m < solve.n_modes; ++m) {
+        const double* c = solve.mode_field + 2 * (static_cast<long long>(m) * solve.n + g);
+        v += c[0] * solve.amplitude[2 * m] - c[1] * solve.amplitude[2 * m + 1];
+      }
+      solve.field[solve.n - 1 - g] = solve.scale * v;
+    } else {
+      x[2 * g] = values[2 * e];
+      x[2 * g + 1] = values[2 * e + 1];
+    }
   }
-}
-
-// y[bitrev(m)] = conj(x[m] Z[m]): the input of the inverse transform done as a forward FFT.
-extern "C" __global__ void fusetrack_spectrum_product(const double* __restrict__ x, const double* __restrict__ z,
-                                                      int n_fft, int fft_log2, double* __restrict__ y) {
-  const int m = blockIdx.x * blockDim.x + threadIdx.x;
-  if (m >= n_fft) return;
-  double yr, yi;
-  ft::complex_multiply(x[2 * m], x[2 * m + 1], z[2 * m], z[2 * m + 1], &yr, &yi);
-  const int at = ft::bit_reverse(m, fft_log2);
-  y[2 * at] = yr;
-  y[2 * at + 1] = -yi;
 }
 
 // fma on: the half spectrum of cuFFT's D2Z times Z, in place.
