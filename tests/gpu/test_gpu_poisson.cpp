@@ -82,7 +82,7 @@ TEST_CASE("GPU Poisson solver: reproducible mode bitwise equal to the CPU, cuFFT
 }
 
 // A benchmark, not part of the suite (reported as skipped):
-//   build-gpu/bin/test_gpu -tc="GPU Poisson solve time*" --no-skip   (tools/device/space_charge_frozen.sh)
+//   build-gpu/bin/test_gpu -tc="GPU Poisson solve time*" --no-skip   (bench/space_charge/frozen_rings_and_poisson.sh)
 TEST_CASE("GPU Poisson solve time: 2.5D 256x256x64 and 3D 128x128x64, cuFFT vs reproducible" * doctest::skip()) {
   for (const PoissonModel model : {PoissonModel::Open2p5D, PoissonModel::Open3D}) {
     const PoissonGrid g = model == PoissonModel::Open3D ? make_grid(model, 128, 128, 64) : make_grid(model, 256, 256, 64);

@@ -5,7 +5,7 @@
 // dispatches, with and without per-turn callbacks); with fma=on (FFTW on the host for the solve,
 // contraction in the kernels) close. The benchmark of issue 23 (2.5D, 10^7 macroparticles,
 // 256 x 256 nodes, 64 slices, one element per turn) is a skipped case that
-// tools/device/space_charge.sh runs with --no-skip.
+// bench/space_charge/pic_element_breakdown.sh runs with --no-skip.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -210,7 +210,7 @@ TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
 }
 
 // A benchmark, not part of the suite (reported as skipped; its times depend on the machine):
-//   build-gpu/bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip   (tools/device/space_charge.sh)
+//   build-gpu/bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip   (bench/space_charge/pic_element_breakdown.sh)
 TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn" *
           doctest::skip()) {
   const size_t n = std::getenv("FUSETRACK_SC_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_SC_PARTICLES")) : 10000000;
