@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Dynamic-aperture scan of a bundled lattice from Python, with a matplotlib plot.
 
-    PYTHONPATH=build/python python3 tools/examples/da_scan.py -o da.png
+    PYTHONPATH=build/python python3 examples/da_light_source/da_scan.py -o da.png
 
 Runs fusetrack.da_scan (the same scan as `fusetrack da`) on lattices/sextupole_rf_ring.json and
 plots the initial conditions coloured by the turn of loss, with the DA of each ray (the largest

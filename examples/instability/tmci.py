@@ -38,8 +38,8 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, ".."))
-sys.path.insert(0, os.path.join(HERE, "..", "lattices"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "lattices"))
 import make_instability_ring as mir  # noqa: E402
 import vlasov_tmci  # noqa: E402
 from fit_growth import fit_growth  # noqa: E402

@@ -3,7 +3,7 @@
 # low-energy proton ring (lattices/space_charge_ring.json, written by
 # tools/lattices/make_space_charge_ring.py) with 160 frozen space-charge elements, its tune footprint
 # and a tracked Gaussian bunch with the emittances per turn, with plots.
-#   bash tools/examples/space_charge.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults sc_example 500 5000)
+#   bash examples/space_charge/space_charge.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults sc_example 500 5000)
 # FUSETRACK: the fusetrack binary (default build/bin/fusetrack); DEVICE: auto, cpu or gpu (default auto).
 set -eu
 OUT=${1:-sc_example}

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Helper of tools/examples/instability.sh (README, "Transverse instability: worked example").
+"""Helper of examples/instability/instability.sh (README, "Transverse instability: worked example").
 
   instability_analysis.py bunch INTENDED.json MATCHED.npz OUT.npz [--offset X] [--seed K]
       the longitudinal coordinates of MATCHED.npz (fusetrack track --matched) with a transverse
@@ -28,7 +28,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
 from fit_growth import fit_growth  # noqa: E402
 
 C = 299792458.0

@@ -5,7 +5,7 @@
 # the bunch centroid fitted by tools/fit_growth.py and compared with Sacherer's formula, and the most
 # unstable case again with a bunch-by-bunch TransverseDamper of N_D turns. Plots and a summary table in
 # OUT_DIR (growth_vs_chromaticity.png, centroids.png, summary.txt, summary.json).
-#   bash tools/examples/instability.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults instability_example 1500 20000)
+#   bash examples/instability/instability.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults instability_example 1500 20000)
 # FUSETRACK: the fusetrack binary (default build/bin/fusetrack); PYTHON (default python3);
 # CHROMATICITIES (default "-4 -2 0 2", the most unstable first); DAMPER_CHROMATICITIES (default: the first
 # and 0); N_D (default 50); THREADS (default 2). CPU backend.
@@ -24,7 +24,7 @@ runs="["
 sep=""
 for QP in $CHROMATICITIES; do
   name="qp${QP}"
-  $PY "$HERE/../lattices/make_instability_ring.py" --chromaticity "$QP" "$QP" --damper-turns "$N_D" \
+  $PY "$HERE/../../tools/lattices/make_instability_ring.py" --chromaticity "$QP" "$QP" --damper-turns "$N_D" \
     --output-dir "$OUT" --name "ring_$name" | tee "$OUT/ring_$name.log" | tail -n 1 | sed 's/^intended //' \
     > "$OUT/ring_$name.intended.json"
   if [ ! -f "$OUT/bunch.npz" ]; then
