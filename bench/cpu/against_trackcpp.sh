@@ -89,15 +89,15 @@ while [ $# -gt 0 ]; do
     --driver) DRIVER_GIVEN=$2; shift 2 ;;
     --trackcpp-cflags) EXTRA_CFLAGS=$2; shift 2 ;;
     -h|--help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
-    -*) echo "bench_trackcpp: unknown option $1" >&2; exit 2 ;;
+    -*) echo "against_trackcpp: unknown option $1" >&2; exit 2 ;;
     *) TC=$1; shift ;;
   esac
 done
 TC=${TC:-$ROOT/.peers/trackcpp}
-TC=$(cd "$TC" && pwd) || { echo "bench_trackcpp: no trackcpp sources at $TC" >&2; exit 2; }
-[ -f "$TC/include/trackcpp/tracking.h" ] || { echo "bench_trackcpp: $TC is not a trackcpp checkout" >&2; exit 2; }
-[ -x "$FT" ] || { echo "bench_trackcpp: no fusetrack binary at $FT (build it, or --fusetrack BIN)" >&2; exit 2; }
-PY=$(command -v python3) || { echo "bench_trackcpp: python3 is needed" >&2; exit 2; }
+TC=$(cd "$TC" && pwd) || { echo "against_trackcpp: no trackcpp sources at $TC" >&2; exit 2; }
+[ -f "$TC/include/trackcpp/tracking.h" ] || { echo "against_trackcpp: $TC is not a trackcpp checkout" >&2; exit 2; }
+[ -x "$FT" ] || { echo "against_trackcpp: no fusetrack binary at $FT (build it, or --fusetrack BIN)" >&2; exit 2; }
+PY=$(command -v python3) || { echo "against_trackcpp: python3 is needed" >&2; exit 2; }
 mkdir -p "$WORK"
 WORK=$(cd "$WORK" && pwd)
 
@@ -289,7 +289,7 @@ struct gsl_matrix { size_t size1, size2; };
 struct gsl_vector { size_t size; };
 struct gsl_permutation { size_t size; };
 [[noreturn]] inline void gsl_stub_abort(const char* f) {
-  std::fprintf(stderr, "trackcpp built without GSL (bench_trackcpp.sh stub): %s is not available\n", f);
+  std::fprintf(stderr, "trackcpp built without GSL (against_trackcpp.sh stub): %s is not available\n", f);
   std::abort();
 }
 inline gsl_matrix* gsl_matrix_alloc(size_t, size_t) { gsl_stub_abort("gsl_matrix_alloc"); }
@@ -323,7 +323,7 @@ DRIVER=$BUILD/tc_driver
 STAMP_TEXT="$($CXX --version | head -1) | ${CFLAGS[*]} | ${GSL_INC[*]} | ${GSL_LIBS[*]} | $TC_COMMIT | $TC_VERSION | $(cat "$TC"/src/*.cpp "$TC"/include/trackcpp/* "$BUILD/tc_driver.cpp" | cksum)"
 if [ -n "$DRIVER_GIVEN" ]; then
   DRIVER=$(cd "$(dirname "$DRIVER_GIVEN")" && pwd)/$(basename "$DRIVER_GIVEN")
-  [ -x "$DRIVER" ] || { echo "bench_trackcpp: no driver at $DRIVER_GIVEN" >&2; exit 2; }
+  [ -x "$DRIVER" ] || { echo "against_trackcpp: no driver at $DRIVER_GIVEN" >&2; exit 2; }
   GSL_KIND="given binary (built elsewhere; its build is not checked)"
 elif [ "$REBUILD" = 1 ] || [ ! -x "$DRIVER" ] || [ "$(cat "$BUILD/stamp" 2>/dev/null)" != "$STAMP_TEXT" ]; then
   echo "== building trackcpp $TC_VERSION ($TC_COMMIT) with $CXX ${CFLAGS[*]} (-j$JOBS); $GSL_KIND"
@@ -442,7 +442,7 @@ H="$PY $WORK/bench_helpers.py"
 RING=$WORK/ring_trackcpp.txt
 "$PY" "$ROOT/tools/export_trackcpp.py" "$LATTICE" -o "$RING"
 "$FT" import "$RING" -o "$WORK/ring_roundtrip.json" >/dev/null 2>"$WORK/import_warnings.txt" || {
-  cat "$WORK/import_warnings.txt"; echo "bench_trackcpp: fusetrack could not import $RING" >&2; exit 1; }
+  cat "$WORK/import_warnings.txt"; echo "against_trackcpp: fusetrack could not import $RING" >&2; exit 1; }
 GRID=(--angles "$ANGLES" --amplitudes "$AMPLITUDES" --amplitude-range "$AMIN" "$AMAX")
 "$FT" da "$LATTICE" "${GRID[@]}" --turns 1 --device cpu --threads 1 --no-plots -o "$WORK/da_ics" >/dev/null 2>&1
 NPART=$($H ics "$WORK/da_ics/da.npz" "$WORK/ics.csv")
@@ -476,13 +476,13 @@ ft_once() {  # threads -> seconds of one run (its da.npz in WORK/da_ft_tTHREADS)
   local s
   s=$("$FT" da "$LATTICE" "${GRID[@]}" --turns "$TURNS" --device cpu --threads "$1" --no-plots \
         -o "$WORK/da_ft_t$1" 2>"$WORK/da_ft_t$1.log" | sed -n 's/^survivors:.*(\([0-9.]*\) s)$/\1/p')
-  [ -n "$s" ] || { echo "bench_trackcpp: no time from fusetrack da (see $WORK/da_ft_t$1.log)" >&2; exit 1; }
+  [ -n "$s" ] || { echo "against_trackcpp: no time from fusetrack da (see $WORK/da_ft_t$1.log)" >&2; exit 1; }
   echo "$s"
 }
 tc_once() {  # threads -> seconds of one run (final coordinates in WORK/tc_tTHREADS.csv)
   local s
   s=$("$DRIVER" "$RING" "$WORK/ics.csv" "$TURNS" "$1" "$WORK/tc_t$1.csv" 1 | sed -n 's/^tracking_seconds //p')
-  [ -n "$s" ] || { echo "bench_trackcpp: no time from the trackcpp driver" >&2; exit 1; }
+  [ -n "$s" ] || { echo "against_trackcpp: no time from the trackcpp driver" >&2; exit 1; }
   echo "$s"
 }
 bench() {  # label threads: REPEATS rounds of (fusetrack, trackcpp), interleaved so that both see the

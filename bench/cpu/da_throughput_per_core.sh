@@ -41,7 +41,7 @@ while [[ $# -gt 0 ]]; do
     --build) build="$2"; shift 2 ;;
     --before) before="$2"; shift 2 ;;
     -h|--help) sed -n '2,20p' "$0"; exit 0 ;;
-    *) echo "bench_cpu.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
+    *) echo "da_throughput_per_core.sh: unknown argument $1 (see --help)" >&2; exit 2 ;;
   esac
 done
 
@@ -100,7 +100,7 @@ run() {
 n_elements=$("${fusetrack[@]}" track "$lattice" -p "$work/ics.csv" -n 1 --device cpu -o "$work/probe.npz" 2>&1 |
   sed -n 's/^lattice .*(\([0-9]*\) elements.*/\1/p')
 particles=$(($(wc -l < "$work/ics.csv") - 1))
-echo "# bench_cpu: $lattice, $particles initial conditions (da: $angles angles x $amplitudes amplitudes," \
+echo "# da_throughput_per_core: $lattice, $particles initial conditions (da: $angles angles x $amplitudes amplitudes," \
      "$amp_lo..$amp_hi m), $turns turns, $n_elements elements/turn; best of $repeat runs"
 echo "# host: $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ *//')"
 printf '%-8s %-8s %10s %16s %16s %10s\n' build threads seconds particle-turns/s element-passes/s vs-1st

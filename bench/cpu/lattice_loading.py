@@ -37,7 +37,7 @@ def write_lattice(path, n):
     ]
     with open(path, "w") as f:
         f.write('{\n  "fusetrack_lattice": 1,\n')
-        f.write('  "description": "bench_loading.py: %d distinct elements",\n' % n)
+        f.write('  "description": "lattice_loading.py: %d distinct elements",\n' % n)
         f.write('  "reference": {"mass0": 938272088.16, "q0": 1, "p0c": 7000000000000.0},\n')
         f.write('  "elements": {\n')
         for i in range(n):
@@ -74,7 +74,7 @@ def main():
     a = ap.parse_args()
 
     rows = []
-    with tempfile.TemporaryDirectory(prefix="ft_bench_loading_") as tmp:
+    with tempfile.TemporaryDirectory(prefix="ft_lattice_loading_") as tmp:
         cases = [("fusetrack JSON, 1 element (start-up)", 1, None)]
         cases += [("fusetrack JSON, %d elements" % n, n, None) for n in a.sizes]
         cases += [("Xsuite import, %s" % os.path.basename(x), None, x) for x in a.xsuite]
