@@ -103,7 +103,7 @@ TEST_CASE("collective fma=on: cuFFT and contraction differ from the CPU by round
 TEST_CASE(
     "collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FULL=1, else 10^5 x 100): impedance, RF, "
     "losses, bitwise" *
-    doctest::test_suite("collective-large")) {
+    doctest::test_suite("scale")) {
   const char* full = std::getenv("FUSETRACK_GPU_FULL");
   const bool run_full = full && std::string(full) == "1";
   const size_t n = run_full ? 1000000 : 100000;
@@ -119,7 +119,7 @@ TEST_CASE(
 TEST_CASE(
     "collective fma=off: a longitudinal-only ring's kernels load and store only zeta, delta and ptau (rpp and rvv "
     "recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate" *
-    doctest::test_suite("collective-large")) {
+    doctest::test_suite("scale")) {
   ElementRegistry registry;
   registry.load_default_plugins();
   const Lattice lattice = load_lattice(std::string(FT_SOURCE_DIR) + "/lattices/longitudinal_only_bench_ring.json", registry);

@@ -90,7 +90,7 @@ TEST_CASE("matched bunch made on the device: the host sampler's particles bit fo
 }
 
 TEST_CASE("matched bunch made on the device and tracked there equals the CPU's run of the host's particles (fma off)" *
-          doctest::test_suite("collective-large")) {
+          doctest::test_suite("scale")) {
   const Lattice lattice = impedance_ring();
   const MatchedBunchReport report = report_of(lattice, "gaussian");
   const MatchedBunchShare share(report, 777, 0, 50000);
