@@ -2,7 +2,7 @@
 # Runs on the GPU machine (see bench/HISTORY.md): builds fusetrack, then runs the stages named
 # on the command line, writing logs and numbers to $OUT:
 #   build      configure and build (Release) into build-gpu/
-#   tests      the whole CTest suite, GPU tests included
+#   tests      the whole CTest suite, the GPU test groups included (bench/README.md)
 #   repro      fusetrack repro on every bundled lattice, fma off and on
 #   bench      fusetrack bench (CPU threads, fused vs per-element, fma off/on, 1e4..1e7 particles)
 #   reference  ../shared/reference/run.sh (carried in .carry/reference) on the same device
@@ -34,7 +34,6 @@ if has tests; then
   (cd build-gpu && ctest -j4 --output-on-failure) >"$OUT/tests.log" 2>&1
   grep -E "tests passed|tests failed|\*\*\*Failed" "$OUT/tests.log"
   tail -25 "$OUT/tests.log"
-  (cd build-gpu && ./bin/test_gpu -s 2>&1 | grep -E "MESSAGE|bitwise|TEST CASE" | head -80) >>"$OUT/tests.log" 2>&1
 fi
 if has repro; then
   for f in lattices/*.json; do
