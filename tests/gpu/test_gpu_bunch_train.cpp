@@ -85,7 +85,8 @@ uint64_t bunch_hash(const Particles& p, size_t begin, size_t end) {
 
 }  // namespace
 
-TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (both dispatches)") {
+TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (both dispatches)" *
+          doctest::test_suite("wakes")) {
   // 3.6 m: a whole number of the wake's slices (0.03 m) and of the bunch-by-bunch damper's one slice (1.2 m).
   const Lattice lattice = train_ring(4, 3.6, 40, 3);
   const Particles initial = train_bunches(lattice.reference().beta0(), 0, 4, 1000, 3.6, 0.15);
@@ -107,7 +108,8 @@ TEST_CASE("bunch train on the GPU: 4 bunches, fma off equals the CPU bitwise (bo
   }
 }
 
-TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (windowed deposit) equals the CPU bitwise") {
+TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (windowed deposit) equals the CPU bitwise" *
+          doctest::test_suite("wakes")) {
   // 50 bunches x 60 slices: 3000 slices x 5 words, more than a block's shared memory, so each block sums a
   // window of the table (kMomentWindowSlices) over a contiguous chunk of the particles. Bunch after bunch,
   // most contributions fall in the window; shuffled, most go to the table in global memory directly.
@@ -154,7 +156,8 @@ TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (wind
 // they hold and the bunches' point totals (MomentsCollectiveSolver::solve_over_ranks; FUSETRACK_FULL_RANK_SUM=1:
 // the whole integer table summed over the ranks, the baseline). Rank 0 prints turns per second and one hash over the
 // per-bunch hashes of the final particles, which must be the same for 1 and 2 ranks (byte-identical outputs).
-TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over MPI ranks" * doctest::skip()) {
+TEST_CASE("bunch train on the GPU: benchmark, N bunches of M macroparticles over MPI ranks" *
+          doctest::test_suite("benchmark") * doctest::skip()) {
   auto env = [](const char* name, double fallback) {
     const char* v = std::getenv(name);
     return v ? std::strtod(v, nullptr) : fallback;

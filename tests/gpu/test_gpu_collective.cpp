@@ -69,7 +69,8 @@ RunResult cpu_vs_gpu(const Lattice& lattice, size_t n, int64_t turns, FmaMode fm
 
 }  // namespace
 
-TEST_CASE("collective fma=off: CPU and GPU bitwise identical (both methods, both depositions, both dispatches)") {
+TEST_CASE("collective fma=off: CPU and GPU bitwise identical (both methods, both depositions, both dispatches)" *
+          doctest::test_suite("collective")) {
   for (const char* method : {"frequency", "time"})
     for (const char* deposition : {"linear", "nearest"})
       for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
@@ -85,7 +86,8 @@ TEST_CASE("collective fma=off: CPU and GPU bitwise identical (both methods, both
       }
 }
 
-TEST_CASE("collective fma=on: cuFFT and contraction differ from the CPU by rounding only") {
+TEST_CASE("collective fma=on: cuFFT and contraction differ from the CPU by rounding only" *
+          doctest::test_suite("collective")) {
   // Rounding differences grow through the synchrotron motion and the self-field; after 50 turns
   // they stay far below the physics (1e-6 relative on every coordinate of surviving particles).
   for (const char* method : {"frequency", "time"}) {
@@ -98,7 +100,10 @@ TEST_CASE("collective fma=on: cuFFT and contraction differ from the CPU by round
   }
 }
 
-TEST_CASE("collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FULL=1, else 10^5 x 100): impedance, RF, losses, bitwise") {
+TEST_CASE(
+    "collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FULL=1, else 10^5 x 100): impedance, RF, "
+    "losses, bitwise" *
+    doctest::test_suite("scale")) {
   const char* full = std::getenv("FUSETRACK_GPU_FULL");
   const bool run_full = full && std::string(full) == "1";
   const size_t n = run_full ? 1000000 : 100000;
@@ -113,7 +118,8 @@ TEST_CASE("collective fma=off at scale (10^6 x 1000 turns with FUSETRACK_GPU_FUL
 
 TEST_CASE(
     "collective fma=off: a longitudinal-only ring's kernels load and store only zeta, delta and ptau (rpp and rvv "
-    "recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate") {
+    "recomputed): CPU and GPU bitwise, losses included, and the same as loading every coordinate" *
+    doctest::test_suite("scale")) {
   ElementRegistry registry;
   registry.load_default_plugins();
   const Lattice lattice = load_lattice(std::string(FT_SOURCE_DIR) + "/lattices/longitudinal_only_bench_ring.json", registry);

@@ -32,7 +32,8 @@ CollideResult run_on(const std::string& device) {
 
 }  // namespace
 
-TEST_CASE("collider on the GPU: every per-crossing record equals the CPU's bit for bit (fma off)") {
+TEST_CASE("collider on the GPU: every per-crossing record equals the CPU's bit for bit (fma off)" *
+          doctest::test_suite("colliders")) {
   const CollideResult cpu = run_on("cpu"), gpu = run_on("gpu");
   MESSAGE("GPU run on ", gpu.device, ": ", gpu.records.size(), " records, kernels ", gpu.gpu_kernel_seconds, " s");
   REQUIRE(gpu.device != "CPU");
@@ -50,7 +51,9 @@ TEST_CASE("collider on the GPU: every per-crossing record equals the CPU's bit f
   CHECK(differing == 0);
 }
 
-TEST_CASE("collider on the GPU: small bunches, the fallback deposit (401 slices), checkpointed particles equal the CPU's") {
+TEST_CASE(
+    "collider on the GPU: small bunches, the fallback deposit (401 slices), checkpointed particles equal the CPU's" *
+    doctest::test_suite("colliders")) {
   // Bunches of 700 macroparticles (fewer than the 1024 chunks: empty chunks), 401 slices (the
   // slice integers no longer fit in shared memory: the separate deposit kernel), and the particles
   // themselves compared through the checkpoint files (the GPU bunches are copied back to write them).

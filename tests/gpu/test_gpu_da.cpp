@@ -12,7 +12,7 @@ namespace test_gpu_da {
 
 using namespace ft;
 
-TEST_CASE("DA scan: CPU and GPU bitwise identical with fma=off") {
+TEST_CASE("DA scan: CPU and GPU bitwise identical with fma=off" * doctest::test_suite("da")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   DaConfig c;
   c.turns = 3000;

@@ -14,7 +14,7 @@ namespace test_gpu_dispatch {
 
 using namespace ft;
 
-TEST_CASE("auto dispatch: the form measured fastest runs, and reproduces the CPU bitwise") {
+TEST_CASE("auto dispatch: the form measured fastest runs, and reproduces the CPU bitwise" * doctest::test_suite("da")) {
   const Lattice lattice = lattice_from_json(ft::test::parse_bundled("thin_collider_12k.json"), "thin_collider_12k",
                                             ft::test::builtin_registry());
   const Particles initial = make_grid(lattice.reference().beta0(), -2e-3, 2e-3, 40, -2e-3, 2e-3, 40, 1e-4);

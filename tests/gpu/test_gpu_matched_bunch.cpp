@@ -42,7 +42,8 @@ MatchedBunchReport report_of(const Lattice& lattice, const char* distribution) {
 
 }  // namespace
 
-TEST_CASE("matched bunch made on the device: the host sampler's particles bit for bit, device sums and counts") {
+TEST_CASE("matched bunch made on the device: the host sampler's particles bit for bit, device sums and counts" *
+          doctest::test_suite("quick")) {
   const Lattice lattice = impedance_ring();
   for (const char* dist : {"gaussian", "binomial"}) {
     CAPTURE(dist);
@@ -88,7 +89,8 @@ TEST_CASE("matched bunch made on the device: the host sampler's particles bit fo
   }
 }
 
-TEST_CASE("matched bunch made on the device and tracked there equals the CPU's run of the host's particles (fma off)") {
+TEST_CASE("matched bunch made on the device and tracked there equals the CPU's run of the host's particles (fma off)" *
+          doctest::test_suite("scale")) {
   const Lattice lattice = impedance_ring();
   const MatchedBunchReport report = report_of(lattice, "gaussian");
   const MatchedBunchShare share(report, 777, 0, 50000);

@@ -40,7 +40,8 @@ const char* model_name(PoissonModel m) {
 
 }  // namespace
 
-TEST_CASE("GPU Poisson solver: reproducible mode bitwise equal to the CPU, cuFFT equal to FFTW to rounding") {
+TEST_CASE("GPU Poisson solver: reproducible mode bitwise equal to the CPU, cuFFT equal to FFTW to rounding" *
+          doctest::test_suite("quick")) {
   // The 37 x 20 (x 11) grids take several lines per block in the last axis' pass, the last block
   // partly filled; the 2D 24 x 1000 grid transforms 2048-point y lines, one per block in 64 KiB of
   // shared memory (above the default 48 KiB).
@@ -82,8 +83,9 @@ TEST_CASE("GPU Poisson solver: reproducible mode bitwise equal to the CPU, cuFFT
 }
 
 // A benchmark, not part of the suite (reported as skipped):
-//   build-gpu/bin/test_gpu -tc="GPU Poisson solve time*" --no-skip   (tools/device/space_charge_frozen.sh)
-TEST_CASE("GPU Poisson solve time: 2.5D 256x256x64 and 3D 128x128x64, cuFFT vs reproducible" * doctest::skip()) {
+//   build-gpu/bin/test_gpu -tc="GPU Poisson solve time*" --no-skip   (bench/space_charge/frozen_rings_and_poisson.sh)
+TEST_CASE("GPU Poisson solve time: 2.5D 256x256x64 and 3D 128x128x64, cuFFT vs reproducible" *
+          doctest::test_suite("benchmark") * doctest::skip()) {
   for (const PoissonModel model : {PoissonModel::Open2p5D, PoissonModel::Open3D}) {
     const PoissonGrid g = model == PoissonModel::Open3D ? make_grid(model, 128, 128, 64) : make_grid(model, 256, 256, 64);
     const std::vector<double> rho = random_density(g.size(), 4);

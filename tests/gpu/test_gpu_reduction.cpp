@@ -28,7 +28,7 @@ Particles gaussian_bunch(size_t n) {
 
 }  // namespace
 
-TEST_CASE("GPU slice moments and charge grids equal the CPU's integers bit for bit") {
+TEST_CASE("GPU slice moments and charge grids equal the CPU's integers bit for bit" * doctest::test_suite("quick")) {
   const size_t n = 1000000;
   const Particles p = gaussian_bunch(n);
   SliceGrid grid{64, 1, -0.25, 0.25, 64 / 0.5};

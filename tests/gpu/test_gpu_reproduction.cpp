@@ -65,7 +65,8 @@ Lattice ring_with(const ElementType& type) {
 
 }  // namespace
 
-TEST_CASE("fma=off: every element type reproduces bitwise on the GPU (10^4 particles, 1000 turns)") {
+TEST_CASE("fma=off: every element type reproduces bitwise on the GPU (10^4 particles, 1000 turns)" *
+          doctest::test_suite("elements")) {
   for (const ElementType* type : ft::test::builtin_registry().types()) {
     if (type->is_collective()) continue;  // bunch-wide: tests/gpu/test_gpu_collective.cpp
     CAPTURE(type->name);
@@ -75,23 +76,25 @@ TEST_CASE("fma=off: every element type reproduces bitwise on the GPU (10^4 parti
   }
 }
 
-TEST_CASE("fma=off: bundled rings reproduce bitwise in every dispatch mode") {
+TEST_CASE("fma=off: bundled rings reproduce bitwise in every dispatch mode" * doctest::test_suite("rings")) {
   for (const auto& entry : std::filesystem::directory_iterator(ft::test::source_path("lattices"))) {
     if (entry.path().extension() != ".json") continue;
     CAPTURE(entry.path().string());
     const Lattice lattice = load_lattice(entry.path().string(), ft::test::builtin_registry());
-    // Long lattices: fewer turns (the CPU side), and no baked form (never chosen for them).
+    // Long lattices: fewer turns (the CPU side), and no baked form (never chosen for them). Rings with collective
+    // elements: 10 turns, as the CPU's impedance FFT (up to 4M points per turn for the benchmark rings, about a
+    // second) sets the time; the collective test groups track them longer.
     const bool long_lattice = !bakeable(lattice);
+    const int64_t turns = lattice.has_collective() ? 10 : long_lattice ? 20 : 1000;
     for (Dispatch dispatch : {Dispatch::Switch, Dispatch::Staged, Dispatch::Baked}) {
       if (long_lattice && dispatch == Dispatch::Baked) continue;
-      const ParticleComparison c =
-          cpu_vs_gpu(lattice, spread_particles(lattice, 0.03), long_lattice ? 20 : 1000, FmaMode::Off, dispatch);
+      const ParticleComparison c = cpu_vs_gpu(lattice, spread_particles(lattice, 0.03), turns, FmaMode::Off, dispatch);
       CHECK(c.identical());
     }
   }
 }
 
-TEST_CASE("fma=on: difference from the CPU is rounding-level for stable particles") {
+TEST_CASE("fma=on: difference from the CPU is rounding-level for stable particles" * doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("fodo_ring.json");
   // Linear ring, small amplitudes: every particle is stable.
   const ParticleComparison c = cpu_vs_gpu(lattice, spread_particles(lattice, 0.005), 1000, FmaMode::On);
@@ -99,7 +102,8 @@ TEST_CASE("fma=on: difference from the CPU is rounding-level for stable particle
   CHECK(c.max_relative < 1e-9);
 }
 
-TEST_CASE("the sextupole ring loses some particles and keeps others (the reproduction test covers both)") {
+TEST_CASE("the sextupole ring loses some particles and keeps others (the reproduction test covers both)" *
+          doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   Particles p = spread_particles(lattice, 0.03);
   TrackOptions o;
@@ -110,7 +114,8 @@ TEST_CASE("the sextupole ring loses some particles and keeps others (the reprodu
   CHECK(p.alive_count() < p.size());
 }
 
-TEST_CASE("switch motifs: particles lost after an element inside a motif occurrence equal the CPU's") {
+TEST_CASE("switch motifs: particles lost after an element inside a motif occurrence equal the CPU's" *
+          doctest::test_suite("da")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   const KernelSource src = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch);
   REQUIRE(src.motif_at.size() == lattice.sequence().size());
@@ -149,7 +154,7 @@ TEST_CASE("switch motifs: particles lost after an element inside a motif occurre
   }
 }
 
-TEST_CASE("GPU run: kernel cache miss then hit, corrupt entry rebuilt, same results") {
+TEST_CASE("GPU run: kernel cache miss then hit, corrupt entry rebuilt, same results" * doctest::test_suite("quick")) {
   const auto dir = ft::test::temp_dir("gpu_cache");
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   CudaBackendOptions co;
@@ -177,7 +182,7 @@ TEST_CASE("GPU run: kernel cache miss then hit, corrupt entry rebuilt, same resu
   CHECK(compare_particles(a, c).identical());
 }
 
-TEST_CASE("per-element launches give the fused kernel's result") {
+TEST_CASE("per-element launches give the fused kernel's result" * doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   Particles fused = spread_particles(lattice, 0.03, 40), per_element = fused;
   TrackOptions o;
@@ -188,7 +193,7 @@ TEST_CASE("per-element launches give the fused kernel's result") {
   CHECK(compare_particles(fused, per_element).identical());
 }
 
-TEST_CASE("callbacks every K turns see the same particles as an uninterrupted run") {
+TEST_CASE("callbacks every K turns see the same particles as an uninterrupted run" * doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   Particles whole = spread_particles(lattice, 0.03, 40), chunked = whole;
   TrackOptions o;
@@ -203,7 +208,7 @@ TEST_CASE("callbacks every K turns see the same particles as an uninterrupted ru
   CHECK(compare_particles(whole, chunked).identical());
 }
 
-TEST_CASE("chunking when device memory is short gives identical results") {
+TEST_CASE("chunking when device memory is short gives identical results" * doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   Particles whole = spread_particles(lattice, 0.03, 40), chunked = whole;
   TrackOptions o;

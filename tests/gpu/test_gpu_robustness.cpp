@@ -30,7 +30,7 @@ struct GpuMemoryCap {
 
 }  // namespace
 
-TEST_CASE("non-finite coordinates are marked lost on the GPU as on the CPU") {
+TEST_CASE("non-finite coordinates are marked lost on the GPU as on the CPU" * doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   Particles initial = make_grid(lattice.reference().beta0(), -1e-3, 1e-3, 4, -1e-3, 1e-3, 4);
   const double nan = std::numeric_limits<double>::quiet_NaN(), inf = std::numeric_limits<double>::infinity();
@@ -60,7 +60,8 @@ TEST_CASE("non-finite coordinates are marked lost on the GPU as on the CPU") {
   CHECK(gpu.lost_element == cpu.lost_element);
 }
 
-TEST_CASE("a GPU memory cap splits the particles into chunks, results stay bitwise equal to the CPU") {
+TEST_CASE("a GPU memory cap splits the particles into chunks, results stay bitwise equal to the CPU" *
+          doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");
   // 40000 particles of 88 bytes = 3.52 MB; 1 MiB allowed -> 80% usable -> 9532 resident -> 5 chunks.
   const Particles initial = make_grid(lattice.reference().beta0(), -2e-2, 2e-2, 200, -2e-2, 2e-2, 200);
@@ -81,7 +82,8 @@ TEST_CASE("a GPU memory cap splits the particles into chunks, results stay bitwi
   CHECK(c.bitwise_equal == c.coordinates);
 }
 
-TEST_CASE("a collective run that cannot keep its particles on the GPU is refused with the sizes") {
+TEST_CASE("a collective run that cannot keep its particles on the GPU is refused with the sizes" *
+          doctest::test_suite("quick")) {
   const Lattice lattice = ft::test::bundled_lattice("longitudinal_bench_ring.json");
   Particles p = make_grid(lattice.reference().beta0(), -1e-3, 1e-3, 100, -1e-3, 1e-3, 100);
   TrackOptions o;
@@ -100,7 +102,8 @@ TEST_CASE("a collective run that cannot keep its particles on the GPU is refused
   CHECK(message.find("262144 bytes") != std::string::npos);
 }
 
-TEST_CASE("particle copies through the page-locked staging buffers come back byte for byte, over several chunks") {
+TEST_CASE("particle copies through the page-locked staging buffers come back byte for byte, over several chunks" *
+          doctest::test_suite("quick")) {
   // 5,000,001 particles: each double array is 40 MB, over one 32 MiB staging chunk and not a whole number of
   // them; the int32 arrays (20 MB) take one staged chunk. No turn tracked: what comes back is what went up.
   const Lattice lattice = ft::test::bundled_lattice("sextupole_rf_ring.json");

@@ -5,7 +5,7 @@
 // dispatches, with and without per-turn callbacks); with fma=on (FFTW on the host for the solve,
 // contraction in the kernels) close. The benchmark of issue 23 (2.5D, 10^7 macroparticles,
 // 256 x 256 nodes, 64 slices, one element per turn) is a skipped case that
-// tools/device/space_charge.sh runs with --no-skip.
+// bench/space_charge/pic_element_breakdown.sh runs with --no-skip.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -92,7 +92,8 @@ Particles ordered_by_tile(const Particles& p, const std::array<int, 3>& nodes, c
 
 }  // namespace
 
-TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D adapted, 3D fixed, both dispatches)") {
+TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D adapted, 3D fixed, both dispatches)" *
+          doctest::test_suite("space-charge")) {
   const Lattice lattice = pic_ring();
   const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 3);
   // The last run solves on the host (FUSETRACK_HOST_POISSON, the path of several MPI ranks): its fields
@@ -149,7 +150,9 @@ TEST_CASE("space charge PIC on the GPU: fma off equals the CPU bitwise (2.5D ada
   }
 }
 
-TEST_CASE("space charge PIC on the GPU: a ring of kTileSortAutoElements PIC elements sorts every turn by default, CPU bits") {
+TEST_CASE(
+    "space charge PIC on the GPU: a ring of kTileSortAutoElements PIC elements sorts every turn by default, CPU bits" *
+    doctest::test_suite("space-charge")) {
   // The FODO cells with kTileSortAutoElements fixed-grid 2.5D elements spread over them (installed with spacecharge
   // install --model pic in the physics): the default (tile_sort_every = -1) sorts every turn; 0 never; the same bits.
   json elements = {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.01}}}},
@@ -191,7 +194,7 @@ TEST_CASE("space charge PIC on the GPU: a ring of kTileSortAutoElements PIC elem
   }
 }
 
-TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
+TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU" * doctest::test_suite("space-charge")) {
   const Lattice lattice = pic_ring();
   const Particles initial = gaussian_bunch(lattice.reference().beta0(), 4000, 4e-3, 3e-3, 3.0, 5);
   TrackOptions o;
@@ -210,9 +213,9 @@ TEST_CASE("space charge PIC on the GPU: fma on is close to the CPU") {
 }
 
 // A benchmark, not part of the suite (reported as skipped; its times depend on the machine):
-//   build-gpu/bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip   (tools/device/space_charge.sh)
+//   build-gpu/bin/test_gpu -tc="space charge PIC on the GPU: benchmark*" --no-skip   (bench/space_charge/pic_element_breakdown.sh)
 TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 256 x 256 x 64, one element per turn" *
-          doctest::skip()) {
+          doctest::test_suite("benchmark") * doctest::skip()) {
   const size_t n = std::getenv("FUSETRACK_SC_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_SC_PARTICLES")) : 10000000;
   const int turns = 5;
   // FUSETRACK_SC_INTENSITY: the bunch's protons (default 1e11). The work per particle does not depend on it, but

@@ -32,7 +32,8 @@ ft::TrackRun follow_run(ft::Lattice& ring, ft::Backend& backend, ft::Particles& 
 
 }  // namespace
 
-TEST_CASE("frozen space charge with sizes that follow the beam: GPU (switch, fma off) equals the CPU bitwise") {
+TEST_CASE("frozen space charge with sizes that follow the beam: GPU (switch, fma off) equals the CPU bitwise" *
+          doctest::test_suite("space-charge")) {
   ft::GaussianBunchSpec spec;
   spec.count = 20000;
   spec.emittance_nx = 4e-6;  // twice the installation's: the updates change the sizes

@@ -19,7 +19,8 @@ namespace test_gpu_space_charge_frozen {
 
 using namespace ft;
 
-TEST_CASE("fma=off: frozen space charge (flat, tall, round beams) reproduces bitwise on the GPU") {
+TEST_CASE("fma=off: frozen space charge (flat, tall, round beams) reproduces bitwise on the GPU" *
+          doctest::test_suite("space-charge")) {
   const Lattice bare = test::bundled_lattice("fodo_ring.json");
   struct Beam {
     double eps_nx, eps_ny;

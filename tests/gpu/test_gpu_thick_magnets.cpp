@@ -43,7 +43,8 @@ bool reproduces(const json& doc, const std::string& what) {
 
 }  // namespace
 
-TEST_CASE("fma=off: Bend, every model and integrator, reproduces bitwise on the GPU") {
+TEST_CASE("fma=off: Bend, every model and integrator, reproduces bitwise on the GPU" *
+          doctest::test_suite("elements")) {
   const json ring = ft::test::parse_bundled("mba_light_source.json");
   for (const int model : {0, 1, 2}) {
     for (const int integrator : {0, 1, 2, 3}) {
@@ -60,7 +61,8 @@ TEST_CASE("fma=off: Bend, every model and integrator, reproduces bitwise on the 
   }
 }
 
-TEST_CASE("fma=off: ThickMultipole (every integrator, octupole and skew terms) and Corrector reproduce bitwise") {
+TEST_CASE("fma=off: ThickMultipole (every integrator, octupole and skew terms) and Corrector reproduce bitwise" *
+          doctest::test_suite("elements")) {
   const json ring = ft::test::parse_bundled("mba_light_source.json");
   for (const int integrator : {0, 1, 2, 3}) {
     json doc = ring;

@@ -43,7 +43,8 @@ Lattice misaligned_ring() {
 
 }  // namespace
 
-TEST_CASE("fma=off: transformed elements and the new apertures reproduce bitwise in every dispatch mode") {
+TEST_CASE("fma=off: transformed elements and the new apertures reproduce bitwise in every dispatch mode" *
+          doctest::test_suite("elements")) {
   const Lattice lattice = misaligned_ring();
   REQUIRE(lattice.has_transforms());
   const Particles initial = make_grid(lattice.reference().beta0(), -0.03, 0.03, 60, -0.03, 0.03, 60, 2e-4);

@@ -53,7 +53,8 @@ Particles kicked_bunch(double beta0, size_t n, uint64_t seed) {
 
 }  // namespace
 
-TEST_CASE("transverse wake and damper on the GPU: fma off equals the CPU bitwise (both dispatches)") {
+TEST_CASE("transverse wake and damper on the GPU: fma off equals the CPU bitwise (both dispatches)" *
+          doctest::test_suite("wakes")) {
   const Lattice lattice = wake_ring();
   const Particles initial = kicked_bunch(lattice.reference().beta0(), 4000, 3);
   for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch})
@@ -78,7 +79,7 @@ TEST_CASE("transverse wake and damper on the GPU: fma off equals the CPU bitwise
     }
 }
 
-TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU") {
+TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU" * doctest::test_suite("wakes")) {
   const Lattice lattice = wake_ring();
   const Particles initial = kicked_bunch(lattice.reference().beta0(), 4000, 5);
   TrackOptions o;
@@ -103,7 +104,7 @@ TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU") {
 // solve with the moments' download and the kicks' upload). FUSETRACK_WAKE_CONVOLUTION=fft: the element's
 // FFT convolution (default: direct).
 TEST_CASE("transverse wake on the GPU: benchmark, 10^6 macroparticles, 500 slices, 100 turns of memory" *
-          doctest::skip()) {
+          doctest::test_suite("benchmark") * doctest::skip()) {
   const size_t n =
       std::getenv("FUSETRACK_WAKE_PARTICLES") ? std::stoull(std::getenv("FUSETRACK_WAKE_PARTICLES")) : 1000000;
   json sources = json::array();

@@ -13,7 +13,8 @@ namespace test_gpu_variants {
 
 using namespace ft;
 
-TEST_CASE("variants on the GPU: a DA study equals the CPU's bit for bit and each variant equals its lone GPU scan") {
+TEST_CASE("variants on the GPU: a DA study equals the CPU's bit for bit and each variant equals its lone GPU scan" *
+          doctest::test_suite("da")) {
   const LatticeVariants v = ft::test::sextupole_ring_variants();
   const DaConfig c = ft::test::variant_study_config(2000);
   DaScan on_cpu = make_da_study(v.pointers(), v.names, c), on_gpu = on_cpu;
@@ -42,7 +43,9 @@ TEST_CASE("variants on the GPU: a DA study equals the CPU's bit for bit and each
   }
 }
 
-TEST_CASE("variants on the GPU: every multipole shifted and rolled in every variant (the shift-roll case) equals the CPU") {
+TEST_CASE(
+    "variants on the GPU: every multipole shifted and rolled in every variant (the shift-roll case) equals the CPU" *
+    doctest::test_suite("da")) {
   // Misaligned thin multipoles in every variant, each with its own misalignment: the kernel's
   // Multipole case reads the shift-roll blocks at fixed offsets (codegen, transformed_shift_roll).
   const auto doc = nlohmann::ordered_json::parse(R"json({

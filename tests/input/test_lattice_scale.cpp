@@ -1,7 +1,7 @@
 // Large lattices and line expansion: a 10^5-element lattice loads correctly; repeat counts are
 // validated; a sequence that would expand beyond kMaxSequenceLength is refused before anything is
 // allocated; lines that contain themselves are refused. Speed is measured by
-// tools/bench_loading.py, not here.
+// bench/cpu/lattice_loading.py, not here.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 #include <sys/resource.h>

@@ -92,7 +92,7 @@ def test_da_scan_errors(ring):
 
 
 def test_da_example_writes_a_plot(tmp_path):
-    script = os.path.join(SOURCE_DIR, "tools", "examples", "da_scan.py")
+    script = os.path.join(SOURCE_DIR, "examples", "da_light_source", "da_scan.py")
     png = tmp_path / "da.png"
     r = subprocess.run([sys.executable, script, "--turns", "100", "--angles", "4", "--amplitudes", "8",
                         "--device", "cpu", "-o", str(png)], capture_output=True, text=True)

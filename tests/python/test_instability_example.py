@@ -13,7 +13,7 @@ import numpy as np
 from conftest import SOURCE_DIR, lattice_path, run_cli
 
 GENERATOR = os.path.join(SOURCE_DIR, "tools", "lattices", "make_instability_ring.py")
-ANALYSIS_DIR = os.path.join(SOURCE_DIR, "tools", "examples")
+ANALYSIS_DIR = os.path.join(SOURCE_DIR, "examples", "instability")
 
 
 def generate(out_dir, *args):

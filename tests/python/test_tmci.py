@@ -1,8 +1,8 @@
 """TMCI of one Gaussian bunch on a broadband resonator (README, "Mode coupling (TMCI)"): the Vlasov solver
 tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
-tools/examples/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
-threshold, with the Vlasov mode tunes. The full scan (tools/examples/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, 11.5 min on one core)
+examples/instability/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
+threshold, with the Vlasov mode tunes. The full scan (examples/instability/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, 11.5 min on one core)
 is skipped unless FUSETRACK_SLOW_TESTS=1."""
 import argparse
 import math
@@ -16,7 +16,7 @@ from scipy import integrate
 from conftest import SOURCE_DIR
 
 sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tools", "examples"))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "examples", "instability"))
 import vlasov_tmci as vt  # noqa: E402
 
 RING = dict(vt.DEFAULT_RING)

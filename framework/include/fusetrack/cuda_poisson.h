@@ -46,7 +46,7 @@ class GpuPoissonSolver {
 
   /// The FFT mode the GPU should use for a solve the host does in mode `requested`: Reproducible stays;
   /// Fast (fma on) becomes Reproducible where the line transforms have cuFFT's lengths (nodes a power of two
-  /// per transformed dimension, up to 1024) and were measured faster than cuFFT (bench/RESULTS.md). The fields
+  /// per transformed dimension, up to 1024) and were measured faster than cuFFT (bench/HISTORY.md). The fields
   /// agree with the host's to rounding either way. FUSETRACK_GPU_POISSON_FFT=cufft keeps cuFFT (benchmarks).
   static PoissonFft preferred_fft(const PoissonGrid& grid, PoissonModel model, PoissonFft requested);
 

@@ -15,8 +15,8 @@ namespace ft {
 /// larger sequence (a line repeated 10^12 times, lines nested three deep with 1000 repetitions
 /// each) is refused when the file loads, before anything is allocated, with an error naming the
 /// line, its repeat count and the size it would expand to. At the limit the sequence alone takes
-/// 1.6 GB (16 bytes per entry) and loading takes about a second (bench/RESULTS.md,
-/// tools/bench_loading.py); real rings have 10^4 to 10^6 entries.
+/// 1.6 GB (16 bytes per entry) and loading takes about a second (bench/HISTORY.md,
+/// bench/cpu/lattice_loading.py); real rings have 10^4 to 10^6 entries.
 inline constexpr uint64_t kMaxSequenceLength = 100'000'000;
 
 /// The reference particle (MAD-X/Xsuite): rest energy, charge and momentum.

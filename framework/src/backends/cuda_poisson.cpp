@@ -27,7 +27,7 @@ namespace {
 const char* kPoissonKernels = R"(#include "fusetrack/device/space_charge_grid.h"
 // Blocks of up to 256 threads; the minimum resident blocks of 256 threads per multiprocessor asked of the compiler,
 // which caps the registers per thread (the same arithmetic). On an H100 the 2.5D 256 x 256 x 64 solve took 0.845 ms
-// with 1 and 1, 0.732 ms with 3 for the last-axis kernel, 0.707 ms with 2 for the others (bench/RESULTS.md).
+// with 1 and 1, 0.732 ms with 3 for the last-axis kernel, 0.707 ms with 2 for the others (bench/HISTORY.md).
 #ifndef FT_POISSON_CONVOLVE_MIN_BLOCKS
 #define FT_POISSON_CONVOLVE_MIN_BLOCKS 3
 #endif
@@ -360,7 +360,7 @@ PoissonFft GpuPoissonSolver::preferred_fft(const PoissonGrid& grid, PoissonModel
   if (const char* v = std::getenv("FUSETRACK_GPU_POISSON_FFT"); v && std::string(v) == "cufft") return requested;
   // cuFFT's doubled grid has 2 n points per dimension, the line transforms the next power of two of 2 n - 1: the
   // same lengths when n is a power of two. Then the line transforms (2.5D 256 x 256 x 64: 0.77 ms against cuFFT's
-  // 0.97 ms; 3D 128 x 128 x 64: 0.75 against 0.88 ms on an H100, bench/RESULTS.md), within their 2048 points.
+  // 0.97 ms; 3D 128 x 128 x 64: 0.75 against 0.88 ms on an H100, bench/HISTORY.md), within their 2048 points.
   const int transformed = model == PoissonModel::Open3D ? 3 : 2;
   for (int d = 0; d < transformed; ++d) {
     const int n = grid.nodes[static_cast<size_t>(d)];
