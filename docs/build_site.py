@@ -5,7 +5,8 @@
 
 1. copies docs/mkdocs.yml and docs/pages into BUILD_DIR/docs/ (the staged sources);
 2. writes the generated reference pages into the staged pages (docs/generate_reference.py);
-3. checks the Markdown for constructs that Python-Markdown silently renders wrongly (below);
+3. checks the Markdown for constructs that Python-Markdown silently renders wrongly (``lint``) and
+   that the README's relative links point at existing files;
 4. runs ``mkdocs build --strict`` into the site directory (default BUILD_DIR/docs/site): every MkDocs
    warning, a link to a page that does not exist among them, fails the build;
 5. checks that the anchor of every internal link (``page.html#anchor``) exists in its page.
@@ -51,6 +52,8 @@ def lint(path: Path, relative: str) -> list[str]:
     - a list that starts right after a paragraph line (Python-Markdown needs a blank line, otherwise
       the items run into the paragraph);
     - a list item nested by fewer than four spaces (Python-Markdown flattens it);
+    - a list item inside a block (lines between blank lines) that starts indented: Python-Markdown
+      gives the whole block to the previous item, so the item becomes text of its paragraph;
     - an unclosed code fence.
     """
     findings = []
@@ -58,6 +61,7 @@ def lint(path: Path, relative: str) -> list[str]:
     in_fence = False
     fence_line = 0
     previous = ""
+    block_indent = -1  # indentation of the first line of the current block, -1: it starts with an item
     list_indents: list[int] = []
     for number, line in enumerate(lines, 1):
         if line.lstrip().startswith("```"):
@@ -68,6 +72,10 @@ def lint(path: Path, relative: str) -> list[str]:
         if in_fence:
             continue
         item = LIST_ITEM.match(line)
+        if not previous.strip() or previous.lstrip().startswith("```"):
+            block_indent = len(line) - len(line.lstrip()) if line.strip() and not item else -1
+        elif item and 0 <= len(item[1]) < block_indent:
+            findings.append(f"{relative}:{number}: a list item inside an indented block (add a blank line before it)")
         if not line.strip():
             pass
         elif item:
@@ -115,6 +123,23 @@ def check_anchors(site: Path) -> list[str]:
     return findings
 
 
+MD_LINK = re.compile(r"\]\(([^)#\s]+)(?:#[^)]*)?\)")
+
+
+def check_readme_links() -> list[str]:
+    """The README's relative links (into docs/pages, plugins/...) point at files that exist: GitHub
+    renders them, MkDocs never sees them."""
+    readme = HERE.parent / "README.md"
+    findings = []
+    for number, line in enumerate(readme.read_text().splitlines(), 1):
+        for target in MD_LINK.findall(line):
+            if "://" in target or target.startswith("mailto:"):
+                continue
+            if not (readme.parent / target).exists():
+                findings.append(f"README.md:{number}: a link to {target}, which does not exist")
+    return findings
+
+
 def stage(build_dir: Path) -> Path:
     staged = build_dir / "docs"
     pages = staged / "pages"
@@ -149,7 +174,7 @@ def main() -> int:
         print(f"build_site: error: {error}", file=sys.stderr)
         return 1
 
-    findings = []
+    findings = check_readme_links()
     for path in sorted((staged / "pages").rglob("*.md")):
         findings += lint(path, str(path.relative_to(staged / "pages")))
     for finding in findings:

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# CPU throughput per core on a DA-like workload (issue 22, item 5): the initial conditions of
+# CPU throughput per core on a DA-like workload: the initial conditions of
 # `fusetrack da` (16 angles x 31 amplitudes = 496 particles, around the closed orbit) tracked
 # for 1000 turns with `fusetrack track --device cpu`, one and several threads. Prints the best of
 # --repeat runs (shared machines are noisy) as particle-turns/s and element-passes/s, both

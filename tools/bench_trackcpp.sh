@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# fusetrack vs trackcpp per core on the bundled thick light-source ring (issue 22, item 5).
+# fusetrack vs trackcpp per core on the bundled thick light-source ring.
 #
 # usage: tools/bench_trackcpp.sh [TRACKCPP_DIR] [options]
 #   TRACKCPP_DIR        trackcpp's sources (a checkout of github.com/lnls-fac/trackcpp; default

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer comparison of fusetrack's transverse wakes with PyHEADTAIL's reference kicks (issue 24).
+"""Peer comparison of fusetrack's transverse wakes with PyHEADTAIL's reference kicks.
 
 PyHEADTAIL's repository (github PyCOMPLETE/PyHEADTAIL, test_scripts/impedance_test/, removed from the tree
 in September 2014; the last version is the parent of commit 63ec70e) holds an initial bunch (initBunch/*.dat,

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Peer comparison of fusetrack's space charge with xfields (issue 23).
+"""Peer comparison of fusetrack's space charge with xfields.
 
 Builds and runs two comparisons against a checkout of Xsuite's xfields, xobjects and xtrack sources:
 

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 20, section 2: whole-command time of large collective runs against their tracking (kernel)
+# Whole-command time of large collective runs against their tracking (kernel)
 # time, per rank count, on the GPU machine. Run from the repository root (carry .carry):
 #   OUT=/tmp/out bash tools/device/bench_ranks.sh [PARTICLES] [TURNS]
 # (defaults 1e8 and 200). Builds only the targets it needs into build-gpu/ (fusetrack, builtin,

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 21 on the GPU machine (one H100/H200): build fusetrack and the GPU suite, the collider's
+# On the GPU machine (one H100/H200): build fusetrack and the GPU suite, the collider's
 # CPU == GPU test (fma off), then the collider benchmark against the anchor (10^6 macroparticles per
 # beam, 6 slices, one turn = both beams tracked + collided): GPU against all CPU cores, fma off/on.
 #   OUT=/tmp/out bash tools/device/collide.sh          (needs .carry/deps: libzip)

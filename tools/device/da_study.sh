@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 22 on the GPU machine: DA studies of lattice variants (error seeds) in one run.
+# On the GPU machine: DA studies of lattice variants (error seeds) in one run.
 #   OUT=/tmp/out bash tools/device/da_study.sh [quick|full|lightsource|twogpu]   (needs .carry/deps and .carry/xsuite;
 #   lightsource also .peers/trackcpp for the per-core comparison, never committed)
 # quick: GPU tests of the variants and a short study; full: the benchmarks of the issue

@@ -1,4 +1,4 @@
-// Issue 23: what limits the PIC element's deterministic deposit on the GPU (a probe, not part of the build).
+// What limits the PIC element's deterministic deposit on the GPU (a probe, not part of the build).
 //   nvcc -O3 -arch=sm_90 -o deposit_probe tools/device/deposit_probe.cu && ./deposit_probe [particles]
 // 10^7 Gaussian macroparticles on a 256 x 256 x 64 grid (+-6 sigma transverse, +-4 sigma in zeta, the PIC
 // benchmark's), cloud-in-cell integer weights (8 corners), deposited with integer atomics in several forms, in random

@@ -8,7 +8,7 @@
 #   reference  ../shared/reference/run.sh (carried in .carry/reference) on the same device
 #   ncu        FP64 pipe utilisation of the fused kernel; register/spill report and SASS
 #   clic       CLIC damping ring (Xsuite import): repro fma off, GPU throughput 1e5/1e6, compile times
-#   latency    issue 12: CPU core probe, 800 vs 10^6 particles per dispatch form, CLIC DA per dispatch
+#   latency    CPU core probe, 800 vs 10^6 particles per dispatch form, CLIC DA per dispatch
 #   da         DA benchmark: CLIC 100 angles x 100 amplitudes, 10^4 turns, GPU; CPU rate on 100 turns
 #   collective collective effects: GPU tests at full size (10^6 x 1000 turns bitwise), repro of the
 #              bundled impedance lattice, the collective bench (10^6..10^8 macroparticles, 1000 and
@@ -127,7 +127,7 @@ if has mpi2; then
   cmp build-gpu/coll_np1.npz build-gpu/coll_np2.npz && echo "collective output: 1 GPU == 2 GPUs (bytes)" | tee -a "$OUT/mpi2.log"
 fi
 if has latency; then
-  # Issue 12: the latency-bound regime (few particles, long lattices) and the CPU's real core count.
+  # The latency-bound regime (few particles, long lattices) and the CPU's real core count.
   (nproc; cat /sys/fs/cgroup/cpu.max 2>/dev/null; lscpu | grep -E "Model name|^CPU\(s\)|Thread|Core|Socket|NUMA") | tee "$OUT/latency.log"
   cc -O2 -fopenmp tools/device/cpu_scaling_probe.c -o build-gpu/cpu_scaling_probe && ./build-gpu/cpu_scaling_probe | tee -a "$OUT/latency.log"
   $BIN bench lattices/thin_collider_12k.json $XSUITE/clic_damping_ring.json -N 4096 -n 1 --thread-counts 16 \

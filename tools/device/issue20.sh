@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 20 on the GPU machine (one H100/H200): build, the whole test suite with the GPU tests, auto
+# On the GPU machine (one H100/H200): build, the whole test suite with the GPU tests, auto
 # dispatch on the thin collider with and without crab cavities, the deterministic reductions, the
 # collective whole-command breakdown at 10^8 (1 GPU), the impedance lattices CPU==GPU.
 #   OUT=/tmp/out bash tools/device/issue20.sh        (needs .carry/ as for tools/device/gpu_suite.sh)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 25 on one GPU: build, the collective GPU tests (bitwise with the coordinate masks), then the
+# On one GPU: build, the collective GPU tests (bitwise with the coordinate masks), then the
 # collective bench with the bytes report and the same-run full-load baseline:
 #   the longitudinal-only twin of the benchmark ring and the bundled (6D) benchmark ring at 10^7 and
 #   10^8 macroparticles, 1000 slices; the PS example at 10^7.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 25, third step on one GPU: rpp and rvv recomputed from delta and ptau in the collective
+# On one GPU: rpp and rvv recomputed from delta and ptau in the collective
 # kernels (never loaded or stored), 32-bit shared-memory atomics in the deposit, and the deposit
 # kernels' occupancy. Build, the collective GPU tests (bitwise against the CPU), then the collective
 # bench at 10^8 with the issue's FFT size (frequency_resolution 5.6 MHz: 2048 points for 1000 slices),

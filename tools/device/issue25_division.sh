@@ -1,11 +1,11 @@
 #!/bin/bash
-# One GPU, one call: issue 25's bench with the divisions by beta0 as Markstein's corrected products and
+# One GPU, one call: the collective bench with the divisions by beta0 as Markstein's corrected products and
 # the cosine kernel's exact square by fma (fusetrack/device/invariant_division.h, portable_math.h),
 # against a baseline tree built in the same call.
 #   BASE=path/to/baseline/tree OUT=/tmp/out bash tools/device/issue25_division.sh   (needs .carry/deps)
 # 1. builds this tree (build-gpu/) and BASE (build-base/, its own kernel cache);
 # 2. the SASS of the longitudinal-only ring's wrap kernel in both: registers and instruction counts;
-# 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size), this tree and BASE in turn,
+# 3. the collective bench at 10^8 (longitudinal-only ring, the issue's FFT size), this tree and BASE in turn,
 #    ROUNDS times (fma off and on in each);
 # 4. GPU tests (bitwise against the CPU, TEST_FILTER) in the time left, or before the benches with TESTS=first.
 set -u

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 25 follow-up on one GPU: the collective bench of the longitudinal-only and 6D benchmark rings
+# On one GPU: the collective bench of the longitudinal-only and 6D benchmark rings
 # at 10^8 with the impedance's FFT as small as the issue's baseline had it (frequency_resolution
 # 5.6 MHz: 2048 points for 1000 slices; the default now resolves the Q = 500 resonator with 4M points),
 # so that the particle passes, not the reproducible FFT, set the pace; then the transverse-wake GPU

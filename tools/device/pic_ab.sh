@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 23 on the GPU machine: the particle-in-cell element's GPU path of this tree against an older tree in one
+# On the GPU machine: the particle-in-cell element's GPU path of this tree against an older tree in one
 # call. The older tree is the carried .carry/base (`git archive` of its commit); BASE=0 skips it.
 #   OUT=/tmp/out bash tools/device/pic_ab.sh    (needs .carry/deps; .carry/base unless BASE=0)
 # 1. this tree: the GPU Poisson tests and the GPU space-charge tests (TEST_FILTER replaces their doctest filter) (CPU == GPU bitwise with fma off: the GPU

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 23 on the GPU machine: where the time of one PIC element goes, kernel by kernel (Nsight Compute; needs a
+# On the GPU machine: where the time of one PIC element goes, kernel by kernel (Nsight Compute; needs a
 # machine where ncu reads the counters: nvidia-h100-x1, Firecracker).
 #   OUT=/tmp/out bash tools/device/pic_profile.sh    (needs .carry/deps)
 # The PIC benchmark (2.5D, 10^7 macroparticles, 256 x 256 x 64) in the cases of PROFILE_CASES ("config:fma", config

@@ -1,11 +1,11 @@
 #!/bin/bash
 # One GPU, one call: how the collective segment kernels read the next particle (FUSETRACK_PREFETCH=auto|l1|registers|none,
-# codegen.cpp segment_prefetch), issue 25.
+# codegen.cpp segment_prefetch).
 #   OUT=/tmp/out bash tools/device/prefetch.sh     (needs .carry/deps)
 # 1. GPU tests of the collective kernels (bitwise against the CPU) with the prefetch modes of TEST_MODES (auto, the default);
 # 2. every mode on 10^7 particles (track, 300 turns; kernel time per turn, solves included): the longitudinal-only
 #    ring and its 6D twin with the issue's FFT size, the PS example, fma off and on;
-# 3. issue 25's bench at 10^8 (longitudinal-only ring, the issue's FFT size; BENCH_RUNS, BENCH_ENVS), in the time left.
+# 3. the collective bench at 10^8 (longitudinal-only ring, the issue's FFT size; BENCH_RUNS, BENCH_ENVS), in the time left.
 set -u
 source tools/device/device_env.sh
 t0=$SECONDS

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 22 on the GPU machine: where the seeded CLIC study's kernel spends its time.
+# On the GPU machine: where the seeded CLIC study's kernel spends its time.
 #   OUT=/tmp/out bash tools/device/profile_study.sh   (needs .carry/deps and .carry/xsuite)
 # Nsight Compute on the fused kernel of `fusetrack track` over 60 error seeds x 10^4 particles (the study's
 # kernel), one seed x 600,000 and the bare ring x 600,000; then kernel rates with fma off and on.

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 23 on the GPU machine: particle-in-cell space charge (SpaceChargePIC).
+# On the GPU machine: particle-in-cell space charge (SpaceChargePIC).
 #   OUT=/tmp/out bash tools/device/space_charge.sh [quick|bench]      (needs .carry/deps)
 # quick: builds build-gpu and runs the GPU space-charge tests (CPU == GPU bitwise with fma off,
 #        fma on close) and the CPU space-charge tests (the NVRTC compile check of the same kernels);

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 23 on the GPU machine: frozen space charge and the Poisson solver.
+# On the GPU machine: frozen space charge and the Poisson solver.
 #   OUT=/tmp/out bash tools/device/space_charge_frozen.sh   (needs .carry/deps and .carry/xsuite)
 # GPU tests of SpaceChargeBiGaussian (CPU == GPU bitwise, fma off) and of the GPU Poisson solver
 # (bitwise the CPU's reproducible solve, cuFFT against FFTW, solve times); then `fusetrack bench` of

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 23 on the GPU machine: a ring with particle-in-cell space-charge elements around it (`fusetrack
+# On the GPU machine: a ring with particle-in-cell space-charge elements around it (`fusetrack
 # spacecharge install --model pic`), 10^6 macroparticles: turns per second on one GPU (fma off and on, and fma
 # off with the particles ordered by tile every turn) against the CPU backend on all host cores.
 #   OUT=/tmp/out bash tools/device/space_charge_pic_ring.sh    (needs .carry/deps and .carry/xsuite)

@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 22 on the GPU machine: where the warps of the latency-bound switch kernel stall, per SASS instruction.
+# On the GPU machine: where the warps of the latency-bound switch kernel stall, per SASS instruction.
 #   OUT=/tmp/out bash tools/device/stall_profile.sh [profile] [lone]   (needs .carry/deps and .carry/xsuite)
 #   profile: Nsight Compute's source counters (stall reasons per instruction) on `fusetrack track` of CLIC with
 #            --optimize, for each grid size of STALL_GRIDS (n x n particles; 56: the lone scan's tail of about

@@ -1,4 +1,4 @@
-# Sourced by the device scripts of the DA studies (issue 22): the inputs of the benchmark studies, written
+# Sourced by the device scripts of the DA studies: the inputs of the benchmark studies, written
 # into build-gpu/. clic_seeds and mba_seeds need BIN (the fusetrack binary).
 
 # Errors of the CLIC ring: every thin multipole gets random sextupole components (absolute K2L, J2L) and

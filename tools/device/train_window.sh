@@ -7,7 +7,7 @@
 # 2. the train benchmark (100 bunches x 10^6, FFT convolution, 120 turns) on one GPU with the window and
 #    without it (FUSETRACK_MOMENT_WINDOW=0: every contribution to global memory), same call;
 # 3. NCU=1: Nsight Compute on the longitudinal-only ring's wrap kernel (fma off and on, 10^7);
-# 4. issue 25's bench (with the call's time left) on the longitudinal-only ring (10^8, 1000 slices, the issue's FFT size), fma off and on;
+# 4. the collective bench (with the call's time left) on the longitudinal-only ring (10^8, 1000 slices, the issue's FFT size), fma off and on;
 set -u
 source tools/device/device_env.sh
 t0=$SECONDS

@@ -1,8 +1,8 @@
 #!/bin/bash
 # The two-GPU benchmarks of one session, in one call on an nvidia-h200-x2 / nvidia-h100-x2 machine:
 #   OUT=/tmp/out bash tools/device/two_gpu.sh   (needs .carry/deps and .carry/xsuite)
-# 1. issue 22: CLIC 60 seeds x 100x100 x TWO_TURNS turns, whole command on one GPU and on two (da.npz compared);
-# 2. issue 24: a train of TRAIN_BUNCHES bunches x TRAIN_PARTICLES macroparticles with a resonator and the resistive
+# 1. DA study: CLIC 60 seeds x 100x100 x TWO_TURNS turns, whole command on one GPU and on two (da.npz compared);
+# 2. bunch train: a train of TRAIN_BUNCHES bunches x TRAIN_PARTICLES macroparticles with a resonator and the resistive
 #    wall (100 stored turns), one rank vs two (one GPU each), the hash of the final bunches compared;
 # 3. the GPU tests named by TESTS (doctest filter), on GPU 0.
 set -u

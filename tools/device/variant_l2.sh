@@ -1,5 +1,5 @@
 #!/bin/bash
-# Issue 22: where the time of a variant study goes on the GPU. The CLIC damping ring tracked with
+# Where the time of a variant study goes on the GPU. The CLIC damping ring tracked with
 # `fusetrack track` (a grid of small amplitudes, no losses), 600,000 particles in all:
 #   one lattice, 600,000 particles;
 #   60 identical variants x 10,000 (60 copies of one parameter table);
