@@ -4,7 +4,8 @@
     python3 docs/build_site.py BUILD_DIR [--site DIR]
 
 1. copies docs/mkdocs.yml and docs/pages into BUILD_DIR/docs/ (the staged sources);
-2. writes the generated reference pages into the staged pages (docs/generate_reference.py);
+2. writes the generated reference pages and the worked examples' pages (examples/<topic>/README.md)
+   into the staged pages (docs/generate_reference.py), the examples also into the staged nav;
 3. checks the Markdown for constructs that Python-Markdown silently renders wrongly (``lint``) and
    that the README's relative links point at existing files;
 4. runs ``mkdocs build --strict`` into the site directory (default BUILD_DIR/docs/site): every MkDocs
@@ -18,6 +19,7 @@ Exit status: 0 built; 1 a warning, a lint finding or a generation error; 77 MkDo
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import shutil
 import subprocess
@@ -146,9 +148,28 @@ def stage(build_dir: Path) -> Path:
     if pages.exists():
         shutil.rmtree(pages)
     staged.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(HERE / "pages", pages, ignore=shutil.ignore_patterns("generated"))
+    shutil.copytree(HERE / "pages", pages, ignore=shutil.ignore_patterns("generated", "examples"))
     shutil.copy2(HERE / "mkdocs.yml", staged / "mkdocs.yml")
     return staged
+
+
+EXAMPLES_NAV = "      - Overview: examples/index.md\n"
+
+
+def add_examples_to_nav(staged: Path) -> None:
+    """Lists the worked examples' pages in the staged mkdocs.yml, after the examples' overview."""
+    config = staged / "mkdocs.yml"
+    text = config.read_text()
+    if EXAMPLES_NAV not in text:
+        raise generate_reference.GenerationError(f"docs/mkdocs.yml: no nav line {EXAMPLES_NAV.strip()!r}")
+    entries = []
+    for page in sorted((staged / "pages" / "examples").glob("*.md")):
+        if page.name == "index.md":
+            continue
+        title = next((line[2:].strip() for line in page.read_text().splitlines() if line.startswith("# ")),
+                     page.stem)
+        entries.append(f"      - {json.dumps(title)}: examples/{page.name}\n")
+    config.write_text(text.replace(EXAMPLES_NAV, EXAMPLES_NAV + "".join(entries)))
 
 
 def main() -> int:
@@ -168,8 +189,10 @@ def main() -> int:
     staged = stage(build_dir)
     python = args.python or generate_reference.build_python(build_dir) or sys.executable
     try:
-        for path in generate_reference.generate(build_dir, staged / "pages" / "reference" / "generated", python):
+        written = generate_reference.generate(build_dir, staged / "pages", python)
+        for path in written:
             print(f"generated {path.relative_to(build_dir)}")
+        add_examples_to_nav(staged)
     except generate_reference.GenerationError as error:
         print(f"build_site: error: {error}", file=sys.stderr)
         return 1
