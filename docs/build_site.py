@@ -56,6 +56,8 @@ def lint(path: Path, relative: str) -> list[str]:
     - a list item nested by fewer than four spaces (Python-Markdown flattens it);
     - a list item inside a block (lines between blank lines) that starts indented: Python-Markdown
       gives the whole block to the previous item, so the item becomes text of its paragraph;
+    - `\\|` inside a code span: Python-Markdown renders the backslash (a pipe in a code span needs no
+      escape, even in a table);
     - an unclosed code fence.
     """
     findings = []
@@ -73,6 +75,9 @@ def lint(path: Path, relative: str) -> list[str]:
             continue
         if in_fence:
             continue
+        if re.search(r"`[^`]*\\\|[^`]*`", line):
+            findings.append(f"{relative}:{number}: `\\|` inside a code span (Python-Markdown keeps the backslash; "
+                            "write | there, tables allow it)")
         item = LIST_ITEM.match(line)
         if not previous.strip() or previous.lstrip().startswith("```"):
             block_indent = len(line) - len(line.lstrip()) if line.strip() and not item else -1
