@@ -11,7 +11,7 @@
 
 namespace ft::cli {
 
-/// Exit codes of the fusetrack command (documented in the README).
+/// Exit codes of the fusetrack command (documented in docs/pages/user/tracking.md).
 enum ExitCode : int {
   kOk = 0,
   kFailure = 1,      // a runtime failure (tracking error, I/O)

@@ -86,7 +86,7 @@ int run(const CollideArgs& a) {
 
 void add_collide_command(CLI::App& app) {
   auto args = std::make_shared<CollideArgs>();
-  CLI::App* cmd = app.add_subcommand("collide", "two beams colliding: strong-strong or weak-strong beam-beam (README, Colliders)");
+  CLI::App* cmd = app.add_subcommand("collide", "two beams colliding: strong-strong or weak-strong beam-beam (docs: Colliders)");
   cmd->add_option("setup", args->setup, "collider set-up file (JSON)")->required();
   cmd->add_option("-n,--turns", args->turns, "turns of beam 1 (turns x bunches of beam 1 crossings)")
       ->check(CLI::PositiveNumber);

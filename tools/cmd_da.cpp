@@ -380,7 +380,7 @@ void add_da_command(CLI::App& app) {
                   "sequence; results per variant and across them");
   cmd->add_flag("--optimize", a->optimize,
                 "simplify the lattice for tracking first: markers, inactive kicks and zero-length drifts removed, "
-                "consecutive drifts and adjacent thin kicks merged (README: Optimizing a lattice for tracking)");
+                "consecutive drifts and adjacent thin kicks merged (docs: Lattices and import, --optimize)");
   add_common_options(*cmd, a->common);
   cmd->callback([a, cmd] {
     refuse_options_of_the_other_grid(*cmd, a->grid);

@@ -1,6 +1,6 @@
 // fusetrack errors LATTICE (--table errors.json --seeds N | --madx-table a.tfs ...) -o variants.json:
 // seeded random magnet errors (MAD-X EFCOMP / EALIGN as an error table) or errors exported by MAD-X,
-// written as a variants file of the lattice (fusetrack/lattice_errors.h, README "Error seeds"). Prints
+// written as a variants file of the lattice (fusetrack/lattice_errors.h; docs: Dynamic aperture, "Error seeds"). Prints
 // the elements each entry touched and, per component, the rms drawn over all elements and seeds.
 #include <fmt/format.h>
 
@@ -136,9 +136,9 @@ void add_errors_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "errors",
       "seeded random magnet errors (MAD-X EFCOMP/EALIGN as an error table) or errors exported by MAD-X (ESAVE TFS), "
-      "written as a variants file of the lattice (README: Error seeds)");
+      "written as a variants file of the lattice (docs: Dynamic aperture, Error seeds)");
   cmd->add_option("lattice", args->lattice, "base lattice file")->required();
-  cmd->add_option("--table", args->table, "error table (JSON, README: Error seeds)");
+  cmd->add_option("--table", args->table, "error table (JSON; docs: Dynamic aperture, Error table)");
   cmd->add_option("--madx-table", args->madx_tables,
                   "MAD-X error tables (ESAVE / SELECT,FLAG=ERROR TFS); one variant per file")
       ->expected(1, -1);

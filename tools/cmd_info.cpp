@@ -28,8 +28,8 @@ std::string markdown_cell(const std::string& text) {
   return out;
 }
 
-/// The README's table of built-in element types (between its markers <!-- element-types begin/end -->),
-/// written from the registry so that it cannot drift: the types of the built-in plugin only, in registry order.
+/// The Markdown table of the built-in element types, written from the registry so that it cannot drift:
+/// the types of the built-in plugin only, in registry order.
 void print_markdown_types(const ElementRegistry& registry) {
   fmt::print("| type | kind | fields (derived ones left out) | description |\n|---|---|---|---|\n");
   for (const ElementType* t : registry.types()) {
@@ -96,7 +96,7 @@ void add_info_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand("info", "list plugins, element types (fields, units, defaults) and devices");
   cmd->add_flag("--fields,!--no-fields", args->fields, "show the fields of each element type");
   cmd->add_flag("--markdown", args->markdown,
-                "print only the Markdown table of the built-in element types (the README's table is this output)");
+                "print only the Markdown table of the built-in element types");
   add_common_options(*cmd, args->common, false);
   cmd->callback([args] { run_info(*args); });
 }

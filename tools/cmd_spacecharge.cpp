@@ -1,7 +1,7 @@
 // fusetrack spacecharge install LATTICE (--elements N | --positions s...) --intensity N --emittances enx eny
 //   --sigma-zeta S --delta-rms D [--model pic ...] -o OUT.json: frozen space-charge elements (SpaceChargeBiGaussian)
 //   around the ring with the beam sizes from the optics at each, or particle-in-cell ones (SpaceChargePIC) at the
-//   same places (fusetrack/space_charge_install.h, README "Space charge (frozen)"); prints each element and the
+//   same places (fusetrack/space_charge_install.h, docs: Space charge); prints each element and the
 //   Laslett tune shifts.
 // fusetrack spacecharge remove LATTICE -o OUT.json: the lattice without them, split drifts joined again.
 // fusetrack spacecharge footprint LATTICE --emittances enx eny -o DIR: the tune footprint (NAFF tunes of a
@@ -205,7 +205,7 @@ void run_footprint(const FootprintArgs& a) {
 void add_spacecharge_command(CLI::App& app) {
   CLI::App* cmd = app.add_subcommand(
       "spacecharge", "install frozen (SpaceChargeBiGaussian) or particle-in-cell (SpaceChargePIC) space-charge "
-                     "elements around a ring, remove them, or compute a tune footprint (README: Space charge (frozen))");
+                     "elements around a ring, remove them, or compute a tune footprint (docs: Space charge)");
   cmd->require_subcommand(1);
 
   auto in = std::make_shared<InstallArgs>();

@@ -5,8 +5,8 @@ synchrotron motion, one wake kick per turn at beta_x (smooth approximation: the 
 
 Model. Particle i has the betatron phasor X_i = x_i - i beta px_i (alpha = 0 at the wake), advancing by
 e^{2 pi i Q} per turn, and sits at z_i = r_i cos(phi_i) in the normalized longitudinal phase space
-(phi advancing by 2 pi Q_s per turn). The dipolar wake (fusetrack's convention, README "Transverse wakes
-(library)") kicks a witness at z by Delta px = sum_j K_j x_j, K_j = q0^2 e N w_j W_dip(t_j) / (beta0 p0c),
+(phi advancing by 2 pi Q_s per turn). The dipolar wake (fusetrack's convention, docs/pages/theory/wakes.md,
+"Conventions") kicks a witness at z by Delta px = sum_j K_j x_j, K_j = q0^2 e N w_j W_dip(t_j) / (beta0 p0c),
 t_j = (z_j - z) / (beta0 c) > 0 the source's lead, w_j its share of the bunch. Dropping the non-resonant
 X* part of x = Re X, the phasor changes by -(i beta/2) sum_j K_j X_j per turn. Writing the mean phasor
 of the particles at (r, phi) as D(r, phi) e^{2 pi i (Q + nu) n}, the linearized Vlasov equation is

@@ -330,7 +330,7 @@ TEST_CASE("a collective lattice starting and ending with collective elements tra
 }
 
 TEST_CASE("a DA scan of a lattice with a collective element is refused, naming the element") {
-  // Decision (README, collective effects): DA scans track independent test particles; a bunch
+  // Decision (docs: Collective effects): DA scans track independent test particles; a bunch
   // profile of a grid of initial conditions has no meaning, so the scan is refused, not run.
   const Lattice lattice = ft::test::collective_ring();
   DaConfig config;

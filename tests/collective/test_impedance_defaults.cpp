@@ -164,7 +164,7 @@ TEST_CASE("LongitudinalImpedance defaults: smooth Gaussian bunch against the ana
 // bunch of sigma_t gives the unfiltered voltage of a Gaussian of sigma_eff^2 = sigma_t^2 + sigma_g^2
 // (the product of the two Gaussian spectra): the smooth profile against that analytic voltage, both
 // methods, all three PS sources summed, within 1% of the peak. Then the shot noise of 10^4
-// macroparticles (the README's worked example): the rms deviation from the smooth voltage, with and
+// macroparticles (the documentation's PS example): the rms deviation from the smooth voltage, with and
 // without the filter.
 TEST_CASE(
     "LongitudinalImpedance profile_filter: filtered smooth bunch = analytic voltage of the widened Gaussian, shot "

@@ -711,7 +711,7 @@ TEST_CASE("transverse wake: head-tail growth of mode 0 on a broadband resonator 
   }
 }
 
-// A benchmark of issue 24, not part of the suite (reported as skipped; its times depend on the machine):
+// A benchmark of the wakes' host solve, not part of the suite (reported as skipped; its times depend on the machine):
 //   build/bin/test_collective -tc="transverse wake: benchmark of the host solve*" --no-skip
 // The host solve of MomentsCollectiveSolver per turn (the part of a GPU turn that the GPU does not do), the
 // direct and the FFT convolution in one run: one bunch of 500 slices with a resonator and the resistive wall

@@ -1,4 +1,4 @@
-// The wake library of issue 24 (fusetrack/transverse_wakes.h) against independent results: resonator
+// The transverse wake library (fusetrack/transverse_wakes.h) against independent results: resonator
 // wakes against the numerical inverse Fourier transform of their impedances; the resistive wall's
 // slice kernels against the numerical Fourier integral of the impedance; PyHEADTAIL and Xsuite tables
 // (units, columns, bad tables); the sum of sources; the slice convolution against a sum over

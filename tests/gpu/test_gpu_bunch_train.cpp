@@ -140,7 +140,7 @@ TEST_CASE("bunch train on the GPU: a slice table larger than shared memory (wind
   }
 }
 
-// A benchmark of issue 24, not part of the suite (reported as skipped). One GPU per MPI rank:
+// A benchmark of bunch trains on GPUs, not part of the suite (reported as skipped). One GPU per MPI rank:
 //   build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 //   mpirun -n 2 build-gpu/bin/test_gpu -tc="bunch train on the GPU: benchmark*" --no-skip
 // FUSETRACK_TRAIN_BUNCHES (default 100) bunches of FUSETRACK_TRAIN_PARTICLES (default 10^6) macroparticles,

@@ -3,7 +3,7 @@
 // GridCollectiveSolver). With fma=off the particles equal the CPU's bit for bit (2.5D with an adapted
 // grid, 3D with a fixed one, one element first in the sequence so the wrap kernel runs, both
 // dispatches, with and without per-turn callbacks); with fma=on (FFTW on the host for the solve,
-// contraction in the kernels) close. The benchmark of issue 23 (2.5D, 10^7 macroparticles,
+// contraction in the kernels) close. The benchmark of the PIC element (2.5D, 10^7 macroparticles,
 // 256 x 256 nodes, 64 slices, one element per turn) is a skipped case that
 // bench/space_charge/pic_element_breakdown.sh runs with --no-skip.
 #include <doctest/doctest.h>
@@ -226,7 +226,7 @@ TEST_CASE("space charge PIC on the GPU: benchmark, 2.5D, 10^7 macroparticles, 25
   // One fixed-grid element per turn and a drift (the segment's single-particle work); the grid
   // covers +-6 sigma transverse and +-4 sigma in zeta.
   const double sx = 3e-3, sy = 2e-3, sz = 2.0;
-  // Tile ordering (issue 23, "when it pays; measure it"): the bunch in random order with the GPU's own tile sort
+  // Tile ordering (it pays only where measured to): the bunch in random order with the GPU's own tile sort
   // (CudaBackendOptions::tile_sort_every: never, every turn, once per run of 5 turns), and sorted by grid tile once
   // on the host before the run without the GPU's sort. The beam is cold, so particles stay in their cells over the
   // run: sorting once keeps them in order for the whole run, an optimistic case for a real ring.

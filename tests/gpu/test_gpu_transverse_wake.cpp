@@ -96,7 +96,7 @@ TEST_CASE("transverse wake and damper on the GPU: fma on is close to the CPU" * 
   CHECK(c.max_relative < 1e-6);
 }
 
-// A benchmark of issue 24, not part of the suite (reported as skipped; its times depend on the machine):
+// A benchmark of the GPU's wakes, not part of the suite (reported as skipped; its times depend on the machine):
 //   build-gpu/bin/test_gpu -tc="transverse wake on the GPU: benchmark*" --no-skip
 // One bunch of 10^6 macroparticles (FUSETRACK_WAKE_PARTICLES), 500 slices, a resonator and the resistive
 // wall with 100 turns of memory, in the FODO ring above: turns per second on the GPU and on the CPU backend

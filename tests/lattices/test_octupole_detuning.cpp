@@ -1,4 +1,4 @@
-// Detuning with amplitude from a thin octupole in the lattice (issue 24): tunes from tracking (the
+// Detuning with amplitude from a thin octupole in the lattice: tunes from tracking (the
 // footprint's NAFF, ft::tune_footprint) against the first-order formula.
 //
 // A thin Multipole with knl[3] = K3L [m^-3] (MAD-X convention: Delta px + i Delta py ... with

@@ -500,7 +500,7 @@ TEST_CASE("fusetrack optics: summary and JSON for the FODO and RF rings, exit co
 }
 
 // ---------------------------------------------------------------------------------------------
-// Accuracy of the one-turn matrix: its tunes against the tunes of tracked particles (issue 20).
+// Accuracy of the one-turn matrix: its tunes against the tunes of tracked particles.
 
 namespace {
 

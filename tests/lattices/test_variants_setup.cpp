@@ -1,4 +1,4 @@
-// The set-up of a study of lattice variants on several threads (issue 22): a variants file's
+// The set-up of a study of lattice variants on several threads: a variants file's
 // "variants" list parsed in pieces, the variants built in parallel, and the DA study's frames; each
 // against the one-piece, one-after-the-other result (the whole file parsed by parse_json_file).
 #include <doctest/doctest.h>

@@ -1,4 +1,4 @@
-"""Smoke test of the transverse-instability example (README, "Transverse instability: worked example"):
+"""Smoke test of the transverse-instability example (docs: Wakes and instabilities, worked example):
 tools/lattices/make_instability_ring.py writes a ring whose tunes, chromaticity, beta, dispersion and
 slip factor from `fusetrack optics` are those the script computed with its own thin-lens optics; the
 bundled lattices/instability_ring*.json are the script's current output; the damper lattice tracks 20

@@ -1,4 +1,4 @@
-"""TMCI of one Gaussian bunch on a broadband resonator (README, "Mode coupling (TMCI)"): the Vlasov solver
+"""TMCI of one Gaussian bunch on a broadband resonator (docs: Wakes, "mode coupling"): the Vlasov solver
 tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
 examples/instability/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Writes lattices/instability_ring.json (and instability_ring_damper.json, the same ring with a
 TransverseDamper): an SPS-like proton ring at injection for the transverse-instability example of
-fusetrack (README, "Transverse instability: worked example"; examples/instability/instability.sh).
+fusetrack (docs/pages/user/wakes.md, "Worked example: head-tail instability and its cure";
+examples/instability/instability.sh).
 
 SPS-like parameters (CERN SPS at injection, 26 GeV/c, Q20 optics; H. Bartosik, "Beam dynamics and
 optics studies for the LHC injectors upgrade", CERN-THESIS-2013-257, and H. Bartosik et al., "Low

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Writes lattices/space_charge_ring.json: a low-energy proton ring for space-charge studies, the
-space-charge example of fusetrack (README, "Space charge").
+space-charge example of fusetrack (docs/pages/user/space-charge.md, "Worked example").
 
 Parameters in the range of a booster at injection (CERN PS Booster: 160 MeV kinetic, C = 157.08 m,
 bending radius 8.24 m, tunes near 4.2 / 4.3, h = 1 RF of a few kV): 16 FODO cells of thick

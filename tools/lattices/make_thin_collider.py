@@ -12,7 +12,7 @@ With --crab it writes lattices/thin_collider_crab.json instead: the same ring wi
 (RFMultipole, order-0 normal term, 400.79 MHz, phase 90 deg so that the kick px -= knl0 sin(w zeta /
 beta0) vanishes on the reference), two in each straight with opposite signs, and one thin skew
 quadrupole (ksl1 = 2e-4 1/m) for a small linear coupling: the element types and couplings of an
-HL-LHC-like thin line (for the zeta-dependent kicks in the optics along the ring and the 4D tracked
+HL-LHC-like thin line (it tests zeta-dependent kicks in the optics along the ring and the 4D tracked
 tunes), without its high-beta insertions.
 """
 import json

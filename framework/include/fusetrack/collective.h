@@ -3,7 +3,7 @@
 // multi-turn wake memory and the CPU solve. The GPU backend uploads the same tables and runs the
 // same steps from the device header fusetrack/device/collective.h.
 //
-// Solve methods (README, "Collective effects"):
+// Solve methods (docs/pages/theory/impedance.md):
 //   time domain       direct convolution with wake samples, summed in a fixed order;
 //   frequency domain  zero-padded FFT: fma off, fusetrack's radix-2 FFT (one source, identical on
 //                     CPU and GPU); fma on, FFTW on the CPU and cuFFT on the GPU.

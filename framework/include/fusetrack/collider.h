@@ -1,7 +1,7 @@
 // Colliders: two beams that act on each other at an interaction point (IP), strong-strong or
 // weak-strong, several bunches per beam, bunches spread over MPI ranks.
 //
-// A set-up file (README, "Colliders") names the two beams (reference particle, ring, bunches) and
+// A set-up file (docs/pages/user/colliders.md) names the two beams (reference particle, ring, bunches) and
 // the IP (half crossing angle, crossing plane, slices, 6D or 4D). Each bunch alternates a collision
 // at the IP and one turn of its ring; the collision is the synchro-beam map of
 // fusetrack/device/beambeam6d.h with the partner bunch's slice moments of the same turn, which come
@@ -79,7 +79,7 @@ struct InteractionPoint {
   int slices = 1;             // longitudinal slices per bunch (set-up default: 21 in 6D)
   bool six_d = true;          // false: 4D (one slice, no energy change), as the weak-strong 4D element
   double slice_range = 4.0;   // slices cover +-slice_range sigma_zeta (uniform; particles outside: no field)
-  double moment_range = 50.0; // fixed-point ranges of the moments, in matched rms sizes (README)
+  double moment_range = 50.0; // fixed-point ranges of the moments, in matched rms sizes (docs)
   int min_slice_macroparticles = 10;  // sparser slices give no field (reported)
 };
 

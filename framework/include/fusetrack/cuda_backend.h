@@ -59,7 +59,7 @@ struct CudaBackendOptions {
   /// bits either way (integer charge). Needs memory for a second set of particle arrays (at most half of
   /// the free device memory); where there is none, no sort. -1 (auto): every turn where at least kTileSortAutoElements fixed-grid elements share the
   /// sort (a ring of PIC elements: 1.06x with 160 on an H200), else never (one element per sort loses:
-  /// bench/HISTORY.md, issue 23, fifteenth session). The environment setting FUSETRACK_TILE_SORT_EVERY
+  /// the measurements are in bench/space_charge/). The environment setting FUSETRACK_TILE_SORT_EVERY
   /// overrides it (benchmarks).
   int tile_sort_every = -1;
 };

@@ -1,4 +1,4 @@
-// Analytic references for transverse instabilities (issue 24): Sacherer's head-tail formula, the
+// Analytic references for transverse instabilities: Sacherer's head-tail formula, the
 // coupled-bunch tune shift of point bunches (resistive wall), the ideal bunch-by-bunch damper, and a
 // fit of exponential growth to turn-by-turn data.
 //
@@ -99,7 +99,7 @@ struct GrowthFit {
 GrowthFit fit_exponential_growth(const std::vector<double>& turns, const std::vector<double>& signal,
                                  double first_turn = -1e300, double last_turn = 1e300);
 
-/// TMCI thresholds are not computed here (issue 24's test compares with a published value or a Vlasov
-/// solver; none is reproduced in this library).
+/// TMCI thresholds are not computed here (the tests compare with an independent Vlasov solver;
+/// none is reproduced in this library).
 
 }  // namespace ft::instability

@@ -2,7 +2,7 @@
 // table (MAD-X's EFCOMP and EALIGN, as MAD-X users know them), and errors exported by MAD-X (ESAVE
 // TFS tables), both written as a variants file (fusetrack/variants.h) of one base lattice.
 //
-// Error table (JSON; README "Error seeds"):
+// Error table (JSON; docs/pages/user/dynamic-aperture.md, "Error table"):
 //   {"fusetrack_error_table": 1, "description": "...", "cut": 3.0,
 //    "entries": [{"match": "Q[FD].*", "type": "ThickMultipole", "order": 1, "radius": 0.017, "cut": 2.5,
 //                 "systematic":  {"dknr": [0, 0, 2e-4]},

@@ -2,7 +2,7 @@
 // ft_grid_model): the element's grid, adapted to the bunch or fixed, the deterministic deposit
 // (ChargeGridReducer, integers), the Poisson solve (PoissonSolver) and the field the kick reads.
 //
-// One turn of one element (README, "Space charge"):
+// One turn of one element (docs/pages/theory/space-charge.md):
 //   [adaptive extent]  extent moments of the alive particles (fixed-point integers, summed over
 //                      threads and ranks) -> set_extent: the same grid on every rank and backend;
 //   deposit            cloud-in-cell integer charge on the nodes (threads, GPU blocks, ranks: exact);

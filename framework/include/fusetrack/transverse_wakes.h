@@ -1,5 +1,6 @@
 // Wake functions and impedances for transverse (and longitudinal) collective effects: the physics
-// library of issue 24 (head-tail, coupled-bunch). The wake elements in the turn are built on it later.
+// library of the transverse instabilities (head-tail, coupled-bunch). The wake elements of the turn
+// (TransverseWake, TransverseDamper: fusetrack/slice_wakes.h) are built on it.
 //
 // Conventions (the same as Xsuite's xwakes and the HEADTAIL/PyHEADTAIL wake tables):
 // - t >= 0 is the delay of the witness behind the source [s]; every wake is causal, W(t < 0) = 0.

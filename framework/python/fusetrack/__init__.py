@@ -110,7 +110,7 @@ def _lattice_from_file(path):
 
 
 def _lattice_from_dict(doc, file="<dict>"):
-    """Builds a lattice from a dict in fusetrack's JSON format (see the README); ``file`` names
+    """Builds a lattice from a dict in fusetrack's JSON format (docs: Lattices and import); ``file`` names
     it in error messages and resolves relative plugin paths."""
     return _ft.Lattice._from_json(doc, file)
 
@@ -563,7 +563,7 @@ def collide(setup, turns: int, threads: int = 0, placement: str = "block", outpu
     """Two beams colliding at an IP, strong-strong or weak-strong (``fusetrack collide``; the
     same run, the same numbers bit for bit).
 
-    ``setup``: a collider set-up file (README, "Colliders"), or its document as a dict (named
+    ``setup``: a collider set-up file (docs: Colliders), or its document as a dict (named
     ``<dict>`` in messages; relative paths from the working directory). ``turns``: turns of beam 1
     (``turns`` x bunches of beam 1 crossings). ``placement``: bunches over MPI ranks, "block" or
     "round-robin". ``output_dir``: also write bunches.csv, spectra.csv and summary.json there (no

@@ -27,7 +27,7 @@ constexpr size_t kBlockSize = 64;
 /// A block of particles copied out of the shared arrays for the time it is tracked. Threads then
 /// never write to a cache line another thread writes to: with blocks tracked in place, the lines
 /// at block boundaries (the arrays are not 64-byte aligned) moved between cores at every element,
-/// and 4 threads ran no faster than one (bench/HISTORY.md, issue 12). 7 KiB: it stays in L1.
+/// and 4 threads ran no faster than one (measured; bench/cpu/). 7 KiB: it stays in L1.
 struct alignas(64) BlockBuffer {
   // Arrays kStride apart, not 512 bytes: with 512, x and rvv were 4096 bytes apart, and the CPU
   // took a store to one and a load from the other as dependent (4K aliasing), 40% slower per core.

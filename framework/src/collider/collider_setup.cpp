@@ -1,4 +1,4 @@
-// Reading a collider set-up file (fusetrack/collider.h; the format is in the README, "Colliders").
+// Reading a collider set-up file (fusetrack/collider.h; the format is in docs/pages/user/colliders.md).
 // Every field is checked where it is read; errors name the file and the field path.
 #include <fmt/format.h>
 
