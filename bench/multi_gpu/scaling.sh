@@ -11,7 +11,8 @@
 # TESTS (a doctest filter of test_gpu cases to run first, default none), BASE=1 (also build .carry/base, an
 # older tree, and run the same workloads with it: before/after from one machine), COLL_N, COLL_TURNS,
 # DA_TURNS, COLLIDE_N (macroparticles per bunch), COLLIDE_TURNS, PHASES=1 (`fusetrack bench` on the
-# collective ring too: one GPU's segment and solve times). Needs .carry/deps (libzip, FFTW) and .carry/xsuite/clic_damping_ring.json.
+# collective ring too: one GPU's segment and solve times), EXCHANGE=0 (skip the MPI exchange microbenchmark),
+# WEAK=1 (the DA study's weak scaling: 60 seeds on 1 rank against 240 seeds on 4 ranks). Needs .carry/deps (libzip, FFTW) and .carry/xsuite/clic_damping_ring.json.
 # Prints one line per run (`result workload ranks tree seconds ...`) and appends them as JSON lines to
 # $OUT/results.jsonl (device, commit, command, numbers).
 set -u
@@ -41,6 +42,14 @@ build_tree "$ROOT" fusetrack builtin merge_particle_set ${TESTS:+test_gpu} || ex
 TREES="new"
 if [ "${BASE:-0}" = 1 ] && [ -d .carry/base ]; then build_tree "$ROOT/.carry/base" fusetrack builtin merge_particle_set && TREES="base new"; fi
 bin_of() { [ "$1" = base ] && echo "$ROOT/.carry/base/build-gpu/bin/fusetrack" || echo "$ROOT/build-gpu/bin/fusetrack"; }
+
+# The exchanges alone (MPI_Allreduce and MPI_Sendrecv against the message size): the scaling model's parts.
+if [ "${EXCHANGE:-1}" = 1 ] && command -v mpicxx >/dev/null; then
+  mpicxx -O2 -DOMPI_SKIP_MPICXX -o build-gpu/exchange_latency bench/multi_gpu/exchange_latency.cpp &&
+    for np in $NPS; do
+      [ "$np" -gt 1 ] && mpirun -np "$np" --bind-to none build-gpu/exchange_latency | tee "$OUT/exchange_np$np.txt"
+    done
+fi
 
 if [ -n "${TESTS:-}" ]; then
   (cd build-gpu && timeout 300 ./bin/test_gpu -tc="$TESTS" 2>&1 | grep -E "MESSAGE|ERROR|FAILED|TEST CASE|test cases|assertions" | tail -40) |
@@ -123,6 +132,18 @@ if [[ " $WORKLOADS " == *" da "* ]]; then
       cmp -s "$ROOT/build-gpu/da/${tree}_np1/da.npz" "$ROOT/build-gpu/da/${tree}_np$np/da.npz" &&
         echo "identical: da $tree, $np ranks == 1 rank" | tee -a "$OUT/summary.txt" || echo "DIFFERENT: da $tree, $np ranks" | tee -a "$OUT/summary.txt"
     done
+    if [ "${WEAK:-0}" = 1 ] && [ "$GPUS" -ge 4 ]; then  # 4 x the seeds on 4 ranks against 1 x on 1 rank
+      [ -f "$ROOT/build-gpu/da/clic_seeds240.json" ] ||
+        $BIN errors "$CLIC" --table "$ROOT/build-gpu/da/clic_errors.json" --seeds 240 -o "$ROOT/build-gpu/da/clic_seeds240.json" >/dev/null
+      log=$OUT/da_weak_${tree}_np4.log
+      t0=$(date +%s%N)
+      launch 4 "$BIN" da "$CLIC" --variants "$ROOT/build-gpu/da/clic_seeds240.json" --turns "${DA_TURNS:-2000}" --angles 100 \
+        --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots -o "$ROOT/build-gpu/da/weak_${tree}" >"$log" 2>&1 || tail -3 "$log"
+      w=$(wall_ms "$t0")
+      tracking=$(grep -oE "tracking [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
+      grep -E "^(survivors|time|breakdown|tracking)" "$log" | head -4 | sed 's/^/    /'
+      record da_weak_240_seeds 4 "$tree" "${tracking:-nan}" "\"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "da ... --variants clic_seeds240.json (4 ranks)"
+    fi
   done
 fi
 
