@@ -6,7 +6,7 @@
 # the build takes them all (a full rebuild, about 35 s). Exit status 1 when they changed (scripts that build
 # only without a binary use it to rebuild a stale one), else 0.
 set -u
-dirs=(CMakeLists.txt cmake framework elements plugins tools tests examples)
+dirs=(CMakeLists.txt cmake framework elements plugins cli tools tests examples)
 mkdir -p build-gpu
 hash=$(find "${dirs[@]}" -type f -print0 | sort -z | xargs -0 md5sum | md5sum | cut -d' ' -f1)
 if [ "$(cat build-gpu/.sources.md5 2>/dev/null)" != "$hash" ]; then

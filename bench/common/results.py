@@ -158,7 +158,7 @@ def environment():
     commit = _run(["git", "-C", ROOT, "rev-parse", "HEAD"]) or os.environ.get("FUSETRACK_COMMIT", "unknown")
     dirty = bool(_run(["git", "-C", ROOT, "status", "--porcelain", "--untracked-files=no"])) if commit != "unknown" else None
     md5 = hashlib.md5()
-    for top in ("CMakeLists.txt", "cmake", "framework", "elements", "plugins", "tools", "tests"):
+    for top in ("CMakeLists.txt", "cmake", "framework", "elements", "plugins", "cli", "tools", "tests"):
         path = os.path.join(ROOT, top)
         files = [path] if os.path.isfile(path) else sorted(os.path.join(d, f) for d, _, fs in os.walk(path) for f in fs)
         for name in files:
