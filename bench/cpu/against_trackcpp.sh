@@ -34,7 +34,7 @@
 #     installed (linked statically when libgsl.a exists, so the binary needs no libgsl at run time),
 #     else a stub written into the build folder (declarations, each function aborting if ever
 #     called). So only g++ (env CXX) and python3 (standard library) are needed;
-#  2. writes the lattice as a trackcpp flat file (tools/export_trackcpp.py);
+#  2. writes the lattice as a trackcpp flat file (validation/export_trackcpp.py);
 #  3. makes the initial conditions with `fusetrack da ... --turns 1` (its da.npz: x0..delta0, the
 #     closed orbit included) and gives the same numbers to trackcpp;
 #  4. compares coordinates after --check-turns turns: fusetrack on the JSON, fusetrack on the flat
@@ -440,7 +440,7 @@ H="$PY $WORK/bench_helpers.py"
 # ---------------------------------------------------------------------------------------------
 # 2. the flat file, 3. the initial conditions
 RING=$WORK/ring_trackcpp.txt
-"$PY" "$ROOT/tools/export_trackcpp.py" "$LATTICE" -o "$RING"
+"$PY" "$ROOT/validation/export_trackcpp.py" "$LATTICE" -o "$RING"
 "$FT" import "$RING" -o "$WORK/ring_roundtrip.json" >/dev/null 2>"$WORK/import_warnings.txt" || {
   cat "$WORK/import_warnings.txt"; echo "against_trackcpp: fusetrack could not import $RING" >&2; exit 1; }
 GRID=(--angles "$ANGLES" --amplitudes "$AMPLITUDES" --amplitude-range "$AMIN" "$AMAX")
@@ -461,7 +461,7 @@ if [ "$CHECK_TURNS" -gt 0 ]; then
   # Without the cavity delta stays exactly 0 in both codes, which removes the model differences
   # that act through delta (trackcpp's edge kicks over 1 + de; time of flight with c): what is left
   # is rounding.
-  "$PY" "$ROOT/tools/export_trackcpp.py" "$LATTICE" --cavity-off --quiet -o "$WORK/ring_trackcpp_nocavity.txt" 2>/dev/null
+  "$PY" "$ROOT/validation/export_trackcpp.py" "$LATTICE" --cavity-off --quiet -o "$WORK/ring_trackcpp_nocavity.txt" 2>/dev/null
   "$FT" import "$WORK/ring_trackcpp_nocavity.txt" -o "$WORK/ring_nocavity.json" >/dev/null 2>&1
   "$FT" track "$WORK/ring_nocavity.json" -p "$WORK/ics.csv" -n "$CHECK_TURNS" --device cpu \
     -o "$WORK/check_ft_nocav.csv" >/dev/null

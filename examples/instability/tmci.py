@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """TMCI threshold of one bunch on a broadband resonator: fusetrack tracking against the Vlasov solver
-tools/vlasov_tmci.py (README, "Mode coupling (TMCI)").
+validation/vlasov_tmci.py (README, "Mode coupling (TMCI)").
 
 The ring is the instability ring of the worked example (tools/lattices/make_instability_ring.py: 26 GeV/c
 protons, beta_x 69.3 m at the wake, Q_x 4.13, eta 1.80e-3, broadband resonator R_perp = 10 MOhm/m,
@@ -40,6 +40,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "lattices"))
+sys.path.insert(0, os.path.join(HERE, "..", "..", "validation"))
 import make_instability_ring as mir  # noqa: E402
 import vlasov_tmci  # noqa: E402
 from fit_growth import fit_growth  # noqa: E402
@@ -189,7 +190,7 @@ def plot(out, rows, ns, nu, q_s, th_v, th_t):
     a2.set_xlabel("protons per bunch")
     a1.legend(fontsize=7, loc="lower left")
     a2.legend(fontsize=7, loc="upper left")
-    a1.set_title("TMCI, broadband resonator (grey: Vlasov eigenvalues, tools/vlasov_tmci.py)", fontsize=9)
+    a1.set_title("TMCI, broadband resonator (grey: Vlasov eigenvalues, validation/vlasov_tmci.py)", fontsize=9)
     fig.tight_layout()
     fig.savefig(os.path.join(out, "tmci_modes.png"), dpi=120)
 

@@ -1,5 +1,5 @@
 """TMCI of one Gaussian bunch on a broadband resonator (docs: Wakes, "mode coupling"): the Vlasov solver
-tools/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
+validation/vlasov_tmci.py (two discretizations: time-domain grid, Laguerre/impedance) against itself and against
 the rigid-bunch tune shift computed by direct quadrature of the wake; the tracking of
 examples/instability/tmci.py (reduced: 4000 macroparticles, 600 turns) stable below and unstable above the Vlasov
 threshold, with the Vlasov mode tunes. The full scan (examples/instability/tmci.py defaults, 11 intensities x 3000 turns x 20000 particles, 11.5 min on one core)
@@ -15,7 +15,7 @@ from scipy import integrate
 
 from conftest import SOURCE_DIR
 
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
+sys.path.insert(0, os.path.join(SOURCE_DIR, "validation"))
 sys.path.insert(0, os.path.join(SOURCE_DIR, "examples", "instability"))
 import vlasov_tmci as vt  # noqa: E402
 
@@ -31,7 +31,7 @@ def test_vlasov_discretizations_agree_on_the_threshold():
     th_grid = vt.threshold(grid, 1e9, 1e11, RING["q_s"], tol=3e-3)
     th_lag = vt.threshold(lag, 1e9, 1e11, RING["q_s"], tol=3e-3)
     assert abs(th_grid / th_lag - 1) < 0.015
-    assert 3.8e10 < th_grid < 4.1e10   # 3.956e10 converged (tools/vlasov_tmci.py, n_r 32 x n_phi 61; m 8 x k 12)
+    assert 3.8e10 < th_grid < 4.1e10   # 3.956e10 converged (validation/vlasov_tmci.py, n_r 32 x n_phi 61; m 8 x k 12)
     # Merged modes above: a complex pair.
     above = lag.eigenvalues(1.3 * th_lag)
     assert vt.max_growth(above) > 0.05 * RING["q_s"]

@@ -42,7 +42,7 @@ fusetrack is run in two ways:
            its dipolar part subtracted); the table case has all four components.
 
 Usage (python3 with numpy, a C++ compiler, fusetrack built in --build; about 15 s on 2 cores):
-    python3 tools/compare_pyheadtail_wakes.py PATH [--build build] [--work .peers/pyheadtail_wakes]
+    python3 validation/compare_pyheadtail_wakes.py PATH [--build build] [--work .peers/pyheadtail_wakes]
         [--no-element] [--no-pairs]
 PATH: the peer's impedance_test folder (holding initBunch/, resultsOldPyHT/, the scripts and the table).
 """

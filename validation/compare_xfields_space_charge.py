@@ -19,7 +19,7 @@ Nothing of the peer is copied here: the harnesses are generated into a work fold
 .peers/xfields_space_charge, git-ignored) and include the peer's headers from the given paths.
 
 Usage (python3 with numpy and scipy, a C and a C++ compiler, fusetrack built in --build):
-    python3 tools/compare_xfields_space_charge.py --xfields PATH --xobjects PATH --xtrack PATH \
+    python3 validation/compare_xfields_space_charge.py --xfields PATH --xobjects PATH --xtrack PATH \
         [--build build] [--work .peers/xfields_space_charge] [--cases 6000] [--seed 23] [--skip-pic]
 PATH: the root of each repository (the folder holding the xfields/, xobjects/, xtrack/ package).
 """

@@ -2,7 +2,7 @@
 """Write a fusetrack JSON lattice as a trackcpp flat file (the text format of trackcpp's
 read_flat_file / write_flat_file), for benchmarks and cross-checks against trackcpp.
 
-Usage: tools/export_trackcpp.py LATTICE.json -o RING.txt [--cavity-off] [--quiet]
+Usage: validation/export_trackcpp.py LATTICE.json -o RING.txt [--cavity-off] [--quiet]
 
 Python standard library only. The file is written as trackcpp's own writer
 (write_flat_file_trackcpp, src/flat_file.cpp) writes it: the header lines "% key value", then one
