@@ -1,17 +1,15 @@
 #include "cli_common.h"
 
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <cstdlib>
 #include <filesystem>
 
-#include "fusetrack/parallel.h"
-
-#include <fmt/format.h>
-
 #include "fusetrack/cuda_backend.h"
 #include "fusetrack/error.h"
 #include "fusetrack/output_files.h"
+#include "fusetrack/parallel.h"
 #include "fusetrack/session.h"
 
 namespace ft::cli {
@@ -57,6 +55,9 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
 
 void check_output_path(const std::string& path, const std::string& option) { ft::check_output_file(path, option); }
 
+namespace {
+
+/// The first Python with matplotlib and numpy (a user's venv may lack them), or "".
 std::string plotting_python() {
   for (const char* candidate : {"python3", "/usr/bin/python3"})
     if (std::system(fmt::format("{} -c 'import matplotlib, numpy' >/dev/null 2>&1", candidate).c_str()) == 0)
@@ -64,23 +65,42 @@ std::string plotting_python() {
   return "";
 }
 
-bool run_plot_script(const std::string& script, const std::vector<std::string>& arguments, const std::string& what) {
-  const std::string installed =
-      (std::filesystem::path(ElementRegistry::core_library_directory()) / ".." / "share" / "fusetrack" / script).string();
-  const std::string tool =
-      std::filesystem::exists(installed) ? installed : std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/" + script;
-  auto quote = [](const std::string& s) {  // one single-quoted shell word
-    std::string q = "'";
-    for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
-    return q + "'";
-  };
+/// `s` as one single-quoted shell word.
+std::string shell_quoted(const std::string& s) {
+  std::string q = "'";
+  for (char c : s) q += c == '\'' ? std::string("'\\''") : std::string(1, c);
+  return q + "'";
+}
+
+/// The directory that holds the Python package fusetrack with its plots, found from libfusetrack's
+/// directory: the installed package, else the build tree's; "" when neither is there.
+std::string plot_package_parent() {
+  const std::filesystem::path library = ElementRegistry::core_library_directory();
+  for (const char* relative : {FUSETRACK_INSTALLED_PYTHON_FROM_LIBRARY, FUSETRACK_BUILD_PYTHON_FROM_LIBRARY}) {
+    if (*relative == '\0') continue;
+    const std::filesystem::path parent = (library / relative).lexically_normal();
+    if (std::filesystem::exists(parent / "fusetrack" / "plot" / "__init__.py")) return parent.string();
+  }
+  return "";
+}
+
+}  // namespace
+
+bool run_plot_script(const std::string& module, const std::vector<std::string>& arguments, const std::string& what) {
   const std::string python = plotting_python();
   if (python.empty()) {
     fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; {} not written\n", what);
     return false;
   }
-  std::string cmd = python + " " + quote(tool);
-  for (const std::string& a : arguments) cmd += " " + quote(a);
+  const std::string package_parent = plot_package_parent();
+  if (package_parent.empty()) {
+    fmt::print(stderr, "warning: the Python package fusetrack (its plots) was not found from {}; {} not written\n",
+               ElementRegistry::core_library_directory(), what);
+    return false;
+  }
+  std::string cmd = "PYTHONPATH=" + shell_quoted(package_parent) + "${PYTHONPATH:+:$PYTHONPATH} " + python +
+                    " -m fusetrack.plot." + module;
+  for (const std::string& a : arguments) cmd += " " + shell_quoted(a);
   if (std::system(cmd.c_str()) != 0) {
     fmt::print(stderr, "warning: plotting failed ({}); {} not written\n", cmd, what);
     return false;

@@ -26,8 +26,8 @@ struct CommonOptions {
   std::string device = "auto";       // auto | cpu | gpu
   std::string fma = "off";           // off | on
   int threads = 0;
-  std::string cache_dir;             // kernel cache; empty: default
-  std::string dispatch = "auto";     // GPU kernel form: auto | baked | switch | staged
+  std::string cache_dir;          // kernel cache; empty: default
+  std::string dispatch = "auto";  // GPU kernel form: auto | baked | switch | staged
 };
 
 void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device = true);
@@ -45,13 +45,11 @@ std::unique_ptr<Backend> make_backend(const Lattice& lattice, const CommonOption
 /// not exist or it is a directory; a long run is not lost at its end.
 void check_output_path(const std::string& path, const std::string& option);
 
-/// The first Python with matplotlib and numpy (a user's venv may lack them), or "".
-std::string plotting_python();
-
-/// Runs the plot script `script` (a file name in tools/, installed in share/fusetrack/) with
-/// `arguments` (each passed as one shell word) by plotting_python(). Returns true when it ran;
-/// otherwise prints a warning naming `what` (the plots that are not written) and returns false.
-bool run_plot_script(const std::string& script, const std::vector<std::string>& arguments, const std::string& what);
+/// Runs the plot module fusetrack.plot.`module` of the Python package (`python3 -m`, the package found
+/// installed or in the build tree from libfusetrack's directory) with `arguments` (each passed as one
+/// shell word) by the first python3 with matplotlib and numpy. Returns true when it ran; otherwise prints
+/// a warning naming `what` (the plots that are not written) and returns false.
+bool run_plot_script(const std::string& module, const std::vector<std::string>& arguments, const std::string& what);
 
 /// CPU threads for this process: --threads, or the node's cores shared among its MPI ranks.
 int threads_per_rank(const CommonOptions& o);

@@ -1,6 +1,6 @@
 // fusetrack collide SETUP.json -n TURNS: two beams colliding at an IP, strong-strong or weak-strong,
 // bunches spread over MPI ranks (ft::run_collide); per-crossing records, centroid spectra, summary
-// and plots (tools/plot_collide.py).
+// and plots (fusetrack.plot.collide).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -29,7 +29,7 @@ struct CollideArgs {
   bool gpu_check = true;
 };
 
-void plot(const std::string& directory) { run_plot_script("plot_collide.py", {directory}, "the plots are"); }
+void plot(const std::string& directory) { run_plot_script("collide", {directory}, "the plots are"); }
 
 int run(const CollideArgs& a) {
   Communicator& comm = world();

@@ -45,8 +45,8 @@ struct DaArgs {
   int64_t stop_after = 0;  // --stop-after TURNS
 };
 
-/// Plots of a DA result directory with tools/plot_da.py.
-void make_da_plots(const std::string& output) { run_plot_script("plot_da.py", {output}, "the DA plots are"); }
+/// Plots of a DA result directory with fusetrack.plot.da.
+void make_da_plots(const std::string& output) { run_plot_script("da", {output}, "the DA plots are"); }
 
 std::string format_duration(double s) {
   if (!std::isfinite(s)) return "?";

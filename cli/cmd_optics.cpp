@@ -1,7 +1,7 @@
 // fusetrack optics LATTICE: closed orbit, one-turn matrix and linear optics at the start of the
 // lattice (ft::compute_linear_optics), tunes from tracking, a readable summary and JSON; with
 // --twiss-table / --plot the optics at every element (ft::compute_twiss_table) as CSV or NPZ and
-// a plot of the beta functions and the dispersion (tools/plot_optics.py).
+// a plot of the beta functions and the dispersion (fusetrack.plot.optics).
 #include <fmt/format.h>
 #include <unistd.h>
 
@@ -41,9 +41,9 @@ bool has_extension(const std::string& path, std::initializer_list<const char*> e
 }
 
 
-/// Plots a Twiss table file with tools/plot_optics.py.
+/// Plots a Twiss table file with fusetrack.plot.optics.
 void plot_twiss_table(const std::string& table_file, const std::string& plot, const std::string& title) {
-  if (run_plot_script("plot_optics.py", {table_file, plot, "--title", title}, "the plot " + plot + " is"))
+  if (run_plot_script("optics", {table_file, plot, "--title", title}, "the plot " + plot + " is"))
     fmt::print("plot         {}\n", plot);
 }
 

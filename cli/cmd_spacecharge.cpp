@@ -196,7 +196,7 @@ void run_footprint(const FootprintArgs& a) {
   fmt::print("written   {}\n", csv);
   if (a.plot) {
     const std::string png = (std::filesystem::path(a.output) / "footprint.png").string();
-    if (run_plot_script("plot_footprint.py", {csv, png}, "the plot " + png + " is")) fmt::print("plot      {}\n", png);
+    if (run_plot_script("footprint", {csv, png}, "the plot " + png + " is")) fmt::print("plot      {}\n", png);
   }
 }
 

@@ -520,19 +520,10 @@ void run_track(const TrackArgs& a) {
                parallel ? fmt::format(" (the index of {} shards, one per rank: {} ...)", run.ranks,
                                       particle_shard_path(a.output, 0))
                         : std::string());
-  if (!a.plots.empty()) {
-    // Plots by tools/plot_collective.py (matplotlib): from the source tree, else next to the binary.
-    std::string script = std::string(FUSETRACK_SOURCE_TOOLS_DIR) + "/plot_collective.py";
-    if (!std::filesystem::exists(script)) script = "plot_collective.py";
-    const std::string python = plotting_python();
-    const std::string cmd = fmt::format("{} '{}' '{}' -o '{}'", python, script, a.monitor, a.plots);
-    if (python.empty())
-      fmt::print(stderr, "warning: no python3 with matplotlib and numpy found; the monitor file is written, plots are not\n");
-    else if (std::system(cmd.c_str()) != 0)
-      fmt::print(stderr, "warning: the plots could not be made ({}); the monitor file is written\n", cmd);
-    else
-      fmt::print("plots       {}\n", a.plots);
-  }
+  // Plots by fusetrack.plot.collective (matplotlib).
+  if (!a.plots.empty() &&
+      run_plot_script("collective", {a.monitor, "-o", a.plots}, "the plots of the monitor file are"))
+    fmt::print("plots       {}\n", a.plots);
 }
 
 }  // namespace

@@ -237,7 +237,7 @@ def document_module(module) -> str:
 
 def python_page(build_dir: Path, python: str) -> str:
     module_dir = build_dir / "python"
-    if not (module_dir / "fusetrack").is_dir():
+    if not any((module_dir / "fusetrack").glob("_fusetrack*")):
         return (GENERATED_NOTE + "# Python API\n\nThe Python module was not built in this build tree (it needs "
                 "`pybind11-dev` and `python3-dev`): no API to list. See [Python](../../user/python.md).\n")
     # The module is imported by the interpreter it was built for, in a child process (the generator

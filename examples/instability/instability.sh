@@ -2,11 +2,12 @@
 # The transverse-instability worked example of the README ("Transverse instability: worked example"):
 # head-tail mode 0 of one bunch in an SPS-like ring at 26 GeV/c (tools/lattices/make_instability_ring.py)
 # on a broadband resonator, for a scan of the chromaticity Q'x (= Q'y) above transition, the growth rate of
-# the bunch centroid fitted by tools/fit_growth.py and compared with Sacherer's formula, and the most
+# the bunch centroid fitted by fusetrack.growth and compared with Sacherer's formula, and the most
 # unstable case again with a bunch-by-bunch TransverseDamper of N_D turns. Plots and a summary table in
 # OUT_DIR (growth_vs_chromaticity.png, centroids.png, summary.txt, summary.json).
 #   bash examples/instability/instability.sh [OUT_DIR] [TURNS] [PARTICLES]   (defaults instability_example 1500 20000)
-# FUSETRACK: the fusetrack binary (default build/bin/fusetrack); PYTHON (default python3);
+# FUSETRACK: the fusetrack binary (default build/bin/fusetrack); PYTHON (default python3); PYTHONPATH (default
+# build/python: the fusetrack package, whose growth-rate fit the analysis uses);
 # CHROMATICITIES (default "-4 -2 0 2", the most unstable first); DAMPER_CHROMATICITIES (default: the first
 # and 0); N_D (default 50); THREADS (default 2). CPU backend.
 set -eu
@@ -15,6 +16,7 @@ TURNS=${2:-1500}
 N=${3:-20000}
 FT=${FUSETRACK:-build/bin/fusetrack}
 PY=${PYTHON:-python3}
+export PYTHONPATH=${PYTHONPATH:-build/python}
 CHROMATICITIES=${CHROMATICITIES:-"-4 -2 0 2"}
 N_D=${N_D:-50}
 THREADS=${THREADS:-2}

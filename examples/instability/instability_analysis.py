@@ -6,7 +6,7 @@
       Gaussian matched to the ring's linear optics at its start (alpha = 0, D' = 0; D delta added),
       offset by X [m] in x (default 1 mm) to start the coherent motion
   instability_analysis.py report OUT_DIR
-      fits the growth rate of mean_x of every run (tools/fit_growth.py), compares it with Sacherer's
+      fits the growth rate of mean_x of every run (fusetrack.growth), compares it with Sacherer's
       formula, writes OUT_DIR/summary.txt, summary.json, growth_vs_chromaticity.png, centroids.png
 
 Sacherer's formula for head-tail mode m = 0 of a single Gaussian bunch (F. Sacherer, CERN 77-13 (1977)
@@ -28,8 +28,7 @@ import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tools"))
-from fit_growth import fit_growth  # noqa: E402
+from fusetrack.growth import fit_growth
 
 C = 299792458.0
 E = 1.602176634e-19
@@ -137,7 +136,7 @@ def report(out_dir):
         ratio = f"{r['fitted_rate'] / ref:6.3f}" if abs(ref) > 1e-9 else "   n/a"
         lines.append(f"{r['name']:<18} {r['chromaticity']:+5.1f}   {r['fitted_rate']:+.3e} +- {r['fit_error']:.1e}"
                      f"   {ref:+.3e}   {ratio}   {r['first']:g}-{r['last']:g}   {note}")
-    lines.append(f"(fits of mean_x by tools/fit_growth.py, Hilbert envelope; real tune shift of mode 0 "
+    lines.append(f"(fits of mean_x by fusetrack.growth, Hilbert envelope; real tune shift of mode 0 "
                  f"{rows[0]['sacherer_tune_shift_real']:.2e}, Q_s {rows[0]['synchrotron_tune']:.4f})")
     text = "\n".join(lines)
     print(text)

@@ -14,7 +14,7 @@ not depend on it, and the sextupoles' detuning stays negligible). For each inten
 `--turns` turns (CPU) one turn at a time; each turn records the centroid phasor X = <x - i beta px> and
 the head-tail phasors <(x - i beta px)(zeta/sigma_z +- i delta/sigma_delta)> (azimuthal modes -+1).
 Per run:
-  - the growth rate of |X| (tools/fit_growth.py, Hilbert envelope of Re X over the last 2/3 of the turns,
+  - the growth rate of |X| (fusetrack.growth, Hilbert envelope of Re X over the last 2/3 of the turns,
     or until |X| reaches 20 * offset),
   - the mode tunes: the strongest line of X (mode 0) and of the head-tail phasor whose line lies nearer to
     -Q_s (mode -1), each refined by maximizing the Hann-windowed Fourier amplitude (NAFF's first step),
@@ -38,12 +38,11 @@ import time
 import numpy as np
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(HERE, "..", "..", "tools"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "tools", "lattices"))
 sys.path.insert(0, os.path.join(HERE, "..", "..", "validation"))
 import make_instability_ring as mir  # noqa: E402
 import vlasov_tmci  # noqa: E402
-from fit_growth import fit_growth  # noqa: E402
+from fusetrack.growth import fit_growth  # noqa: E402
 
 LINEAR_RF = (462, 30e6)   # harmonic, voltage [V]: Q_s as the example's (4620, 3 MV), sqrt(h V) the same
 

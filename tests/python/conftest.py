@@ -54,6 +54,7 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_configure(config):
     config.addinivalue_line("markers", "gpu: needs a usable GPU (skipped without one)")
     config.addinivalue_line("markers", "install: runs cmake --install into a temporary prefix")
+    config.addinivalue_line("markers", "plots: the command line's plots (matplotlib; no compiled module needed)")
 
 
 @pytest.fixture

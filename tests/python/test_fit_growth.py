@@ -1,17 +1,14 @@
-"""tools/fit_growth.py on synthetic centroid signals of known growth and damping rates: both envelope
+"""fusetrack.growth on synthetic centroid signals of known growth and damping rates: both envelope
 methods, the .npz and CSV inputs, the command line, and clear errors for a missing column."""
-import os
 import subprocess
 import sys
 
 import numpy as np
 import pytest
 
-from conftest import SOURCE_DIR
+from fusetrack import growth
 
-TOOL = os.path.join(SOURCE_DIR, "tools", "fit_growth.py")
-sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
-import fit_growth  # noqa: E402
+TOOL = [sys.executable, "-m", "fusetrack.growth"]
 
 
 def synthetic(rate, turns=2000, tune=0.2731, noise=0.01, seed=1):
@@ -25,7 +22,7 @@ def synthetic(rate, turns=2000, tune=0.2731, noise=0.01, seed=1):
 @pytest.mark.parametrize("rate", [3e-3, -4e-3, 2e-4])
 def test_known_rates(method, rate):
     n, x = synthetic(rate)
-    r = fit_growth.fit_growth(n, x, 100, 1900, method=method)
+    r = growth.fit_growth(n, x, 100, 1900, method=method)
     assert abs(r["rate"] - rate) < 5e-5, r
     assert abs(r["rate"] - rate) < 6 * r["rate_error"] + 2e-6, r
 
@@ -34,7 +31,7 @@ def test_command_line_npz_and_csv(tmp_path):
     n, x = synthetic(2.5e-3)
     npz = tmp_path / "monitor.npz"
     np.savez(npz, turn=n, mean_x=x, mean_y=0.5 * x)
-    out = subprocess.run([sys.executable, TOOL, str(npz), "--column", "mean_y", "--frev", "43347"],
+    out = subprocess.run([*TOOL, str(npz), "--column", "mean_y", "--frev", "43347"],
                          capture_output=True, text=True, check=True).stdout
     rate = float(out.split()[1])
     assert abs(rate - 2.5e-3) < 5e-5, out
@@ -45,9 +42,9 @@ def test_command_line_npz_and_csv(tmp_path):
         f.write("# synthetic\nturn,mean_x\n")
         for t, v in zip(n, x):
             f.write(f"{t:.0f},{v:.17g}\n")
-    out = subprocess.run([sys.executable, TOOL, str(csv), "--method", "peaks", "--first", "200"],
+    out = subprocess.run([*TOOL, str(csv), "--method", "peaks", "--first", "200"],
                          capture_output=True, text=True, check=True).stdout
     assert abs(float(out.split()[1]) - 2.5e-3) < 5e-5, out
 
-    bad = subprocess.run([sys.executable, TOOL, str(csv), "--column", "mean_q"], capture_output=True, text=True)
+    bad = subprocess.run([*TOOL, str(csv), "--column", "mean_q"], capture_output=True, text=True)
     assert bad.returncode != 0 and "no column 'mean_q'" in bad.stderr

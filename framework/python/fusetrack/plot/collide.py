@@ -1,7 +1,6 @@
-#!/usr/bin/env python3
 """Plots of a fusetrack collider run (`fusetrack collide SETUP.json -o DIR`).
 
-Usage: plot_collide.py DIR   (the directory the run wrote: bunches.csv, spectra.csv, summary.json)
+Usage: python3 -m fusetrack.plot.collide DIR   (the directory the run wrote: bunches.csv, spectra.csv, summary.json)
 Writes DIR/collide.png, four panels:
   luminosity   luminosity per crossing against turn, each bunch of beam 1
   centroids    centroid x and y against turn, each beam and bunch (each in its own beam's frame)
@@ -14,11 +13,8 @@ import argparse
 import json
 import os
 
-import matplotlib
-
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+import numpy as np
+from matplotlib.figure import Figure
 
 YOKOYA_FACTOR = 1.21  # pi-mode tune shift / xi, two round Gaussian beams of equal intensity
 MAX_LEGEND_ENTRIES = 8  # more bunches: no per-bunch legend
@@ -130,17 +126,16 @@ def plot_spectra(ax, spectra, summary):
     ax.legend(fontsize=6, ncol=2)
 
 
-def main():
-    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("directory", help="output directory of `fusetrack collide`")
-    args = ap.parse_args()
-    with open(os.path.join(args.directory, "summary.json")) as f:
+def collide_figure(directory):
+    """The four panels of the run written into `directory` (summary.json, bunches.csv, spectra.csv)."""
+    with open(os.path.join(directory, "summary.json")) as f:
         summary = json.load(f)
-    records = read_csv(os.path.join(args.directory, "bunches.csv"))
-    spectra_path = os.path.join(args.directory, "spectra.csv")
+    records = read_csv(os.path.join(directory, "bunches.csv"))
+    spectra_path = os.path.join(directory, "spectra.csv")
     spectra = read_csv(spectra_path) if os.path.exists(spectra_path) else None
 
-    fig, axes = plt.subplots(2, 2, figsize=(13, 9))
+    fig = Figure(figsize=(13, 9))
+    axes = fig.subplots(2, 2)
     plot_luminosity(axes[0][0], records)
     plot_centroids(axes[0][1], records)
     plot_emittances(axes[1][0], records)
@@ -150,10 +145,21 @@ def main():
     fig.suptitle(f"{os.path.basename(summary['setup'])}: {summary['mode']}, {summary['model']}, "
                  f"{summary['slices']} slice(s), {summary['turns']} turns")
     fig.tight_layout()
-    path = os.path.join(args.directory, "collide.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    print(f"plot: {path}")
+    return fig
+
+
+def write_plots(directory):
+    """Draws DIR/collide.png of the run written into `directory`; returns the file written."""
+    path = os.path.join(directory, "collide.png")
+    collide_figure(directory).savefig(path, dpi=110)
+    return [path]
+
+
+def main(argv=None):
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("directory", help="output directory of `fusetrack collide`")
+    args = ap.parse_args(argv)
+    print(f"plot: {write_plots(args.directory)[0]}")
 
 
 if __name__ == "__main__":

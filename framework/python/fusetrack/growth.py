@@ -1,9 +1,8 @@
-#!/usr/bin/env python3
 """Fit the exponential growth (or damping) rate of a turn-by-turn centroid signal.
 
-    fit_growth.py monitor.npz [--column mean_x] [--first T --last T] [--method hilbert|peaks]
-                  [--frev HZ] [--subtract-mean]
-    fit_growth.py centroid.csv --column mean_y ...
+    python3 -m fusetrack.growth monitor.npz [--column mean_x] [--first T --last T]
+                                [--method hilbert|peaks] [--frev HZ] [--subtract-mean]
+    python3 -m fusetrack.growth centroid.csv --column mean_y ...
 
 Input: a monitor archive written by `fusetrack track --monitor FILE.npz` (arrays `turn` and the chosen
 column, default mean_x), or a CSV/whitespace text file with a header line of names (a `turn` column and
