@@ -44,9 +44,9 @@ def test_import_after_cmake_install(prefix, tmp_path):
 def test_installed_command_line_plots_with_the_installed_package(prefix, tmp_path):
     pytest.importorskip("matplotlib")
     png = tmp_path / "optics.png"
-    r = subprocess.run([str(prefix / "bin" / "fusetrack"), "optics", lattice_path("fodo_ring.json"), "--tracking-turns",
-                        "0", "--plot", str(png)], capture_output=True, text=True, env=environment_without_the_build_tree(),
-                       cwd=tmp_path)
+    command = [str(prefix / "bin" / "fusetrack"), "optics", lattice_path("fodo_ring.json"), "--tracking-turns", "0",
+               "--plot", str(png)]
+    r = subprocess.run(command, capture_output=True, text=True, env=environment_without_the_build_tree(), cwd=tmp_path)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "warning" not in r.stderr, r.stderr
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"

@@ -121,8 +121,8 @@ def test_collide_plot(tmp_path):
                             "emittance_ny": 3.75e-6, "sigma_zeta": 0.0755, "sigma_delta": 1.129e-4, "seed": seed}}
 
     setup = tmp_path / "setup.json"
-    setup.write_text(json.dumps({"fusetrack_collider": "1", "mode": "strong-strong", "beams": [beam("b1", 1), beam("b2", 2)],
-                                 "ip": {"model": "4d"}}))
+    setup.write_text(json.dumps({"fusetrack_collider": "1", "mode": "strong-strong",
+                                 "beams": [beam("b1", 1), beam("b2", 2)], "ip": {"model": "4d"}}))
     # 32 turns: enough for the centroid spectra (16 or more)
     stdout, stderr = run_cli("collide", setup, "-n", 32, "--threads", 1, "-o", tmp_path / "run")
     assert "warning" not in stderr, stderr

@@ -73,6 +73,7 @@ def hilbert_envelope(signal):
 
 
 def peak_envelope(turns, signal):
+    """(turns, values) of the local maxima of |signal|."""
     a = np.abs(signal)
     inner = (a[1:-1] >= a[:-2]) & (a[1:-1] > a[2:]) & (a[1:-1] > 0)
     idx = np.flatnonzero(inner) + 1
@@ -130,6 +131,7 @@ def _linear_fit(t, y, lo, hi):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.growth``; `argv`: its arguments, default sys.argv)."""
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("file", help="monitor .npz or CSV/text table with a header")
     ap.add_argument("--column", default="mean_x", help="signal column (default mean_x)")

@@ -122,6 +122,7 @@ def write_plots(monitor, output):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.plot.collective``; `argv`: its arguments, default sys.argv)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("monitor")
     ap.add_argument("-o", "--output", required=True, help="directory for the PNG files")

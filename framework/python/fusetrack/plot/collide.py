@@ -43,6 +43,7 @@ def bunch_series(records):
 
 
 def plot_luminosity(ax, records):
+    """Luminosity per crossing against turn, each bunch of beam 1."""
     beam1 = [(b, n, rows) for b, n, rows in bunch_series(records) if b == 1]
     for _, n, rows in beam1:
         ax.plot(records["turn"][rows], records["luminosity_per_crossing"][rows], lw=1, label=f"bunch {n}")
@@ -70,15 +71,18 @@ def plot_xy_per_bunch(ax, records, x_key, y_key, scale, ylabel, title, lw):
 
 
 def plot_centroids(ax, records):
+    """Centroids x and y against turn, each beam and bunch."""
     plot_xy_per_bunch(ax, records, "x", "y", 1e6, "centroid [um]", "centroids x (solid), y (dashed)", 0.8)
 
 
 def plot_emittances(ax, records):
+    """Geometric rms emittances x and y against turn, each beam and bunch."""
     plot_xy_per_bunch(ax, records, "emittance_x", "emittance_y", 1e9, "rms emittance [nm]",
                       "geometric rms emittances x (solid), y (dashed)", 1)
 
 
 def plot_spectra(ax, spectra, summary):
+    """Centroid spectra with the unperturbed tunes, the beam-beam shifts and the measured modes."""
     if spectra is None:
         ax.text(0.5, 0.5, "no spectra.csv\n(runs of fewer than 16 turns)", ha="center", va="center",
                 transform=ax.transAxes)
@@ -156,6 +160,7 @@ def write_plots(directory):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.plot.collide``; `argv`: its arguments, default sys.argv)."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("directory", help="output directory of `fusetrack collide`")
     args = ap.parse_args(argv)

@@ -127,6 +127,7 @@ def write_plots(directory):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.plot.da``; `argv`: its arguments, default sys.argv)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("directory", help="output directory of `fusetrack da`")
     args = parser.parse_args(argv)

@@ -72,6 +72,7 @@ def write_plots(csv, png):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.plot.footprint``; `argv`: its arguments, default sys.argv)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("csv", help="footprint.csv of `fusetrack spacecharge footprint`")
     parser.add_argument("png", help="the image to write")

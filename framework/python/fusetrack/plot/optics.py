@@ -63,6 +63,7 @@ def write_plots(table_path, output, title=""):
 
 
 def main(argv=None):
+    """The command line (``python3 -m fusetrack.plot.optics``; `argv`: its arguments, default sys.argv)."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("table")
     parser.add_argument("output")
