@@ -125,6 +125,9 @@ struct CollideOptions {
   bool check_gpu = true;
   /// The sample: the bunch's first check_sample particles (0: the whole bunch).
   size_t check_sample = 65536;
+  /// Slots per wave (0: min(n1, n2), the most whose crossings are independent; at most that). Fewer walk the
+  /// same crossings in more waves, with the same results and more waits between ranks.
+  int64_t wave_slots = 0;
 };
 
 /// One bunch at one crossing, as it arrives at the IP (before the kick).

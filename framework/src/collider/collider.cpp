@@ -457,6 +457,12 @@ class ColliderRun {
     m_result.root = m_comm.is_root();
     m_result.ranks = m_comm.size();
     set_up_beams();
+    if (m_o.wave_slots < 0 || m_o.wave_slots > std::min(m_n1, m_n2)) {
+      InputLocation at;
+      at.field = "wave_slots";
+      throw InputError(at, fmt::format("must be 0 (min(n1, n2)) or at most {} (min(n1, n2)), got {}",
+                                       std::min(m_n1, m_n2), m_o.wave_slots));
+    }
     place_bunches();
     read_resume_state();
     make_bunches();
@@ -607,8 +613,8 @@ class ColliderRun {
       }
     m_result.idle_ranks = static_cast<int>(std::count(holds.begin(), holds.end(), 0));
     if (m_comm.is_root() && m_result.idle_ranks > 0)
-      fmt::print(stderr, "collide: {} ranks for {} bunches: {} ranks hold no bunch\n", m_comm.size(), total,
-                 m_result.idle_ranks);
+      fmt::print(stderr, "collide: {} ranks for {} bunches: {} {} no bunch\n", m_comm.size(), total,
+                 m_result.idle_ranks, m_result.idle_ranks == 1 ? "rank holds" : "ranks hold");
     if (m_o.backend.device == "cpu" || !wants_gpu) return;
     try {
       const std::vector<GpuInfo> gpus = list_gpus();
@@ -741,10 +747,10 @@ class ColliderRun {
     m_result.stopped_at = m_stop_slot < m_slots ? m_stop_slot : -1;
   }
 
-  /// Slots [begin, end) in waves of min(n1, n2) slots (the last one shorter at the block's end).
+  /// Slots [begin, end) in waves of min(n1, n2) slots (or wave_slots; the last one shorter at the block's end).
   void walk_block(int64_t begin, int64_t end) {
     std::fill(m_records.begin(), m_records.end(), 0.0);
-    const int64_t wave = std::min(m_n1, m_n2);
+    const int64_t wave = m_o.wave_slots > 0 ? m_o.wave_slots : std::min(m_n1, m_n2);
     for (int64_t first = begin; first < end; first += wave) {
       const int64_t last = std::min(end, first + wave);
       walk_wave(first, last, begin);
