@@ -227,7 +227,9 @@ std::vector<double> GpuColliderBunch::finish_arrival(std::vector<uint64_t>& acc,
   const std::vector<uint64_t> got = g.download<uint64_t>(m_acc, acc.size());
   for (size_t k = 0; k < acc.size(); ++k) acc[k] += got[k];
   rejected += g.download<uint64_t>(m_rejected, 1)[0];
-  return g.download<double>(m_chunks, static_cast<size_t>(kColliderSums) * kColliderChunks);
+  std::vector<double> sums = g.download<double>(m_chunks, static_cast<size_t>(kColliderSums) * kColliderChunks);
+  m_gpu.kernel_seconds();  // the queued launches have passed: their times are added and their events freed
+  return sums;
 }
 
 void GpuColliderBunch::depart(const Bb6dParams& params, const std::vector<Bb6dSlice>& slices,
