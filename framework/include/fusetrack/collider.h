@@ -170,7 +170,8 @@ struct CollideResult {
   double luminosity = 0.0;          // [1/(m^2 s)] mean over the run (0: unknown frequency)
   // This rank's time: arrival (record sums, boost, slice moments: deposit_seconds), the swap of the
   // integers (exchange), departure (kick, inverse boost and a linear map's turn: kick_seconds), a
-  // lattice ring's turn (transport_seconds).
+  // lattice ring's turn (transport_seconds). A GPU bunch's kernels are queued: their time shows where the host
+  // waits for them, at the arrival's results (gpu_kernel_seconds has it).
   double seconds = 0.0, exchange_seconds = 0.0, kick_seconds = 0.0, transport_seconds = 0.0,
          deposit_seconds = 0.0;
   int64_t stopped_at = -1;         // the crossing a stop_after run stopped at (-1: ran to the end)

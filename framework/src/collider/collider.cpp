@@ -1,4 +1,4 @@
-// Two beams colliding (fusetrack/collider.h): bunches on ranks, slots in order, slice moments
+// Two beams colliding (fusetrack/collider.h): bunches on ranks, slots in waves, slice moments
 // swapped as integers, the synchro-beam map of fusetrack/device/beambeam6d.h, one turn per crossing.
 #include "fusetrack/collider.h"
 
