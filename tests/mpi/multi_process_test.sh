@@ -186,6 +186,11 @@ ring["elements"]["impedance"]["frequency_resolution"] = 1e5; json.dump(ring, ope
         for f in bunches.csv spectra.csv; do same single/$f np${np}_$placement/$f; done
       done
     done
+    # More ranks than bunches (6 for 3 + 2: rank 5 holds none): rank 0 says so, the files are the same.
+    run mpirun -np 6 "$BIN" collide "$SETUP" $OPTS -o np6
+    grep -q "collide: 6 ranks for 5 bunches: 1 rank holds no bunch" "$WORK/last.log" \
+      || { echo "no line on the idle rank"; cat "$WORK/last.log"; failed=1; }
+    for f in bunches.csv spectra.csv; do same single/$f np6/$f; done
     # Stopped at turn 7 on 3 ranks (checkpoints every 3 turns), resumed on 2: the same files.
     run mpirun -np 3 "$BIN" collide "$SETUP" $OPTS --checkpoint-every 3 --stop-after 7 -o resumed
     grep -q "stopped after crossing 21" "$WORK/last.log" || { echo "the run did not stop at crossing 21"; cat "$WORK/last.log"; failed=1; }
