@@ -27,6 +27,7 @@ struct CollideArgs {
   bool resume = false;
   bool plot = true;
   bool gpu_check = true;
+  size_t gpu_check_sample = CollideOptions{}.check_sample;
 };
 
 void plot(const std::string& directory) { run_plot_script("collide", {directory}, "the plots are"); }
@@ -50,6 +51,7 @@ int run(const CollideArgs& a) {
   o.resume = a.resume;
   o.stop_after = a.stop_after;
   o.check_gpu = a.gpu_check;
+  o.check_sample = a.gpu_check_sample;
   if (comm.is_root()) check_output_directory(a.output, "--output");
   const CollideResult r = run_collide(setup, registry, o, comm);
   if (!r.root || r.stopped_at >= 0) return kOk;
@@ -75,8 +77,10 @@ int run(const CollideArgs& a) {
              r.device, r.seconds, r.deposit_seconds, r.exchange_seconds, r.kick_seconds, r.transport_seconds,
              r.gpu_kernel_seconds);
   if (r.gpu_checks > 0)
-    fmt::print("  GPU check: the first crossing of {} GPU bunch(es) on rank 0 equals the CPU's bit for bit\n",
-               r.gpu_checks);
+    fmt::print(
+        "  GPU check: the first crossing of {} GPU bunch(es) on rank 0 equals the CPU's bit for bit (a sample "
+        "of {} particles each)\n",
+        r.gpu_checks, a.gpu_check_sample > 0 ? fmt::format("up to {}", a.gpu_check_sample) : "all");
   for (const std::string& f : r.output_files) fmt::print("  wrote {}\n", f);
   if (a.plot) plot(a.output);
   return kOk;
@@ -98,7 +102,13 @@ void add_collide_command(CLI::App& app) {
                   "write a checkpoint (every bunch's particles) every this many turns into OUTPUT/checkpoint")
       ->check(CLI::NonNegativeNumber);
   cmd->add_flag("!--no-gpu-check", args->gpu_check,
-                "skip replaying each GPU bunch's first crossing on the CPU (done with --fma off)");
+                "skip the check of the GPU (with --fma off, the first crossing of every GPU bunch is replayed on a "
+                "sample of its particles on the CPU and compared bit for bit)");
+  cmd->add_option("--gpu-check-sample", args->gpu_check_sample,
+                  fmt::format("particles of the GPU check's sample: the bunch's first N (0: the whole bunch; "
+                              "default {})",
+                              CollideOptions{}.check_sample))
+      ->check(CLI::NonNegativeNumber);
   cmd->add_flag("--resume", args->resume, "continue from the last checkpoint in OUTPUT (bitwise as if never stopped)");
   cmd->add_option("--stop-after", args->stop_after, "stop (with a checkpoint) after this many turns")
       ->check(CLI::NonNegativeNumber);

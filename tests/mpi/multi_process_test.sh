@@ -2,7 +2,8 @@
 # Multi-process runs give byte-identical results to one process (CTest, tests/CMakeLists.txt):
 #   multi_process_test.sh FUSETRACK SOURCE_DIR CASE [MERGE_PARTICLE_SET]
 # CASE: da_mpi | track_mpi | collide_mpi | da_resume_mpi | parts_merge | parts_missing | parts_foreign |
-#       study_mpi_parts | track_space_charge_mpi | track_space_charge_follow_mpi | track_train_mpi
+#       study_mpi_parts | track_space_charge_mpi | track_space_charge_follow_mpi | track_train_mpi |
+#       more_ranks_than_work
 # MPI cases run `mpirun -np 1, 2, 3 --oversubscribe` on the CPU (CI has no GPU). Exit 77 (skipped)
 # when mpirun is absent.
 set -u
@@ -185,6 +186,11 @@ ring["elements"]["impedance"]["frequency_resolution"] = 1e5; json.dump(ring, ope
         for f in bunches.csv spectra.csv; do same single/$f np${np}_$placement/$f; done
       done
     done
+    # More ranks than bunches (6 for 3 + 2: rank 5 holds none): rank 0 says so, the files are the same.
+    run mpirun -np 6 "$BIN" collide "$SETUP" $OPTS -o np6
+    grep -q "collide: 6 ranks for 5 bunches: 1 rank holds no bunch" "$WORK/last.log" \
+      || { echo "no line on the idle rank"; cat "$WORK/last.log"; failed=1; }
+    for f in bunches.csv spectra.csv; do same single/$f np6/$f; done
     # Stopped at turn 7 on 3 ranks (checkpoints every 3 turns), resumed on 2: the same files.
     run mpirun -np 3 "$BIN" collide "$SETUP" $OPTS --checkpoint-every 3 --stop-after 7 -o resumed
     grep -q "stopped after crossing 21" "$WORK/last.log" || { echo "the run did not stop at crossing 21"; cat "$WORK/last.log"; failed=1; }
@@ -330,6 +336,26 @@ JSON
       run "$MERGE" drift_np$np.npz drift_np${np}_merged.npz
       same drift_single.npz drift_np${np}_merged.npz
     done
+    ;;
+  more_ranks_than_work)
+    # More ranks than particles: the idle ranks are named, and the results equal one process's.
+    need_mpirun
+    run "$BIN" da "$DA_LATTICE" --turns 20 --angles 1 --amplitudes 2 --amplitude-range 0.001 0.002 --no-plots \
+      --device cpu --threads 1 -o single
+    mpirun -np 3 "$BIN" da "$DA_LATTICE" --turns 20 --angles 1 --amplitudes 2 --amplitude-range 0.001 0.002 --no-plots \
+      --device cpu --threads 1 -o np3 >np3.log 2>&1 || { echo "FAILED: da on 3 ranks"; cat np3.log; failed=1; }
+    same single/da.npz np3/da.npz
+    grep -q "3 ranks for 2 initial conditions: 1 rank holds none" np3.log ||
+      { echo "MISSING the idle-rank note (da)"; cat np3.log; failed=1; }
+    run "$BIN" track "$SRC/lattices/longitudinal_bench_ring.json" -n 5 --matched 2 --sigma-zeta 2 --device cpu \
+      --threads 1 -o single.npz
+    mpirun -np 3 "$BIN" track "$SRC/lattices/longitudinal_bench_ring.json" -n 5 --matched 2 --sigma-zeta 2 --device cpu \
+      --threads 1 -o np3.npz >track3.log 2>&1 || { echo "FAILED: track on 3 ranks"; cat track3.log; failed=1; }
+    [ -n "$MERGE" ] || { echo "no merge_particle_set given"; exit 1; }
+    run "$MERGE" np3.npz np3_merged.npz
+    same single.npz np3_merged.npz
+    grep -q "3 ranks for 2 particles: 1 rank holds none" track3.log ||
+      { echo "MISSING the idle-rank note (track)"; cat track3.log; failed=1; }
     ;;
   *) echo "unknown case $CASE"; exit 1 ;;
 esac

@@ -18,10 +18,12 @@
 // Schedule. Crossings are numbered k = 0, 1, ... (slots): slot k is bunch k mod n1 of beam 1
 // meeting bunch k mod n2 of beam 2. With n1 == n2 the pairs are fixed; with n and n - 1 (the
 // "gear change") each bunch meets a different partner every turn. A run of T turns is T n1 slots
-// (T turns of beam 1). Every rank walks the slots in order and works only on slots of its own
-// bunches: both partners' owners deposit their bunch's slice moments, swap the integers (one
-// MPI_Sendrecv, no particles), kick, and track their bunch one turn. Waits only ever point to
-// earlier slots, so the walk cannot deadlock.
+// (T turns of beam 1). Every rank walks the slots in waves of min(n1, n2) consecutive slots, which
+// hold every bunch at most once, and works only on its own bunches: the arrivals of the wave (record
+// sums, boost, slice moments), the exchanges in slot order (the partners' owners swap the integers:
+// one MPI_Sendrecv, no particles), the departures (kick, inverse boost, one turn). Each bunch's
+// operations are those of a slot-by-slot walk, so results do not depend on the waves; waits only
+// ever point to earlier slots, so the walk cannot deadlock.
 #pragma once
 #include <array>
 #include <cstdint>
@@ -117,9 +119,15 @@ struct CollideOptions {
   int64_t checkpoint_every = 0;
   bool resume = false;
   int64_t stop_after = 0;
-  /// With fma off, the first crossing of every GPU bunch is replayed on the CPU and compared bit for
-  /// bit (arrival and departure); a difference ends the run with a DeviceError.
+  /// With fma off, the first crossing of every GPU bunch is replayed on a sample of its particles, on the
+  /// GPU and on the CPU, and compared bit for bit (arrival and departure); a difference ends the run with a
+  /// DeviceError. The bunch itself is untouched.
   bool check_gpu = true;
+  /// The sample: the bunch's first check_sample particles (0: the whole bunch).
+  size_t check_sample = 65536;
+  /// Slots per wave (0: min(n1, n2), the most whose crossings are independent; at most that). Fewer walk the
+  /// same crossings in more waves, with the same results and more waits between ranks.
+  int64_t wave_slots = 0;
 };
 
 /// One bunch at one crossing, as it arrives at the IP (before the kick).
@@ -162,12 +170,14 @@ struct CollideResult {
   double luminosity = 0.0;          // [1/(m^2 s)] mean over the run (0: unknown frequency)
   // This rank's time: arrival (record sums, boost, slice moments: deposit_seconds), the swap of the
   // integers (exchange), departure (kick, inverse boost and a linear map's turn: kick_seconds), a
-  // lattice ring's turn (transport_seconds).
+  // lattice ring's turn (transport_seconds). A GPU bunch's kernels are queued: their time shows where the host
+  // waits for them, at the arrival's results (gpu_kernel_seconds has it).
   double seconds = 0.0, exchange_seconds = 0.0, kick_seconds = 0.0, transport_seconds = 0.0,
          deposit_seconds = 0.0;
   int64_t stopped_at = -1;         // the crossing a stop_after run stopped at (-1: ran to the end)
   std::string device = "CPU";     // where this rank's linear-map bunches were tracked
   int gpu_checks = 0;               // GPU bunches whose first crossing equalled the CPU's (check_gpu)
+  int idle_ranks = 0;               // ranks that hold no bunch (more ranks than bunches)
   double gpu_kernel_seconds = 0.0;  // this rank's
   std::vector<std::string> output_files;
 };

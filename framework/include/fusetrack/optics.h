@@ -26,6 +26,7 @@
 #include <string>
 #include <vector>
 
+#include "fusetrack/device/gaussian_bunch.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/particles.h"
 #include "fusetrack/tracker.h"
@@ -207,6 +208,16 @@ Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size
 /// The same for a ring given by its reference particle and optics only (a one-turn map).
 Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& optics, size_t n, double eps_nx,
                         double eps_ny, double sigma_zeta, double sigma_delta, uint64_t seed);
+
+/// The same matched Gaussian from the counter-based stream (fusetrack/device/gaussian_bunch.h): particle i of a
+/// bunch depends only on (seed, i), so the host fill below and the GPU's (ft::GpuColliderBunch) give the same
+/// bits and any share of the bunch is the same particles. The inputs are checked as make_gaussian checks them.
+ft_gaussian_bunch gaussian_bunch(const ReferenceParticle& reference, const LinearOptics& optics, double eps_nx,
+                                 double eps_ny, double sigma_zeta, double sigma_delta);
+/// Particles first, ..., first + count - 1 of bunch `seed` (ids first, first + 1, ...), alive; OpenMP over the
+/// particles with `threads` threads (0: the default), the same bits for any thread count.
+Particles sample_gaussian_bunch(const ft_gaussian_bunch& bunch, uint64_t seed, size_t first, size_t count,
+                                int threads = 0);
 
 /// Fractional tune in [0, 1) of turn-by-turn data (deviations from the closed orbit; at least
 /// 16 turns): the normalized complex signal z_n = x_hat_n - i px_hat_n with

@@ -53,6 +53,9 @@ struct Share {
   size_t size() const { return end - begin; }
 };
 Share share_of(size_t n, int rank, int size);
+/// "" when every one of `ranks` ranks holds some of the `work` items ("particles", "bunches"), else the
+/// line that says how many hold none (they run, idle, and take part in the exchanges).
+std::string idle_ranks_notice(size_t work, int ranks, const std::string& what);
 
 /// Particles [begin, end) of `all`.
 Particles slice_particles(const Particles& all, size_t begin, size_t end);

@@ -392,6 +392,10 @@ bool run_da_scan(DaScan& scan, Backend& backend, const DaRunOptions& options, Da
   int64_t first_call_turns = first_call_from_env;
   double balance_seconds = balance_seconds_from_env;
   std::optional<SharedScan> shared;
+  if (ranks && ranks->is_root()) {
+    const std::string idle = idle_ranks_notice(scan.particles.size(), ranks->size(), "initial conditions");
+    if (!idle.empty()) fmt::print(stderr, "note: {}\n", idle);
+  }
   if (ranks) {
     // The calls' lengths and the shares must be the same on every rank: rank 0's settings (the
     // environment of remote ranks may differ).

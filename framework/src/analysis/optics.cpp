@@ -5,6 +5,7 @@
 
 #include <fftw3.h>
 #include <fmt/format.h>
+#include <omp.h>
 
 #include <algorithm>
 #include <cmath>
@@ -915,8 +916,11 @@ Particles make_gaussian(const Lattice& lattice, const LinearOptics& optics, size
   return make_gaussian(lattice.reference(), optics, n, eps_nx, eps_ny, sigma_zeta, sigma_delta, seed);
 }
 
-Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& optics, size_t n, double eps_nx,
-                        double eps_ny, double sigma_zeta, double sigma_delta, uint64_t seed) {
+namespace {
+
+/// make_gaussian's and gaussian_bunch's checks of their inputs.
+void check_gaussian_inputs(const LinearOptics& optics, double eps_nx, double eps_ny, double sigma_zeta,
+                           double sigma_delta) {
   const struct {
     const char* name;
     double value;
@@ -929,6 +933,13 @@ Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& 
     }
   if (!(optics.beta_x > 0.0) || !(optics.beta_y > 0.0))
     throw InputError(InputLocation{}, "make_gaussian: the optics have no stable Twiss parameters (beta_x, beta_y)");
+}
+
+}  // namespace
+
+Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& optics, size_t n, double eps_nx,
+                        double eps_ny, double sigma_zeta, double sigma_delta, uint64_t seed) {
+  check_gaussian_inputs(optics, eps_nx, eps_ny, sigma_zeta, sigma_delta);
   const double bg = reference.beta0() * reference.gamma0();
   const double ex = eps_nx / bg, ey = eps_ny / bg;  // geometric emittances [m rad]
   const double sbx = std::sqrt(optics.beta_x), sby = std::sqrt(optics.beta_y);
@@ -942,6 +953,34 @@ Particles make_gaussian(const ReferenceParticle& reference, const LinearOptics& 
     p.set(i, co[0] + sbx * xh + optics.dx * dd, co[1] + (pxh - optics.alpha_x * xh) / sbx + optics.dpx * dd,
           co[2] + sby * yh + optics.dy * dd, co[3] + (pyh - optics.alpha_y * yh) / sby + optics.dpy * dd,
           co[4] + dz, co[5] + dd);
+  }
+  return p;
+}
+
+ft_gaussian_bunch gaussian_bunch(const ReferenceParticle& reference, const LinearOptics& optics, double eps_nx,
+                                 double eps_ny, double sigma_zeta, double sigma_delta) {
+  check_gaussian_inputs(optics, eps_nx, eps_ny, sigma_zeta, sigma_delta);
+  const double bg = reference.beta0() * reference.gamma0();
+  ft_gaussian_bunch b{};
+  b.sqrt_emittance_x = std::sqrt(eps_nx / bg), b.sqrt_emittance_y = std::sqrt(eps_ny / bg);
+  b.sqrt_beta_x = std::sqrt(optics.beta_x), b.alpha_x = optics.alpha_x;
+  b.sqrt_beta_y = std::sqrt(optics.beta_y), b.alpha_y = optics.alpha_y;
+  b.dx = optics.dx, b.dpx = optics.dpx, b.dy = optics.dy, b.dpy = optics.dpy;
+  b.sigma_zeta = sigma_zeta, b.sigma_delta = sigma_delta;
+  for (size_t k = 0; k < 6; ++k) b.orbit[k] = optics.closed_orbit[k];
+  b.beta0 = reference.beta0();
+  return b;
+}
+
+Particles sample_gaussian_bunch(const ft_gaussian_bunch& bunch, uint64_t seed, size_t first, size_t count,
+                                int threads) {
+  Particles p(count, bunch.beta0);
+  const long long n = static_cast<long long>(count);
+#pragma omp parallel for schedule(static) num_threads(threads > 0 ? threads : omp_get_max_threads())
+  for (long long k = 0; k < n; ++k) {
+    const size_t i = static_cast<size_t>(k);
+    p.store(i, ft_gaussian_bunch_particle(bunch, seed, static_cast<unsigned long long>(first + i)));
+    p.id[i] = static_cast<int64_t>(first + i);
   }
   return p;
 }

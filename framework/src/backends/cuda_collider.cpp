@@ -2,6 +2,7 @@
 #include "fusetrack/cuda_collider.h"
 
 #include <algorithm>
+#include <exception>
 #include <limits>
 #include <string>
 
@@ -12,9 +13,23 @@ namespace ft {
 namespace {
 
 // Two kernels per crossing: arrival (one block per chunk, one thread per lane) and departure (one
-// thread per particle).
+// thread per particle); and the generation of a matched Gaussian bunch in place.
 const char* kColliderKernels = R"(
 #include "fusetrack/device/collider_steps.h"
+#include "fusetrack/device/gaussian_bunch.h"
+// Particles first, ..., first + n - 1 of the matched Gaussian bunch `seed` into [0, n) of the arrays: alive,
+// not lost, id first + i (ft::sample_gaussian_bunch on the host).
+extern "C" __global__ void collider_gaussian_bunch(ft::ft_gaussian_bunch b, unsigned long long seed,
+    unsigned long long first, long n, double* x, double* px, double* y, double* py, double* zeta, double* delta,
+    double* ptau, double* rpp, double* rvv, int* state, int* lost_turn, long long* lost_element, long long* id) {
+  const long i = static_cast<long>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const ft::ParticleView p = ft::ft_gaussian_bunch_particle(b, seed, first + static_cast<unsigned long long>(i));
+  x[i] = p.x, px[i] = p.px, y[i] = p.y, py[i] = p.py, zeta[i] = p.zeta, delta[i] = p.delta;
+  ptau[i] = p.ptau, rpp[i] = p.rpp, rvv[i] = p.rvv;
+  state[i] = p.state, lost_turn[i] = -1, lost_element[i] = -1;
+  id[i] = static_cast<long long>(first) + i;
+}
 // Arrival: one block of kColliderLanes threads per chunk. Each lane adds its particles to the record
 // sums and boosts them as collider_lane_arrival does (the CPU's loop), and deposits the boosted
 // particle's slice moments into the block's integers in shared memory (exact), added to the global
@@ -79,26 +94,78 @@ GpuColliderContext::GpuColliderContext(int device, FmaMode fma)
 
 GpuColliderContext::~GpuColliderContext() = default;
 
-GpuColliderBunch::GpuColliderBunch(GpuColliderContext& gpu, const Particles& p) : m_gpu(gpu), m_n(p.size()), m_beta0(p.beta0) {
-  if (p.size() > static_cast<size_t>(std::numeric_limits<int>::max()))
-    throw Error(fmt::format("collider on the GPU: {} particles in one bunch; at most {}", p.size(),
-                            std::numeric_limits<int>::max()));
+double GpuColliderContext::kernel_seconds() {
+  m_kernel_seconds += m_module->settle_timed_launches();
+  return m_kernel_seconds;
+}
+
+namespace {
+
+void check_bunch_size(size_t n) {
+  if (n > static_cast<size_t>(std::numeric_limits<int>::max()))
+    throw Error(
+        fmt::format("collider on the GPU: {} particles in one bunch; at most {}", n, std::numeric_limits<int>::max()));
+}
+
+}  // namespace
+
+void GpuColliderBunch::allocate() {
   GpuModule& g = m_gpu.module();
-  m_x = g.upload(p.x), m_px = g.upload(p.px), m_y = g.upload(p.y), m_py = g.upload(p.py);
-  m_zeta = g.upload(p.zeta), m_delta = g.upload(p.delta), m_ptau = g.upload(p.ptau), m_rpp = g.upload(p.rpp);
-  m_rvv = g.upload(p.rvv), m_state = g.upload(p.state), m_lost_turn = g.upload(p.lost_turn);
-  m_lost_element = g.upload(p.lost_element), m_id = g.upload(p.id);
+  const size_t d = m_n * sizeof(double), i32 = m_n * sizeof(int32_t), i64 = m_n * sizeof(int64_t);
+  m_x = g.zeros(d), m_px = g.zeros(d), m_y = g.zeros(d), m_py = g.zeros(d), m_zeta = g.zeros(d);
+  m_delta = g.zeros(d), m_ptau = g.zeros(d), m_rpp = g.zeros(d), m_rvv = g.zeros(d);
+  m_state = g.zeros(i32), m_lost_turn = g.zeros(i32), m_lost_element = g.zeros(i64), m_id = g.zeros(i64);
   m_chunks = g.zeros(static_cast<size_t>(kColliderSums) * kColliderChunks * sizeof(double));
   m_rejected = g.zeros(sizeof(uint64_t));
 }
 
-GpuColliderBunch::~GpuColliderBunch() = default;  // the module frees its buffers
+GpuColliderBunch::GpuColliderBunch(GpuColliderContext& gpu, const Particles& p)
+    : m_gpu(gpu), m_n(p.size()), m_beta0(p.beta0) {
+  check_bunch_size(m_n);
+  allocate();
+  upload(p);
+}
 
-void GpuColliderBunch::download(Particles& p) {
+GpuColliderBunch::GpuColliderBunch(GpuColliderContext& gpu, const ft_gaussian_bunch& bunch, uint64_t seed, size_t first,
+                                   size_t count)
+    : m_gpu(gpu), m_n(count), m_beta0(bunch.beta0) {
+  check_bunch_size(m_n);
+  allocate();
+  if (m_n == 0) return;
   GpuModule& g = m_gpu.module();
-  p.resize(m_n);
+  ft_gaussian_bunch b = bunch;
+  unsigned long long s = seed, f = first;
+  long n = static_cast<long>(m_n);
+  void* args[] = {&b,      &s,     &f,     &n,       &m_x,         &m_px,           &m_y, &m_py, &m_zeta, &m_delta,
+                  &m_ptau, &m_rpp, &m_rvv, &m_state, &m_lost_turn, &m_lost_element, &m_id};
+  const unsigned threads = 256;
+  g.launch_timed_async(g.function("collider_gaussian_bunch"), static_cast<unsigned>((m_n + threads - 1) / threads),
+                       threads, 0, args);
+}
+
+GpuColliderBunch::~GpuColliderBunch() {
+  try {
+    m_gpu.kernel_seconds();  // waits for the queued kernels: none may still use the buffers
+  } catch (const std::exception&) {
+    // the run already ends with the launch's error
+  }
+  GpuModule& g = m_gpu.module();
+  for (uint64_t p : {m_x, m_px, m_y, m_py, m_zeta, m_delta, m_ptau, m_rpp, m_rvv, m_state, m_lost_turn, m_lost_element,
+                     m_id, m_chunks, m_slices, m_acc, m_rejected})
+    if (p) g.release(p);
+}
+
+void GpuColliderBunch::download(Particles& p) { download(p, 0, m_n); }
+
+void GpuColliderBunch::download(Particles& p, size_t first, size_t count) {
+  if (first > m_n || count > m_n - first)
+    throw Error(fmt::format("collider on the GPU: particles [{}, {}) of a bunch of {}", first, first + count, m_n));
+  GpuModule& g = m_gpu.module();
+  p.resize(count);
   p.beta0 = m_beta0;
-  const auto get = [&](auto& v, uint64_t d) { g.copy_to_host(v.data(), d, v.size() * sizeof(v[0])); };
+  const auto get = [&](auto& v, uint64_t d) {
+    g.copy_to_host(v.data(), d + first * sizeof(v[0]), count * sizeof(v[0]));
+  };
   get(p.x, m_x), get(p.px, m_px), get(p.y, m_y), get(p.py, m_py), get(p.zeta, m_zeta), get(p.delta, m_delta);
   get(p.ptau, m_ptau), get(p.rpp, m_rpp), get(p.rvv, m_rvv), get(p.state, m_state), get(p.lost_turn, m_lost_turn);
   get(p.lost_element, m_lost_element), get(p.id, m_id);
@@ -116,17 +183,23 @@ void GpuColliderBunch::upload(const Particles& p) {
 std::vector<double> GpuColliderBunch::arrive(const Bb6dParams& params, const SliceGrid& grid,
                                              const SliceMomentScales& scales, std::vector<uint64_t>& acc,
                                              uint64_t& rejected) {
+  launch_arrival(params, grid, scales, acc.size());
+  return finish_arrival(acc, rejected);
+}
+
+void GpuColliderBunch::launch_arrival(const Bb6dParams& params, const SliceGrid& grid, const SliceMomentScales& scales,
+                                      size_t accumulators) {
   GpuModule& g = m_gpu.module();
-  if (m_acc_capacity < acc.size()) {
-    m_acc = g.zeros(acc.size() * sizeof(uint64_t));
-    m_acc_capacity = acc.size();
+  if (m_acc_capacity < accumulators) {
+    if (m_acc) g.release(m_acc);
+    m_acc = g.zeros(accumulators * sizeof(uint64_t));
+    m_acc_capacity = accumulators;
   }
-  const std::vector<uint64_t> zero(acc.size(), 0);
-  g.copy_to_device(m_acc, zero.data(), zero.size() * sizeof(uint64_t));
-  const uint64_t none = 0;
-  g.copy_to_device(m_rejected, &none, sizeof(none));
+  g.zero(m_acc, accumulators * sizeof(uint64_t));
+  g.zero(m_rejected, sizeof(uint64_t));
+  m_pending_accumulators = accumulators;
   // The block's integers in shared memory when they fit (up to ~300 slices), else a second kernel.
-  const size_t shared = acc.size() * sizeof(uint64_t);
+  const size_t shared = accumulators * sizeof(uint64_t);
   int deposit = shared <= 40 * 1024 ? 1 : 0;
   Bb6dParams p = params;
   SliceGrid gr = grid;
@@ -134,23 +207,36 @@ std::vector<double> GpuColliderBunch::arrive(const Bb6dParams& params, const Sli
   long n = static_cast<long>(m_n);
   void* args[] = {&p,    &gr,   &sc,      &deposit, &m_x,    &m_px,   &m_y,    &m_py,
                   &m_zeta, &m_delta, &m_state, &n,      &m_chunks, &m_acc, &m_rejected};
-  m_gpu.kernel_seconds += g.launch_blocks(g.function("collider_arrival"), kColliderChunks, kColliderLanes,
-                                          deposit ? static_cast<unsigned>(shared) : 0, args);
+  g.launch_timed_async(g.function("collider_arrival"), kColliderChunks, kColliderLanes,
+                       deposit ? static_cast<unsigned>(shared) : 0, args);
   if (!deposit) {
     int n32 = static_cast<int>(m_n);
     void* dargs[] = {&gr, &sc, &m_x, &m_px, &m_y, &m_py, &m_zeta, &m_delta, &m_state, &n32, &m_acc, &m_rejected};
-    m_gpu.kernel_seconds += g.launch(g.function("fusetrack_slice_moments"), m_n, dargs);
+    const unsigned threads = 256;
+    g.launch_timed_async(g.function("fusetrack_slice_moments"),
+                         static_cast<unsigned>(std::max<size_t>((m_n + threads - 1) / threads, 1)), threads, 0, dargs);
   }
+}
+
+std::vector<double> GpuColliderBunch::finish_arrival(std::vector<uint64_t>& acc, uint64_t& rejected) {
+  if (acc.size() != m_pending_accumulators)
+    throw Error(
+        fmt::format("collider on the GPU: {} accumulators expected, {} given", m_pending_accumulators, acc.size()));
+  GpuModule& g = m_gpu.module();
+  // The copies wait for the queued kernels (the default stream).
   const std::vector<uint64_t> got = g.download<uint64_t>(m_acc, acc.size());
   for (size_t k = 0; k < acc.size(); ++k) acc[k] += got[k];
   rejected += g.download<uint64_t>(m_rejected, 1)[0];
-  return g.download<double>(m_chunks, static_cast<size_t>(kColliderSums) * kColliderChunks);
+  std::vector<double> sums = g.download<double>(m_chunks, static_cast<size_t>(kColliderSums) * kColliderChunks);
+  m_gpu.kernel_seconds();  // the queued launches have passed: their times are added and their events freed
+  return sums;
 }
 
 void GpuColliderBunch::depart(const Bb6dParams& params, const std::vector<Bb6dSlice>& slices,
                               const ColliderRingMap* ring, int turn) {
   GpuModule& g = m_gpu.module();
   if (m_slice_capacity < slices.size()) {
+    if (m_slices) g.release(m_slices);
     m_slices = g.zeros(slices.size() * sizeof(Bb6dSlice));
     m_slice_capacity = slices.size();
   }
@@ -162,7 +248,9 @@ void GpuColliderBunch::depart(const Bb6dParams& params, const std::vector<Bb6dSl
   long n = static_cast<long>(m_n);
   void* args[] = {&p,       &m_slices, &n_slices, &ring_on, &m,     &beta0, &turn,    &m_x,         &m_px, &m_y,
                   &m_py,    &m_zeta,   &m_delta,  &m_ptau,  &m_rpp, &m_rvv, &m_state, &m_lost_turn, &n};
-  m_gpu.kernel_seconds += g.launch(g.function("collider_departure"), m_n, args);
+  const unsigned threads = 256;
+  g.launch_timed_async(g.function("collider_departure"),
+                       static_cast<unsigned>(std::max<size_t>((m_n + threads - 1) / threads, 1)), threads, 0, args);
 }
 
 }  // namespace ft

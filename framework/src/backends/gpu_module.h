@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "cuda_driver.h"
@@ -45,6 +46,10 @@ class GpuModule {
     check(m_d->module_load_data(&m_module, m_cubin.data()), "cuModuleLoadData");
   }
   ~GpuModule() {
+    for (const auto& e : m_pending) {
+      m_d->event_destroy(e.first);
+      m_d->event_destroy(e.second);
+    }
     for (CUdeviceptr p : m_buffers) m_d->mem_free(p);
     if (m_module) m_d->module_unload(m_module);
   }
@@ -93,6 +98,41 @@ class GpuModule {
     check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared_bytes, nullptr, args, nullptr), "cuLaunchKernel");
   }
   void synchronize() { check(m_d->ctx_synchronize(), "kernel"); }
+  /// Frees a buffer of this module before the module goes.
+  void release(CUdeviceptr p) {
+    const auto it = std::find(m_buffers.begin(), m_buffers.end(), p);
+    if (it == m_buffers.end()) return;
+    m_d->mem_free(p);
+    m_buffers.erase(it);
+  }
+  /// Launches `blocks` blocks of `threads` threads on the default stream without waiting for them, between
+  /// two events whose time settle_timed_launches() adds up once they have passed.
+  void launch_timed_async(CUfunction f, unsigned blocks, unsigned threads, unsigned shared_bytes, void** args) {
+    CUevent e0, e1;
+    check(m_d->event_create(&e0, CU_EVENT_DEFAULT), "cuEventCreate");
+    check(m_d->event_create(&e1, CU_EVENT_DEFAULT), "cuEventCreate");
+    m_pending.push_back({e0, e1});
+    check(m_d->event_record(e0, nullptr), "cuEventRecord");
+    check(m_d->launch_kernel(f, blocks, 1, 1, threads, 1, 1, shared_bytes, nullptr, args, nullptr), "cuLaunchKernel");
+    check(m_d->event_record(e1, nullptr), "cuEventRecord");
+  }
+  /// Waits for the launches of launch_timed_async and returns their kernel time [s].
+  double settle_timed_launches() {
+    double seconds = 0.0;
+    for (const auto& e : m_pending) {
+      check(m_d->event_synchronize(e.second), "kernel");
+      float ms = 0.0f;
+      m_d->event_elapsed_time(&ms, e.first, e.second);
+      seconds += ms * 1e-3;
+      m_d->event_destroy(e.first);
+      m_d->event_destroy(e.second);
+    }
+    m_pending.clear();
+    return seconds;
+  }
+  void zero(CUdeviceptr p, size_t bytes) {
+    if (bytes) check(m_d->memset_d8(p, 0, bytes), "cuMemsetD8");
+  }
   /// Launches one thread per particle and returns the kernel time [s].
   double launch(CUfunction f, size_t n, void** args) {
     const unsigned threads = 256;
@@ -121,6 +161,7 @@ class GpuModule {
   CUmodule m_module = nullptr;
   std::vector<char> m_cubin;
   std::vector<CUdeviceptr> m_buffers;
+  std::vector<std::pair<CUevent, CUevent>> m_pending;  // launch_timed_async's events
 };
 
 }  // namespace ft

@@ -1,4 +1,4 @@
-// Two beams colliding (fusetrack/collider.h): bunches on ranks, slots in order, slice moments
+// Two beams colliding (fusetrack/collider.h): bunches on ranks, slots in waves, slice moments
 // swapped as integers, the synchro-beam map of fusetrack/device/beambeam6d.h, one turn per crossing.
 #include "fusetrack/collider.h"
 
@@ -163,11 +163,16 @@ std::vector<Bb6dSlice> usable_slices(const SliceMoments& m, double particles_per
 
 struct Bunch {
   int beam = 0, index = 0;
+  size_t count = 0;  // macroparticles
+  /// The particles of a bunch kept on the host; a GPU bunch's stay empty except while a checkpoint is written.
   Particles particles;
   int64_t crossings = 0;
-  std::vector<uint64_t> moments;  // this crossing's integers (+ out_of_range last)
-  std::unique_ptr<GpuColliderBunch> gpu;  // the particles live on the GPU (then `particles` is stale)
-  Particles check_copy;                   // the first crossing's CPU replica of a GPU bunch (check_gpu)
+  std::vector<uint64_t> moments;          // this crossing's integers (+ out_of_range last)
+  std::unique_ptr<GpuColliderBunch> gpu;  // the particles live on the GPU
+  // The first crossing's check of a GPU bunch (check_gpu): a sample of its first particles, on the GPU and on
+  // the CPU, from arrival to departure.
+  std::unique_ptr<GpuColliderBunch> sample_gpu;
+  Particles sample_cpu;
 };
 
 /// Every array of two particle sets bitwise equal.
@@ -416,28 +421,109 @@ double peak_tune(const std::vector<double>& samples) {
   return (static_cast<double>(best) + shift) / (2.0 * static_cast<double>(m));
 }
 
-CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& registry, const CollideOptions& o,
-                          Communicator& comm) {
-  ColliderSetup setup = setup_in;  // lattice rings fill in their reference particle below
-  const auto t_start = Clock::now();
-  if (o.turns < 1) {
-    InputLocation at;
-    at.field = "turns";
-    throw InputError(at, fmt::format("must be at least 1, got {}", o.turns));
-  }
-  CollideResult result;
-  result.root = comm.is_root();
-  result.ranks = comm.size();
-  const InteractionPoint& ip = setup.ip;
+namespace {
 
-  // Beams: ring, optics at the IP, matched sizes, kick parameters, slicing.
-  std::array<BeamRuntime, 2> beams;
-  for (int j = 0; j < 2; ++j) {
-    BeamRuntime& b = beams[static_cast<size_t>(j)];
-    ColliderBeam& cb = setup.beams[static_cast<size_t>(j)];
+/// One crossing as this rank sees it: the slot's two bunches, their owners, this rank's of them, and what the
+/// crossing carries from arrival to departure.
+struct Crossing {
+  int64_t slot = 0;
+  std::array<int, 2> pair{};                // bunch of beam 1, bunch of beam 2
+  std::array<int, 2> owners{};              // their ranks
+  std::array<Bunch*, 2> mine{};             // this rank's bunches of the two (null: another rank's)
+  std::array<std::vector<double>, 2> sums;  // arrival's record sums, per chunk
+  std::array<CrossingRecord, 2> rec;
+  std::array<std::vector<uint64_t>, 2> partner_moments;
+};
+
+/// One collider run on the ranks of a communicator (fusetrack/collider.h). The slots are walked in waves of
+/// w = min(n1, n2) consecutive slots: w consecutive slots hold w different bunches of each beam, so their
+/// crossings are independent. A wave is three passes over this rank's bunches: every arrival (the GPU's
+/// queued without waits), the exchanges with the partners' owners in slot order, every departure. Each
+/// bunch's own operations and their integers are those of a walk slot by slot, so the records and particles
+/// are the same bits for any rank count, placement and wave. Every rank takes its exchanges in increasing
+/// slot order, and one that waits at slot k waits for a partner whose earlier exchanges are done or only
+/// need ranks at slots below k: the walk cannot deadlock.
+class ColliderRun {
+ public:
+  ColliderRun(const ColliderSetup& setup, ElementRegistry& registry, const CollideOptions& options, Communicator& comm)
+      : m_setup(setup), m_registry(registry), m_o(options), m_comm(comm), m_t_start(Clock::now()) {}
+
+  CollideResult run() {
+    if (m_o.turns < 1) {
+      InputLocation at;
+      at.field = "turns";
+      throw InputError(at, fmt::format("must be at least 1, got {}", m_o.turns));
+    }
+    m_result.root = m_comm.is_root();
+    m_result.ranks = m_comm.size();
+    set_up_beams();
+    if (m_o.wave_slots < 0 || m_o.wave_slots > std::min(m_n1, m_n2)) {
+      InputLocation at;
+      at.field = "wave_slots";
+      throw InputError(at, fmt::format("must be 0 (min(n1, n2)) or at most {} (min(n1, n2)), got {}",
+                                       std::min(m_n1, m_n2), m_o.wave_slots));
+    }
+    place_bunches();
+    read_resume_state();
+    make_bunches();
+    open_records();
+    walk();
+    if (m_result.stopped_at >= 0) {
+      if (m_comm.is_root())
+        fmt::print(stderr, "collide: stopped after crossing {} of {} (turn {}); resume with --resume\n", m_stop_slot,
+                   m_slots, m_stop_slot / m_n1);
+      return std::move(m_result);
+    }
+    if (m_csv.is_open()) {
+      m_csv.close();
+      if (!m_csv) throw Error("writing " + m_csv_path + " failed");
+      m_result.output_files.push_back(m_csv_path);
+    }
+    if (m_result.root) summarise();
+    if (m_gpu_context) m_result.gpu_kernel_seconds = m_gpu_context->kernel_seconds();
+    m_result.seconds = seconds_since(m_t_start);
+    if (m_result.root && !m_o.output_dir.empty()) {
+      const std::string path = (std::filesystem::path(m_o.output_dir) / "summary.json").string();
+      write_file_atomically(path, collide_summary_json(m_setup, m_o, m_result).dump(2) + "\n");
+      m_result.output_files.push_back(path);
+    }
+    return std::move(m_result);
+  }
+
+ private:
+  // ---- set-up ----------------------------------------------------------------------------------
+
+  /// Beams: ring, optics at the IP, matched sizes, kick parameters, slicing; the beam-beam parameters.
+  void set_up_beams() {
+    for (int j = 0; j < 2; ++j) set_up_ring(j);
+    for (int j = 0; j < 2; ++j) set_up_kick(j);
+    for (int j = 0; j < 2; ++j) {
+      const BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+      const BeamRuntime& p = m_beams[static_cast<size_t>(1 - j)];
+      const double n = p.beam->bunches.intensity;
+      m_result.xi[static_cast<size_t>(j)][0] =
+          -b.params.kick_per_particle * n * b.optics.beta_x / (4 * kPi * p.sigma_x * (p.sigma_x + p.sigma_y));
+      m_result.xi[static_cast<size_t>(j)][1] =
+          -b.params.kick_per_particle * n * b.optics.beta_y / (4 * kPi * p.sigma_y * (p.sigma_x + p.sigma_y));
+      m_result.tunes[static_cast<size_t>(j)] = {b.optics.qx, b.optics.qy};
+    }
+    if (m_beams[0].optics.circumference > 0)
+      m_result.crossing_frequency = m_setup.beams[0].reference.beta0() * kSpeedOfLight /
+                                    m_beams[0].optics.circumference * m_setup.beams[0].bunches.count;
+    m_n1 = m_setup.beams[0].bunches.count;
+    m_n2 = m_setup.beams[1].bunches.count;
+    m_slots = m_o.turns * m_n1;
+    m_result.slots = m_slots;
+  }
+
+  /// Beam j's ring (linear map or lattice, whose reference particle fills in the set-up's), its optics at
+  /// the IP and its matched sizes.
+  void set_up_ring(int j) {
+    BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+    ColliderBeam& cb = m_setup.beams[static_cast<size_t>(j)];
     b.beam = &cb;
     b.index = j;
-    b.frozen = setup.frozen_beam == j;
+    b.frozen = m_setup.frozen_beam == j;
     if (cb.linear_map) {
       const LinearRingMap& m = *cb.linear_map;
       b.optics.beta_x = m.beta_x, b.optics.alpha_x = m.alpha_x, b.optics.gamma_x = (1 + m.alpha_x * m.alpha_x) / m.beta_x;
@@ -446,46 +532,49 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
       b.optics.circumference = m.circumference;
       b.ring = ring_map(m);
     } else {
-      b.lattice = std::make_unique<Lattice>(load_lattice(cb.lattice_file, registry, LatticeFileOptions{}));
+      b.lattice = std::make_unique<Lattice>(load_lattice(cb.lattice_file, m_registry, LatticeFileOptions{}));
       if (b.lattice->has_collective()) {
-        InputLocation at{setup.file};
+        InputLocation at{m_setup.file};
         at.field = fmt::format("beams[{}].lattice", j);
         throw InputError(at, cb.lattice_file + " has collective elements; a collider ring has none yet");
       }
       const ReferenceParticle& r = b.lattice->reference();
       if (cb.reference.mass0 == 0.0) cb.reference = r;  // none given in the set-up
       if (r.mass0 != cb.reference.mass0 || r.q0 != cb.reference.q0 || r.p0c != cb.reference.p0c) {
-        InputLocation at{setup.file};
+        InputLocation at{m_setup.file};
         at.field = fmt::format("beams[{}].reference", j);
         throw InputError(at, fmt::format("differs from the reference particle of its lattice {}", cb.lattice_file));
       }
       b.optics = compute_linear_optics(*b.lattice);
       std::vector<std::string> notices;
-      b.backend = make_backend(*b.lattice, o.backend, &notices);
-      if (comm.is_root())
+      b.backend = make_backend(*b.lattice, m_o.backend, &notices);
+      if (m_comm.is_root())
         for (const std::string& n : notices) fmt::print(stderr, "note: beam {}: {}\n", j + 1, n);
     }
     const double bg = cb.reference.beta0() * cb.reference.gamma0();
     const double ex = cb.bunches.emittance_nx / bg, ey = cb.bunches.emittance_ny / bg;
     b.sigma_x = std::sqrt(ex * b.optics.beta_x), b.sigma_y = std::sqrt(ey * b.optics.beta_y);
     b.sigma_px = std::sqrt(ex * b.optics.gamma_x), b.sigma_py = std::sqrt(ey * b.optics.gamma_y);
-    b.params.phi = ip.phi;
-    b.params.alpha = j == 0 ? ip.alpha : kPi - ip.alpha;
-    b.params.longitudinal = ip.six_d ? 1 : 0;
+    b.params.phi = m_setup.ip.phi;
+    b.params.alpha = j == 0 ? m_setup.ip.alpha : kPi - m_setup.ip.alpha;
+    b.params.longitudinal = m_setup.ip.six_d ? 1 : 0;
     b.particles_per_macro = cb.bunches.intensity / static_cast<double>(cb.bunches.macroparticles);
   }
-  for (int j = 0; j < 2; ++j) {
-    BeamRuntime& b = beams[static_cast<size_t>(j)];
-    const ColliderBeam& partner = setup.beams[static_cast<size_t>(1 - j)];
+
+  /// Beam j's kick of one partner particle, and its slices and fixed-point ranges in the boosted frame:
+  /// x* = x + zeta tan(phi) cos(alpha), zeta* = zeta / cos(phi), ...
+  void set_up_kick(int j) {
+    BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+    const ColliderBeam& partner = m_setup.beams[static_cast<size_t>(1 - j)];
+    const InteractionPoint& ip = m_setup.ip;
     try {
       bb6d_prepare_params(b.params, b.beam->reference.q0, b.beam->reference.p0c, b.beam->reference.beta0(),
                           partner.reference.q0, partner.reference.beta0());
     } catch (const std::invalid_argument& e) {
-      InputLocation at{setup.file};
+      InputLocation at{m_setup.file};
       at.field = fmt::format("beams[{}].reference", j);
       throw InputError(at, e.what());
     }
-    // The slices and ranges in the boosted frame: x* = x + zeta tan(phi) cos(alpha), zeta* = zeta / cos(phi), ...
     const double k = ip.moment_range, t = std::fabs(b.params.tan_phi), sz = b.beam->bunches.sigma_zeta;
     const double sd = std::max(b.beam->bunches.sigma_delta, 1e-9);
     b.ranges = {k * (b.sigma_x + sz * t), k * b.sigma_px / b.params.cos_phi + k * sd * t,
@@ -498,421 +587,525 @@ CollideResult run_collide(const ColliderSetup& setup_in, ElementRegistry& regist
     b.grid.zeta_max = half;
     b.grid.inv_dz = ip.slices / (2 * half);
   }
-  for (int j = 0; j < 2; ++j) {
-    const BeamRuntime& b = beams[static_cast<size_t>(j)];
-    const BeamRuntime& p = beams[static_cast<size_t>(1 - j)];
-    const double n = p.beam->bunches.intensity;
-    result.xi[static_cast<size_t>(j)][0] =
-        -b.params.kick_per_particle * n * b.optics.beta_x / (4 * kPi * p.sigma_x * (p.sigma_x + p.sigma_y));
-    result.xi[static_cast<size_t>(j)][1] =
-        -b.params.kick_per_particle * n * b.optics.beta_y / (4 * kPi * p.sigma_y * (p.sigma_x + p.sigma_y));
-    result.tunes[static_cast<size_t>(j)] = {b.optics.qx, b.optics.qy};
-  }
-  if (beams[0].optics.circumference > 0)
-    result.crossing_frequency = setup.beams[0].reference.beta0() * kSpeedOfLight / beams[0].optics.circumference *
-                                setup.beams[0].bunches.count;
 
-  // Bunches on ranks.
-  const int n1 = setup.beams[0].bunches.count, n2 = setup.beams[1].bunches.count, total = n1 + n2;
-  const auto owner = [&](int beam, int bunch) { return owner_of(beam == 0 ? bunch : n1 + bunch, total, comm.size(), o.placement); };
-  // Bunches of linear-map rings live on this rank's GPU (its node-local rank's) when one is asked
-  // for, or found with --device auto; lattice rings and frozen beams stay on the host (a lattice
-  // ring's turn runs on the backend of o.backend).
-  std::unique_ptr<GpuColliderContext> gpu_context;
-  bool wants_gpu = false;
-  for (int j = 0; j < 2; ++j)
-    wants_gpu = wants_gpu || (setup.beams[static_cast<size_t>(j)].linear_map && setup.frozen_beam != j);
-  if (o.backend.device != "cpu" && wants_gpu) {
+  int owner(int beam, int bunch) const {
+    return owner_of(beam == 0 ? bunch : m_n1 + bunch, m_n1 + m_n2, m_comm.size(), m_o.placement);
+  }
+
+  /// A bunch kept on the GPU: a linear-map ring's, not frozen, with a GPU context on this rank.
+  bool on_gpu(int beam) const {
+    const BeamRuntime& b = m_beams[static_cast<size_t>(beam)];
+    return m_gpu_context && b.beam->linear_map && !b.frozen;
+  }
+
+  /// Bunches on ranks; the GPU of this rank (its node-local rank's) when it holds bunches of linear-map rings
+  /// and one is asked for, or found with --device auto (lattice rings and frozen beams stay on the host: a
+  /// lattice ring's turn runs on the backend of o.backend). Rank 0 says how many ranks hold no bunch.
+  void place_bunches() {
+    const int total = m_n1 + m_n2;
+    std::vector<char> holds(static_cast<size_t>(m_comm.size()), 0);
+    bool wants_gpu = false;
+    for (int j = 0; j < 2; ++j)
+      for (int i = 0; i < m_setup.beams[static_cast<size_t>(j)].bunches.count; ++i) {
+        holds[static_cast<size_t>(owner(j, i))] = 1;
+        if (owner(j, i) == m_comm.rank())
+          wants_gpu = wants_gpu || (m_setup.beams[static_cast<size_t>(j)].linear_map && m_setup.frozen_beam != j);
+      }
+    m_result.idle_ranks = static_cast<int>(std::count(holds.begin(), holds.end(), 0));
+    if (m_comm.is_root() && m_result.idle_ranks > 0)
+      fmt::print(stderr, "collide: {} ranks for {} bunches: {} {} no bunch\n", m_comm.size(), total,
+                 m_result.idle_ranks, m_result.idle_ranks == 1 ? "rank holds" : "ranks hold");
+    if (m_o.backend.device == "cpu" || !wants_gpu) return;
     try {
       const std::vector<GpuInfo> gpus = list_gpus();
       if (gpus.empty()) throw DeviceError(gpu_unavailable_reason().empty() ? "no GPU found" : gpu_unavailable_reason());
-      const size_t device = static_cast<size_t>(comm.local_rank()) % gpus.size();
-      gpu_context = std::make_unique<GpuColliderContext>(static_cast<int>(device), o.fma);
-      result.device = fmt::format("GPU {} ({})", device, gpus[device].name);
+      const size_t device = static_cast<size_t>(m_comm.local_rank()) % gpus.size();
+      m_gpu_context = std::make_unique<GpuColliderContext>(static_cast<int>(device), m_o.fma);
+      m_result.device = fmt::format("GPU {} ({})", device, gpus[device].name);
     } catch (const DeviceError& e) {
-      if (o.backend.device == "gpu") throw;
-      if (comm.is_root())
+      if (m_o.backend.device == "gpu") throw;
+      if (m_comm.is_root())
         fmt::print(stderr, "note: no usable GPU ({}); the collider's bunches are tracked on the CPU\n", e.what());
     }
   }
-  std::array<std::vector<std::unique_ptr<Bunch>>, 2> bunches;
-  for (int j = 0; j < 2; ++j) {
-    const ColliderBeam& cb = setup.beams[static_cast<size_t>(j)];
-    bunches[static_cast<size_t>(j)].resize(static_cast<size_t>(cb.bunches.count));
-    for (int i = 0; i < cb.bunches.count; ++i) {
-      if (owner(j, i) != comm.rank()) continue;
-      auto bunch = std::make_unique<Bunch>();
-      bunch->beam = j, bunch->index = i;
-      const BeamRuntime& b = beams[static_cast<size_t>(j)];
-      if (!cb.bunches.particles_file.empty()) {
-        bunch->particles = read_particles(cb.bunches.particles_file, cb.reference.beta0());
-        if (bunch->particles.size() != cb.bunches.macroparticles) {
-          InputLocation at{setup.file};
-          at.field = fmt::format("beams[{}].bunches.macroparticles", j);
-          throw InputError(at, fmt::format("is {} but {} holds {} particles", cb.bunches.macroparticles,
-                                           cb.bunches.particles_file, bunch->particles.size()));
-        }
-      } else {
-        bunch->particles = make_gaussian(cb.reference, b.optics, cb.bunches.macroparticles, cb.bunches.emittance_nx,
-                                         cb.bunches.emittance_ny, cb.bunches.sigma_zeta, cb.bunches.sigma_delta,
-                                         cb.bunches.seed + 1000003ull * static_cast<uint64_t>(j) + static_cast<uint64_t>(i));
-      }
-      if (gpu_context && cb.linear_map && !b.frozen)
-        bunch->gpu = std::make_unique<GpuColliderBunch>(*gpu_context, bunch->particles);
-      bunches[static_cast<size_t>(j)][static_cast<size_t>(i)] = std::move(bunch);
+
+  /// Resuming: the slot of the last checkpoint (state.json); the bunches' particles follow in make_bunches.
+  void read_resume_state() {
+    if ((m_o.checkpoint_every > 0 || m_o.resume || m_o.stop_after > 0) && m_o.output_dir.empty()) {
+      InputLocation at;
+      at.field = "output";
+      throw InputError(at, "checkpoints (checkpoint_every, resume, stop_after) need an output directory");
+    }
+    m_checkpoint_dir = std::filesystem::path(m_o.output_dir) / "checkpoint";
+    if (!m_o.resume) return;
+    const std::string state_file = (m_checkpoint_dir / "state.json").string();
+    if (!std::filesystem::exists(state_file)) throw InputError(InputLocation{state_file}, "no checkpoint to resume from");
+    const nlohmann::ordered_json state = parse_json_file(state_file);
+    if (state.value("setup_fingerprint", std::string()) != setup_fingerprint(m_setup))
+      throw InputError(InputLocation{state_file}, "the checkpoint belongs to another set-up; refusing to resume");
+    m_first_slot = state.at("slot").get<int64_t>();
+    if (m_first_slot > m_slots)
+      throw InputError(InputLocation{state_file},
+                       fmt::format("the checkpoint is at crossing {}, beyond this run's {}", m_first_slot, m_slots));
+    if (m_comm.is_root()) fmt::print(stderr, "collide: resuming from {} at crossing {}\n", state_file, m_first_slot);
+  }
+
+  /// This rank's bunches: from the checkpoint when resuming (bunch files do not depend on the placement: any
+  /// rank count resumes any other's run), else from the particle file or the matched Gaussian, whose particle
+  /// i of bunch b of beam j is drawn from (seed + 1000003 j + b, i) on the GPU or the host alike.
+  void make_bunches() {
+    for (int j = 0; j < 2; ++j) {
+      const ColliderBeam& cb = m_setup.beams[static_cast<size_t>(j)];
+      m_bunches[static_cast<size_t>(j)].resize(static_cast<size_t>(cb.bunches.count));
+      for (int i = 0; i < cb.bunches.count; ++i)
+        if (owner(j, i) == m_comm.rank()) m_bunches[static_cast<size_t>(j)][static_cast<size_t>(i)] = make_bunch(j, i);
     }
   }
 
-  // Output: rank 0 streams the records of each block of slots (gathered by a sum: other rows are 0).
-  const int64_t slots = o.turns * n1;
-  result.slots = slots;
-  if ((o.checkpoint_every > 0 || o.resume || o.stop_after > 0) && o.output_dir.empty()) {
-    InputLocation at;
-    at.field = "output";
-    throw InputError(at, "checkpoints (checkpoint_every, resume, stop_after) need an output directory");
-  }
-  const std::filesystem::path checkpoint_dir = std::filesystem::path(o.output_dir) / "checkpoint";
-  // Resuming: the slot of the last checkpoint (state.json), every bunch's particles from its file
-  // (bunch files do not depend on the placement: any rank count resumes any other's run).
-  int64_t first_slot = 0;
-  if (o.resume) {
-    const std::string state_file = (checkpoint_dir / "state.json").string();
-    if (!std::filesystem::exists(state_file)) throw InputError(InputLocation{state_file}, "no checkpoint to resume from");
-    const nlohmann::ordered_json state = parse_json_file(state_file);
-    if (state.value("setup_fingerprint", std::string()) != setup_fingerprint(setup))
-      throw InputError(InputLocation{state_file}, "the checkpoint belongs to another set-up; refusing to resume");
-    first_slot = state.at("slot").get<int64_t>();
-    if (first_slot > slots)
-      throw InputError(InputLocation{state_file},
-                       fmt::format("the checkpoint is at crossing {}, beyond this run's {}", first_slot, slots));
-    for (int j = 0; j < 2; ++j)
-      for (auto& bunch : bunches[static_cast<size_t>(j)]) {
-        if (!bunch) continue;
-        const std::string file = (checkpoint_dir / bunch_checkpoint_name(j, bunch->index, first_slot)).string();
-        read_bunch_checkpoint(file, *bunch);
-        if (bunch->gpu) bunch->gpu->upload(bunch->particles);
+  std::unique_ptr<Bunch> make_bunch(int j, int i) {
+    const ColliderBeam& cb = m_setup.beams[static_cast<size_t>(j)];
+    const BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+    auto bunch = std::make_unique<Bunch>();
+    bunch->beam = j, bunch->index = i;
+    bunch->count = cb.bunches.macroparticles;
+    const double beta0 = cb.reference.beta0();
+    if (m_o.resume) {
+      bunch->particles = Particles(bunch->count, beta0);
+      read_bunch_checkpoint((m_checkpoint_dir / bunch_checkpoint_name(j, i, m_first_slot)).string(), *bunch);
+    } else if (!cb.bunches.particles_file.empty()) {
+      bunch->particles = read_particles(cb.bunches.particles_file, beta0);
+      if (bunch->particles.size() != cb.bunches.macroparticles) {
+        InputLocation at{m_setup.file};
+        at.field = fmt::format("beams[{}].bunches.macroparticles", j);
+        throw InputError(at, fmt::format("is {} but {} holds {} particles", cb.bunches.macroparticles,
+                                         cb.bunches.particles_file, bunch->particles.size()));
       }
-    if (comm.is_root()) fmt::print(stderr, "collide: resuming from {} at crossing {}\n", state_file, first_slot);
+    } else {
+      const ft_gaussian_bunch g =
+          gaussian_bunch(cb.reference, b.optics, cb.bunches.emittance_nx, cb.bunches.emittance_ny,
+                         cb.bunches.sigma_zeta, cb.bunches.sigma_delta);
+      const uint64_t seed = cb.bunches.seed + 1000003ull * static_cast<uint64_t>(j) + static_cast<uint64_t>(i);
+      if (on_gpu(j)) {
+        bunch->gpu = std::make_unique<GpuColliderBunch>(*m_gpu_context, g, seed, 0, bunch->count);
+        return bunch;
+      }
+      bunch->particles = sample_gaussian_bunch(g, seed, 0, bunch->count, m_o.threads);
+    }
+    if (on_gpu(j)) {
+      bunch->gpu = std::make_unique<GpuColliderBunch>(*m_gpu_context, bunch->particles);
+      bunch->particles = Particles();
+    }
+    return bunch;
   }
-  std::ofstream csv;
-  std::string csv_path;
-  std::vector<CrossingRecord> replay;  // records of the resumed part, from bunches.csv
-  if (result.root && !o.output_dir.empty()) {
-    std::filesystem::create_directories(o.output_dir);
-    csv_path = (std::filesystem::path(o.output_dir) / "bunches.csv").string();
-    if (o.resume) replay = read_csv_records(csv_path, first_slot);
-    csv.open(csv_path);
-    if (!csv) throw Error("cannot write " + csv_path);
-    csv << kCsvHeader;
-    for (const CrossingRecord& r : replay) write_csv_row(csv, r);
-  }
-  // Records are gathered to rank 0 once per block of slots (one MPI_Allreduce); the gather drains the
-  // pipeline of the gear-change walk, so a block spans at least 16 turns' worth of every bunch.
-  const int64_t block = std::max<int64_t>(256, 16 * static_cast<int64_t>(n1 + n2));
-  std::vector<double> records(static_cast<size_t>(block) * 2 * kRecordFields, 0.0);
-  // Centroid series per (beam, bunch), x and y, and per-bunch luminosity sums (rank 0).
-  std::array<std::vector<std::array<std::vector<double>, 2>>, 2> series;
-  std::array<std::vector<double>, 2> lumi_sum;
-  std::array<std::vector<BunchSummary>, 2> summaries;
-  for (int j = 0; j < 2; ++j) {
-    const size_t nb = static_cast<size_t>(setup.beams[static_cast<size_t>(j)].bunches.count);
-    series[static_cast<size_t>(j)].resize(nb);
-    lumi_sum[static_cast<size_t>(j)].assign(nb, 0.0);
-    summaries[static_cast<size_t>(j)].resize(nb);
-  }
-  double lumi_total = 0.0;
 
-  const int threads = o.threads;
-  const auto deposit = [&](Bunch& bunch, const Particles& boosted) {
-    const BeamRuntime& b = beams[static_cast<size_t>(bunch.beam)];
-    SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
-    reducer.deposit(boosted, threads);
+  /// Rank 0's outputs: bunches.csv (the resumed part's records first) and the per-bunch series.
+  void open_records() {
+    std::vector<CrossingRecord> replay;  // records of the resumed part, from bunches.csv
+    if (m_result.root && !m_o.output_dir.empty()) {
+      std::filesystem::create_directories(m_o.output_dir);
+      m_csv_path = (std::filesystem::path(m_o.output_dir) / "bunches.csv").string();
+      if (m_o.resume) replay = read_csv_records(m_csv_path, m_first_slot);
+      m_csv.open(m_csv_path);
+      if (!m_csv) throw Error("cannot write " + m_csv_path);
+      m_csv << kCsvHeader;
+      for (const CrossingRecord& r : replay) write_csv_row(m_csv, r);
+    }
+    for (int j = 0; j < 2; ++j) {
+      const size_t nb = static_cast<size_t>(m_setup.beams[static_cast<size_t>(j)].bunches.count);
+      m_series[static_cast<size_t>(j)].resize(nb);
+      m_lumi_sum[static_cast<size_t>(j)].assign(nb, 0.0);
+      m_summaries[static_cast<size_t>(j)].resize(nb);
+    }
+    for (const CrossingRecord& r : replay) accumulate(r);
+  }
+
+  // ---- the walk ---------------------------------------------------------------------------------
+
+  /// Blocks of slots, each ending with the records gathered to rank 0 (one MPI_Allreduce, where all ranks
+  /// meet) and, at checkpoint turns and at a stop, a checkpoint. A block spans at least 16 turns' worth of
+  /// every bunch, so that the meeting is rare.
+  void walk() {
+    const int64_t block = std::max<int64_t>(256, 16 * static_cast<int64_t>(m_n1 + m_n2));
+    m_records.assign(static_cast<size_t>(block) * 2 * kRecordFields, 0.0);
+    const int64_t checkpoint_slots = m_o.checkpoint_every * m_n1;
+    m_stop_slot = m_o.stop_after > 0 ? std::min(m_slots, m_o.stop_after * m_n1) : m_slots;
+    int64_t previous_checkpoint = m_o.resume ? m_first_slot : -1;
+    for (int64_t block_start = m_first_slot; block_start < m_stop_slot;) {
+      int64_t block_end = std::min(m_stop_slot, block_start + block);
+      if (checkpoint_slots > 0)
+        block_end = std::min(block_end, (block_start / checkpoint_slots + 1) * checkpoint_slots);
+      walk_block(block_start, block_end);
+      gather_records(block_start, block_end);
+      const bool at_checkpoint =
+          (checkpoint_slots > 0 && block_end % checkpoint_slots == 0) || block_end == m_stop_slot;
+      if (at_checkpoint && (checkpoint_slots > 0 || block_end < m_slots)) {
+        checkpoint(block_end, previous_checkpoint);
+        previous_checkpoint = block_end;
+      }
+      block_start = block_end;
+    }
+    m_result.stopped_at = m_stop_slot < m_slots ? m_stop_slot : -1;
+  }
+
+  /// Slots [begin, end) in waves of min(n1, n2) slots (or wave_slots; the last one shorter at the block's end).
+  void walk_block(int64_t begin, int64_t end) {
+    std::fill(m_records.begin(), m_records.end(), 0.0);
+    const int64_t wave = m_o.wave_slots > 0 ? m_o.wave_slots : std::min(m_n1, m_n2);
+    for (int64_t first = begin; first < end; first += wave) {
+      const int64_t last = std::min(end, first + wave);
+      walk_wave(first, last, begin);
+      if (m_o.progress_every > 0 && m_result.root)
+        for (int64_t slot = first; slot < last; ++slot)
+          if ((slot + 1) % m_o.progress_every == 0)
+            fmt::print(stderr, "collide: slot {} of {} ({:.1f} s)\n", slot + 1, m_slots, seconds_since(m_t_start));
+    }
+  }
+
+  /// One wave: the crossings of this rank's bunches, arrivals, exchanges in slot order, departures.
+  void walk_wave(int64_t begin, int64_t end, int64_t block_start) {
+    std::vector<Crossing> wave;
+    for (int64_t slot = begin; slot < end; ++slot) {
+      Crossing c;
+      c.slot = slot;
+      c.pair = {static_cast<int>(slot % m_n1), static_cast<int>(slot % m_n2)};
+      c.owners = {owner(0, c.pair[0]), owner(1, c.pair[1])};
+      for (int j = 0; j < 2; ++j)
+        if (c.owners[static_cast<size_t>(j)] == m_comm.rank())
+          c.mine[static_cast<size_t>(j)] =
+              m_bunches[static_cast<size_t>(j)][static_cast<size_t>(c.pair[static_cast<size_t>(j)])].get();
+      if (c.mine[0] || c.mine[1]) wave.push_back(std::move(c));
+    }
+    for (Crossing& c : wave)
+      for (int j = 0; j < 2; ++j)
+        if (c.mine[static_cast<size_t>(j)]) begin_arrival(c, j);
+    for (Crossing& c : wave) {
+      for (int j = 0; j < 2; ++j)
+        if (c.mine[static_cast<size_t>(j)]) end_arrival(c, j);
+      exchange(c);
+    }
+    for (Crossing& c : wave)
+      for (int j = 0; j < 2; ++j)
+        if (c.mine[static_cast<size_t>(j)]) depart(c, j, block_start);
+  }
+
+  /// The slice-moment integers of boosted particles into the bunch's moments (+ out_of_range last).
+  void deposit(Bunch& bunch, const Particles& boosted) const {
+    const BeamRuntime& b = m_beams[static_cast<size_t>(bunch.beam)];
+    SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.count, 1));
+    reducer.deposit(boosted, m_o.threads);
     bunch.moments = reducer.accumulators();
     bunch.moments.push_back(reducer.out_of_range());
-  };
-  const auto moments_of = [&](int beam, const std::vector<uint64_t>& acc, uint64_t& out_of_range) {
-    const BeamRuntime& b = beams[static_cast<size_t>(beam)];
+  }
+
+  /// Arrival of beam j's bunch, first half: in one pass the record sums of the arriving particles and their
+  /// boost (a frozen bunch is never boosted: its moments are taken once, from a boosted copy), and the slice
+  /// moments; a GPU bunch's kernels are queued (end_arrival takes their results).
+  void begin_arrival(Crossing& c, int j) {
+    Bunch& bunch = *c.mine[static_cast<size_t>(j)];
+    const BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+    const auto t0 = Clock::now();
+    if (bunch.gpu) {
+      if (m_o.check_gpu && m_o.fma == FmaMode::Off && bunch.crossings == 0) check_arrival(bunch);
+      SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.count, 1));
+      bunch.gpu->launch_arrival(b.params, reducer.grid(), reducer.scales(), reducer.accumulators().size());
+    } else {
+      c.sums[static_cast<size_t>(j)] = cpu_arrival(b.params, !b.frozen, bunch.particles, m_o.threads);
+      if (!b.frozen) {
+        deposit(bunch, bunch.particles);
+      } else if (bunch.moments.empty()) {
+        Particles boosted = bunch.particles;
+        (void)cpu_arrival(b.params, true, boosted, m_o.threads);
+        deposit(bunch, boosted);
+      }
+    }
+    m_result.deposit_seconds += seconds_since(t0);
+  }
+
+  /// Arrival, second half: a GPU bunch's results, then the record of the arriving bunch.
+  void end_arrival(Crossing& c, int j) {
+    Bunch& bunch = *c.mine[static_cast<size_t>(j)];
+    const auto t0 = Clock::now();
+    if (bunch.gpu) {
+      const BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+      const SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.count, 1));
+      std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
+      uint64_t rejected = 0;
+      c.sums[static_cast<size_t>(j)] = bunch.gpu->finish_arrival(acc, rejected);
+      bunch.moments = std::move(acc);
+      bunch.moments.push_back(rejected);
+    }
+    const BunchStats s = stats_from_sums(c.sums[static_cast<size_t>(j)]);
+    CrossingRecord& r = c.rec[static_cast<size_t>(j)];
+    r.slot = c.slot, r.beam = j, r.bunch = bunch.index, r.partner = c.pair[static_cast<size_t>(1 - j)];
+    r.turn = bunch.crossings;
+    r.alive = s.alive, r.mean = s.mean;
+    r.sigma_x = std::sqrt(s.xx), r.sigma_y = std::sqrt(s.yy), r.sigma_zeta = std::sqrt(s.zz);
+    r.sigma_delta = std::sqrt(s.dd);
+    r.emittance_x = std::sqrt(std::max(0.0, s.xx * s.pxpx - s.xpx * s.xpx));
+    r.emittance_y = std::sqrt(std::max(0.0, s.yy * s.pypy - s.ypy * s.ypy));
+    m_result.deposit_seconds += seconds_since(t0);
+  }
+
+  /// The first crossing of a GPU bunch with fma off, arrival: its first check_sample particles (all with 0)
+  /// copied into a separate GPU bunch and to the host, arrived on both, the record sums and the slice-moment
+  /// integers compared bit for bit; the departure follows in check_departure. The bunch itself is untouched.
+  void check_arrival(Bunch& bunch) {
+    const BeamRuntime& b = m_beams[static_cast<size_t>(bunch.beam)];
+    const size_t n = m_o.check_sample > 0 ? std::min(m_o.check_sample, bunch.count) : bunch.count;
+    bunch.gpu->download(bunch.sample_cpu, 0, n);
+    bunch.sample_gpu = std::make_unique<GpuColliderBunch>(*m_gpu_context, bunch.sample_cpu);
+    SliceMomentReducer gpu_reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.count, 1));
+    std::vector<uint64_t> gpu_moments(gpu_reducer.accumulators().size(), 0);
+    uint64_t rejected = 0;
+    const std::vector<double> gpu_sums =
+        bunch.sample_gpu->arrive(b.params, gpu_reducer.grid(), gpu_reducer.scales(), gpu_moments, rejected);
+    gpu_moments.push_back(rejected);
+    const std::vector<double> cpu_sums = cpu_arrival(b.params, true, bunch.sample_cpu, m_o.threads);
+    SliceMomentReducer cpu_reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.count, 1));
+    cpu_reducer.deposit(bunch.sample_cpu, m_o.threads);
+    std::vector<uint64_t> cpu_moments = cpu_reducer.accumulators();
+    cpu_moments.push_back(cpu_reducer.out_of_range());
+    if (std::memcmp(cpu_sums.data(), gpu_sums.data(), gpu_sums.size() * sizeof(double)) != 0 ||
+        cpu_moments != gpu_moments)
+      throw DeviceError(
+          fmt::format("collide: the GPU's arrival step (record sums, boost, slice moments) differs "
+                      "from the CPU's on the first {} particles of beam {} bunch {} (fma off); run "
+                      "with --device cpu",
+                      n, bunch.beam + 1, bunch.index));
+  }
+
+  /// The check's departure: the sample kicked with the bunch's partner slices, boosted back and turned on the
+  /// GPU and on the CPU, every particle array compared bit for bit.
+  void check_departure(Bunch& bunch, const std::vector<Bb6dSlice>& slices, const ColliderRingMap* ring, int turn) {
+    const BeamRuntime& b = m_beams[static_cast<size_t>(bunch.beam)];
+    bunch.sample_gpu->depart(b.params, slices, ring, turn);
+    cpu_departure(b.params, slices, ring, bunch.sample_cpu, turn, m_o.threads);
+    Particles device;
+    bunch.sample_gpu->download(device);
+    if (!same_particles(device, bunch.sample_cpu))
+      throw DeviceError(
+          fmt::format("collide: the GPU's departure step (kick, inverse boost, linear turn) differs "
+                      "from the CPU's on the first {} particles of beam {} bunch {} (fma off); run "
+                      "with --device cpu",
+                      device.size(), bunch.beam + 1, bunch.index));
+    bunch.sample_gpu.reset();
+    bunch.sample_cpu = Particles();
+    ++m_result.gpu_checks;
+  }
+
+  /// The slice-moment integers swapped with the partner's owner (a copy when both are here).
+  void exchange(Crossing& c) {
+    for (int j = 0; j < 2; ++j) {
+      Bunch* own = c.mine[static_cast<size_t>(j)];
+      if (!own) continue;
+      std::vector<uint64_t>& partner = c.partner_moments[static_cast<size_t>(j)];
+      if (Bunch* other = c.mine[static_cast<size_t>(1 - j)]) {
+        partner = other->moments;
+        continue;
+      }
+      const auto t0 = Clock::now();
+      partner.assign(own->moments.size(), 0);  // both beams have ip.slices slices
+      m_comm.exchange(c.owners[static_cast<size_t>(1 - j)], own->moments.data(), partner.data(), partner.size(),
+                      static_cast<int>(c.slot % 32000));
+      m_result.exchange_seconds += seconds_since(t0);
+    }
+  }
+
+  /// The slice moments of beam `beam`'s integers, scaled as its owner deposited them (max_particles = its
+  /// macroparticles): both owners read the same integers with the same scales.
+  SliceMoments moments_of(int beam, const std::vector<uint64_t>& acc, uint64_t& out_of_range) const {
+    const BeamRuntime& b = m_beams[static_cast<size_t>(beam)];
     SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(b.beam->bunches.macroparticles, 1));
     std::vector<uint64_t> a(acc.begin(), acc.end() - 1);
     out_of_range = acc.back();
     reducer.add_accumulators(a, 0);
     return reducer.moments();
-  };
-  // Particles are counted in the fixed-point sizes of their own bunch: the partner's reducer is
-  // rebuilt with the partner's sizes (max_particles = its macroparticles), so both owners read
-  // the same integers with the same scales.
+  }
 
-  const auto accumulate = [&](const CrossingRecord& r) {
-    const size_t j = static_cast<size_t>(r.beam), b = static_cast<size_t>(r.bunch);
-    auto& ser = series[j][b];
-    ser[0].push_back(r.mean[0]);
-    ser[1].push_back(r.mean[2]);
-    lumi_sum[j][b] += r.luminosity;
-    if (j == 0) lumi_total += r.luminosity;
-    BunchSummary& bs = summaries[j][b];
-    if (r.turn == 0) bs.initial_emittance_x = r.emittance_x, bs.initial_emittance_y = r.emittance_y;
-    bs.final_emittance_x = r.emittance_x, bs.final_emittance_y = r.emittance_y, bs.final_alive = r.alive;
-    if (o.keep_records) result.records.push_back(r);
-  };
-  for (const CrossingRecord& r : replay) accumulate(r);
-  const int64_t checkpoint_slots = o.checkpoint_every * n1;
-  const int64_t stop_slot = o.stop_after > 0 ? std::min(slots, o.stop_after * n1) : slots;
-  int64_t previous_checkpoint = o.resume ? first_slot : -1;
-  for (int64_t block_start = first_slot; block_start < stop_slot;) {
-    int64_t block_end = std::min(stop_slot, block_start + block);
-    if (checkpoint_slots > 0) block_end = std::min(block_end, (block_start / checkpoint_slots + 1) * checkpoint_slots);
-    std::fill(records.begin(), records.end(), 0.0);
-    for (int64_t slot = block_start; slot < block_end; ++slot) {
-      const int pair[2] = {static_cast<int>(slot % n1), static_cast<int>(slot % n2)};
-      const int owners[2] = {owner(0, pair[0]), owner(1, pair[1])};
-      Bunch* mine[2] = {nullptr, nullptr};
-      for (int j = 0; j < 2; ++j)
-        if (owners[j] == comm.rank()) mine[j] = bunches[static_cast<size_t>(j)][static_cast<size_t>(pair[j])].get();
-      if (!mine[0] && !mine[1]) continue;
-      CrossingRecord rec[2];
-      // 1. Arrival: statistics, boost, slice moments.
-      for (int j = 0; j < 2; ++j) {
-        if (!mine[j]) continue;
-        Bunch& bunch = *mine[j];
-        const BeamRuntime& b = beams[static_cast<size_t>(j)];
-        const auto t0 = Clock::now();
-        GpuColliderBunch* gpu = bunch.gpu.get();
-        // One pass: the record sums of the arriving particles and their boost (a frozen bunch is never
-        // boosted: its moments are taken once, from a boosted copy); then the slice moments.
-        SliceMomentReducer reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
-        std::vector<double> sums;
-        if (gpu) {
-          // First crossing with fma off: the GPU's steps are checked against the CPU's on a copy of
-          // this bunch (arrival here, departure below); any difference ends the run (DeviceError).
-          const bool check = o.check_gpu && o.fma == FmaMode::Off && bunch.crossings == 0;
-          if (check) gpu->download(bunch.check_copy);
-          std::vector<uint64_t> acc(reducer.accumulators().size(), 0);
-          uint64_t rejected = 0;
-          sums = gpu->arrive(b.params, reducer.grid(), reducer.scales(), acc, rejected);
-          bunch.moments = acc;
-          bunch.moments.push_back(rejected);
-          if (check) {
-            const std::vector<double> cpu_sums = cpu_arrival(b.params, true, bunch.check_copy, threads);
-            SliceMomentReducer cpu_reducer(b.grid, b.ranges, std::max<uint64_t>(bunch.particles.size(), 1));
-            cpu_reducer.deposit(bunch.check_copy, threads);
-            std::vector<uint64_t> cpu_moments = cpu_reducer.accumulators();
-            cpu_moments.push_back(cpu_reducer.out_of_range());
-            if (std::memcmp(cpu_sums.data(), sums.data(), sums.size() * sizeof(double)) != 0 ||
-                cpu_moments != bunch.moments)
-              throw DeviceError(fmt::format("collide: the GPU's arrival step (record sums, boost, slice moments) "
-                                            "differs from the CPU's for beam {} bunch {} (fma off); run with "
-                                            "--device cpu",
-                                            j + 1, bunch.index));
-          }
-        } else {
-          sums = cpu_arrival(b.params, !b.frozen, bunch.particles, threads);
-          if (!b.frozen) {
-            deposit(bunch, bunch.particles);
-          } else if (bunch.moments.empty()) {
-            Particles boosted = bunch.particles;
-            (void)cpu_arrival(b.params, true, boosted, threads);
-            deposit(bunch, boosted);
-          }
-        }
-        const BunchStats s = stats_from_sums(sums);
-        CrossingRecord& r = rec[j];
-        r.slot = slot, r.beam = j, r.bunch = bunch.index, r.partner = pair[1 - j], r.turn = bunch.crossings;
-        r.alive = s.alive, r.mean = s.mean;
-        r.sigma_x = std::sqrt(s.xx), r.sigma_y = std::sqrt(s.yy), r.sigma_zeta = std::sqrt(s.zz);
-        r.sigma_delta = std::sqrt(s.dd);
-        r.emittance_x = std::sqrt(std::max(0.0, s.xx * s.pxpx - s.xpx * s.xpx));
-        r.emittance_y = std::sqrt(std::max(0.0, s.yy * s.pypy - s.ypy * s.ypy));
-        result.deposit_seconds += seconds_since(t0);
-      }
-      // 2. Swap the integers with the partner's owner (a copy when both are here).
-      std::vector<uint64_t> partner_moments[2];
-      for (int j = 0; j < 2; ++j) {
-        if (!mine[j]) continue;
-        if (mine[1 - j]) {
-          partner_moments[j] = mine[1 - j]->moments;
-          continue;
-        }
-        const auto t0 = Clock::now();
-        partner_moments[j].assign(mine[j]->moments.size(), 0);  // both beams have ip.slices slices
-        comm.exchange(owners[1 - j], mine[j]->moments.data(), partner_moments[j].data(), partner_moments[j].size(),
-                      static_cast<int>(slot % 32000));
-        result.exchange_seconds += seconds_since(t0);
-      }
-      // 3. Kick with the partner's slices, in this beam's frame; inverse boost; one turn.
-      for (int j = 0; j < 2; ++j) {
-        if (!mine[j]) continue;
-        Bunch& bunch = *mine[j];
-        const BeamRuntime& b = beams[static_cast<size_t>(j)];
-        const BeamRuntime& pb = beams[static_cast<size_t>(1 - j)];
-        const auto t0 = Clock::now();
-        uint64_t partner_out = 0, own_out = 0;
-        const SliceMoments pm = moments_of(1 - j, partner_moments[j], partner_out);
-        const SliceMoments om = moments_of(j, bunch.moments, own_out);
-        double unused = static_cast<double>(partner_out), coupling = 0.0, own_unused = 0.0, own_coupling = 0.0;
-        std::vector<Bb6dSlice> slices =
-            usable_slices(pm, pb.particles_per_macro, setup.ip.min_slice_macroparticles, unused, coupling);
-        for (Bb6dSlice& s : slices) s = slice_in_partner_frame(s);
-        std::vector<Bb6dSlice> own =
-            usable_slices(om, b.particles_per_macro, setup.ip.min_slice_macroparticles, own_unused, own_coupling);
-        if (!ip.six_d) {  // 4D: the bunches meet at the IP (S = 0), in the kick and in the luminosity
-          for (Bb6dSlice& s : slices) s.zeta = 0.0;
-          for (Bb6dSlice& s : own) s.zeta = 0.0;
-        }
-        rec[j].luminosity = own.empty() || slices.empty() ? 0.0 : luminosity_per_crossing(own, slices);
-        rec[j].coupling = coupling;
-        rec[j].unused_charge = unused;
-        Particles& p = bunch.particles;
-        GpuColliderBunch* gpu = bunch.gpu.get();
-        const int turn = static_cast<int>(bunch.crossings);
-        // One pass: kick, inverse boost and, for a linear map, the turn; a lattice ring's turn follows.
-        const ColliderRingMap* ring = b.beam->linear_map ? &b.ring : nullptr;
-        if (gpu) {
-          gpu->depart(b.params, slices, ring, turn);
-          if (!bunch.check_copy.x.empty()) {  // the first crossing's check (see the arrival)
-            cpu_departure(b.params, slices, ring, bunch.check_copy, turn, threads);
-            Particles device;
-            gpu->download(device);
-            if (!same_particles(device, bunch.check_copy))
-              throw DeviceError(fmt::format("collide: the GPU's departure step (kick, inverse boost, linear turn) "
-                                            "differs from the CPU's for beam {} bunch {} (fma off); run with "
-                                            "--device cpu",
-                                            j + 1, bunch.index));
-            bunch.check_copy = Particles();
-            ++result.gpu_checks;
-          }
-        } else if (!b.frozen) {
-          cpu_departure(b.params, slices, ring, p, turn, threads);
-        }
-        result.kick_seconds += seconds_since(t0);
-        const auto t1 = Clock::now();
-        if (!b.frozen && !ring) {
-          TrackOptions to;
-          to.turns = 1;
-          to.first_turn = bunch.crossings;
-          to.threads = threads;
-          to.fma = o.fma;
-          b.backend->track(p, to);
-        }
-        ++bunch.crossings;
-        result.transport_seconds += seconds_since(t1);
-        pack_record(rec[j], records.data() + (static_cast<size_t>(slot - block_start) * 2 + static_cast<size_t>(j)) *
-                                                 kRecordFields);
-      }
-      if (o.progress_every > 0 && result.root && (slot + 1) % o.progress_every == 0)
-        fmt::print(stderr, "collide: slot {} of {} ({:.1f} s)\n", slot + 1, slots, seconds_since(t_start));
+  /// Departure of beam j's bunch: the kick of the partner's slices in this beam's frame, the inverse boost and,
+  /// for a linear map, the turn in one pass (a lattice ring's turn follows); the record completed (luminosity,
+  /// coupling, unused charge) into the block's rows.
+  void depart(Crossing& c, int j, int64_t block_start) {
+    Bunch& bunch = *c.mine[static_cast<size_t>(j)];
+    const BeamRuntime& b = m_beams[static_cast<size_t>(j)];
+    const BeamRuntime& pb = m_beams[static_cast<size_t>(1 - j)];
+    const int min_macro = m_setup.ip.min_slice_macroparticles;
+    const auto t0 = Clock::now();
+    uint64_t partner_out = 0, own_out = 0;
+    const SliceMoments pm = moments_of(1 - j, c.partner_moments[static_cast<size_t>(j)], partner_out);
+    const SliceMoments om = moments_of(j, bunch.moments, own_out);
+    double unused = static_cast<double>(partner_out), coupling = 0.0, own_unused = 0.0, own_coupling = 0.0;
+    std::vector<Bb6dSlice> slices = usable_slices(pm, pb.particles_per_macro, min_macro, unused, coupling);
+    for (Bb6dSlice& s : slices) s = slice_in_partner_frame(s);
+    std::vector<Bb6dSlice> own = usable_slices(om, b.particles_per_macro, min_macro, own_unused, own_coupling);
+    if (!m_setup.ip.six_d) {  // 4D: the bunches meet at the IP (S = 0), in the kick and in the luminosity
+      for (Bb6dSlice& s : slices) s.zeta = 0.0;
+      for (Bb6dSlice& s : own) s.zeta = 0.0;
     }
-    if (comm.size() > 1) comm.allreduce_sum(records.data(), records.size());
-    for (int64_t slot = block_start; result.root && slot < block_end; ++slot) {
+    CrossingRecord& rec = c.rec[static_cast<size_t>(j)];
+    rec.luminosity = own.empty() || slices.empty() ? 0.0 : luminosity_per_crossing(own, slices);
+    rec.coupling = coupling;
+    rec.unused_charge = unused;
+    const int turn = static_cast<int>(bunch.crossings);
+    const ColliderRingMap* ring = b.beam->linear_map ? &b.ring : nullptr;
+    if (bunch.gpu) {
+      bunch.gpu->depart(b.params, slices, ring, turn);
+      if (bunch.sample_gpu) check_departure(bunch, slices, ring, turn);
+    } else if (!b.frozen) {
+      cpu_departure(b.params, slices, ring, bunch.particles, turn, m_o.threads);
+    }
+    m_result.kick_seconds += seconds_since(t0);
+    const auto t1 = Clock::now();
+    if (!b.frozen && !ring) {
+      TrackOptions to;
+      to.turns = 1;
+      to.first_turn = bunch.crossings;
+      to.threads = m_o.threads;
+      to.fma = m_o.fma;
+      b.backend->track(bunch.particles, to);
+    }
+    ++bunch.crossings;
+    m_result.transport_seconds += seconds_since(t1);
+    pack_record(rec, m_records.data() +
+                         (static_cast<size_t>(c.slot - block_start) * 2 + static_cast<size_t>(j)) * kRecordFields);
+  }
+
+  // ---- records, checkpoints, summary ------------------------------------------------------------
+
+  /// The block's records to rank 0 (a sum: other ranks' rows are 0), into bunches.csv and the series.
+  void gather_records(int64_t begin, int64_t end) {
+    if (m_comm.size() > 1) m_comm.allreduce_sum(m_records.data(), m_records.size());
+    for (int64_t slot = begin; m_result.root && slot < end; ++slot)
       for (int j = 0; j < 2; ++j) {
-        const double* f = records.data() + (static_cast<size_t>(slot - block_start) * 2 + static_cast<size_t>(j)) *
-                                               kRecordFields;
+        const double* f =
+            m_records.data() + (static_cast<size_t>(slot - begin) * 2 + static_cast<size_t>(j)) * kRecordFields;
         const CrossingRecord r = unpack_record(f);
-        if (csv.is_open()) write_csv_row(csv, r);
+        if (m_csv.is_open()) write_csv_row(m_csv, r);
         accumulate(r);
       }
-    }
-    // Checkpoint: every bunch's particles (its owner), then the slot (rank 0) once all are written.
-    if ((checkpoint_slots > 0 && block_end % checkpoint_slots == 0) || block_end == stop_slot) {
-      if (checkpoint_slots > 0 || block_end < slots) {
-        std::filesystem::create_directories(checkpoint_dir);
-        for (int j = 0; j < 2; ++j)
-          for (auto& bunch : bunches[static_cast<size_t>(j)]) {
-            if (!bunch) continue;
-            if (bunch->gpu) bunch->gpu->download(bunch->particles);
-            write_bunch_checkpoint((checkpoint_dir / bunch_checkpoint_name(j, bunch->index, block_end)).string(), *bunch);
-            if (previous_checkpoint >= 0)
-              std::filesystem::remove(checkpoint_dir / bunch_checkpoint_name(j, bunch->index, previous_checkpoint));
-          }
-        comm.barrier();
-        if (result.root) {
-          csv.flush();
-          nlohmann::ordered_json state = {{"slot", block_end}, {"setup_fingerprint", setup_fingerprint(setup)}};
-          write_file_atomically((checkpoint_dir / "state.json").string(), state.dump(2) + "\n");
-        }
-        previous_checkpoint = block_end;
-      }
-    }
-    block_start = block_end;
-  }
-  result.stopped_at = stop_slot < slots ? stop_slot : -1;
-  if (result.stopped_at >= 0) {
-    if (comm.is_root())
-      fmt::print(stderr, "collide: stopped after crossing {} of {} (turn {}); resume with --resume\n", stop_slot, slots,
-                 stop_slot / n1);
-    return result;
-  }
-  if (csv.is_open()) {
-    csv.close();
-    if (!csv) throw Error("writing " + csv_path + " failed");
-    result.output_files.push_back(csv_path);
   }
 
-  // Summaries, spectra and the coherent modes (rank 0).
-  if (result.root) {
+  void accumulate(const CrossingRecord& r) {
+    const size_t j = static_cast<size_t>(r.beam), b = static_cast<size_t>(r.bunch);
+    auto& ser = m_series[j][b];
+    ser[0].push_back(r.mean[0]);
+    ser[1].push_back(r.mean[2]);
+    m_lumi_sum[j][b] += r.luminosity;
+    if (j == 0) m_lumi_total += r.luminosity;
+    BunchSummary& bs = m_summaries[j][b];
+    if (r.turn == 0) bs.initial_emittance_x = r.emittance_x, bs.initial_emittance_y = r.emittance_y;
+    bs.final_emittance_x = r.emittance_x, bs.final_emittance_y = r.emittance_y, bs.final_alive = r.alive;
+    if (m_o.keep_records) m_result.records.push_back(r);
+  }
+
+  /// Every bunch's particles (its owner; a GPU bunch's copied to the host for the file and dropped again),
+  /// then the slot (rank 0) once all are written; the previous checkpoint's files removed.
+  void checkpoint(int64_t slot, int64_t previous) {
+    std::filesystem::create_directories(m_checkpoint_dir);
     for (int j = 0; j < 2; ++j)
-      for (size_t i = 0; i < summaries[static_cast<size_t>(j)].size(); ++i) {
-        BunchSummary& bs = summaries[static_cast<size_t>(j)][i];
-        const auto& ser = series[static_cast<size_t>(j)][i];
+      for (auto& bunch : m_bunches[static_cast<size_t>(j)]) {
+        if (!bunch) continue;
+        if (bunch->gpu) bunch->gpu->download(bunch->particles);
+        write_bunch_checkpoint((m_checkpoint_dir / bunch_checkpoint_name(j, bunch->index, slot)).string(), *bunch);
+        if (bunch->gpu) bunch->particles = Particles();
+        if (previous >= 0) std::filesystem::remove(m_checkpoint_dir / bunch_checkpoint_name(j, bunch->index, previous));
+      }
+    m_comm.barrier();
+    if (m_result.root) {
+      m_csv.flush();
+      nlohmann::ordered_json state = {{"slot", slot}, {"setup_fingerprint", setup_fingerprint(m_setup)}};
+      write_file_atomically((m_checkpoint_dir / "state.json").string(), state.dump(2) + "\n");
+    }
+  }
+
+  /// Rank 0: per-bunch summaries, the coherent modes (one bunch per beam), the luminosity, the spectra.
+  void summarise() {
+    for (int j = 0; j < 2; ++j)
+      for (size_t i = 0; i < m_summaries[static_cast<size_t>(j)].size(); ++i) {
+        BunchSummary& bs = m_summaries[static_cast<size_t>(j)][i];
+        const auto& ser = m_series[static_cast<size_t>(j)][i];
         bs.beam = j, bs.bunch = static_cast<int>(i);
-        bs.mean_luminosity = ser[0].empty() ? 0.0 : lumi_sum[static_cast<size_t>(j)][i] / static_cast<double>(ser[0].size());
+        bs.mean_luminosity =
+            ser[0].empty() ? 0.0 : m_lumi_sum[static_cast<size_t>(j)][i] / static_cast<double>(ser[0].size());
         bs.peak_tune_x = peak_tune(ser[0]);
         bs.peak_tune_y = peak_tune(ser[1]);
-        result.bunches.push_back(bs);
+        m_result.bunches.push_back(bs);
       }
-    result.sigma_mode = {std::nan(""), std::nan("")};
-    result.pi_mode = {std::nan(""), std::nan("")};
-    if (n1 == 1 && n2 == 1 && setup.frozen_beam < 0) {  // weak-strong: no coherent modes
+    m_result.sigma_mode = {std::nan(""), std::nan("")};
+    m_result.pi_mode = {std::nan(""), std::nan("")};
+    if (m_n1 == 1 && m_n2 == 1 && m_setup.frozen_beam < 0) {  // weak-strong: no coherent modes
       for (int plane = 0; plane < 2; ++plane) {
-        const auto& a = series[0][0][static_cast<size_t>(plane)];
-        const auto& b = series[1][0][static_cast<size_t>(plane)];
+        const auto& a = m_series[0][0][static_cast<size_t>(plane)];
+        const auto& b = m_series[1][0][static_cast<size_t>(plane)];
         // Lab frame: beam 2's x is reversed (x_lab = -x), y is shared.
         const double sign = plane == 0 ? -1.0 : 1.0;
         std::vector<double> sum(a.size()), diff(a.size());
         for (size_t t = 0; t < a.size(); ++t) sum[t] = a[t] + sign * b[t], diff[t] = a[t] - sign * b[t];
-        result.sigma_mode[static_cast<size_t>(plane)] = peak_tune(sum);
-        result.pi_mode[static_cast<size_t>(plane)] = peak_tune(diff);
+        m_result.sigma_mode[static_cast<size_t>(plane)] = peak_tune(sum);
+        m_result.pi_mode[static_cast<size_t>(plane)] = peak_tune(diff);
       }
     }
-    if (result.crossing_frequency > 0)
-      result.luminosity = result.crossing_frequency * lumi_total / static_cast<double>(slots);
-    if (!o.output_dir.empty()) {
-      // Spectra of the centroids, every bunch, both planes.
-      size_t longest = 0;
-      for (const auto& beam_series : series)
-        for (const auto& s : beam_series) longest = std::max(longest, s[0].size());
-      if (longest >= 16) {
-        size_t m = 1;
-        while (m < 2 * longest) m *= 2;
-        std::vector<std::vector<double>> columns;
-        std::string header = "tune";
-        for (int j = 0; j < 2; ++j)
-          for (size_t i = 0; i < series[static_cast<size_t>(j)].size(); ++i)
-            for (int plane = 0; plane < 2; ++plane) {
-              const auto& s = series[static_cast<size_t>(j)][i][static_cast<size_t>(plane)];
-              columns.push_back(s.size() >= 16 ? amplitude_spectrum(s, m) : std::vector<double>(m + 1, 0.0));
-              header += fmt::format(",b{}_{}_{}", j + 1, i, plane == 0 ? "x" : "y");
-            }
-        const std::string path = (std::filesystem::path(o.output_dir) / "spectra.csv").string();
-        write_file_atomically(path, [&](std::ostream& out) {
-          out << header << "\n";
-          for (size_t k = 0; k <= m; ++k) {
-            out << fmt::format("{:.10g}", static_cast<double>(k) / (2.0 * static_cast<double>(m)));
-            for (const auto& c : columns) out << fmt::format(",{:.6e}", c[k]);
-            out << "\n";
-          }
-        });
-        result.output_files.push_back(path);
+    if (m_result.crossing_frequency > 0)
+      m_result.luminosity = m_result.crossing_frequency * m_lumi_total / static_cast<double>(m_slots);
+    if (!m_o.output_dir.empty()) write_spectra();
+  }
+
+  /// spectra.csv: the spectra of the centroids, every bunch, both planes (runs of 16 crossings or more).
+  void write_spectra() {
+    size_t longest = 0;
+    for (const auto& beam_series : m_series)
+      for (const auto& s : beam_series) longest = std::max(longest, s[0].size());
+    if (longest < 16) return;
+    size_t m = 1;
+    while (m < 2 * longest) m *= 2;
+    std::vector<std::vector<double>> columns;
+    std::string header = "tune";
+    for (int j = 0; j < 2; ++j)
+      for (size_t i = 0; i < m_series[static_cast<size_t>(j)].size(); ++i)
+        for (int plane = 0; plane < 2; ++plane) {
+          const auto& s = m_series[static_cast<size_t>(j)][i][static_cast<size_t>(plane)];
+          columns.push_back(s.size() >= 16 ? amplitude_spectrum(s, m) : std::vector<double>(m + 1, 0.0));
+          header += fmt::format(",b{}_{}_{}", j + 1, i, plane == 0 ? "x" : "y");
+        }
+    const std::string path = (std::filesystem::path(m_o.output_dir) / "spectra.csv").string();
+    write_file_atomically(path, [&](std::ostream& out) {
+      out << header << "\n";
+      for (size_t k = 0; k <= m; ++k) {
+        out << fmt::format("{:.10g}", static_cast<double>(k) / (2.0 * static_cast<double>(m)));
+        for (const auto& c : columns) out << fmt::format(",{:.6e}", c[k]);
+        out << "\n";
       }
-    }
+    });
+    m_result.output_files.push_back(path);
   }
-  if (gpu_context) result.gpu_kernel_seconds = gpu_context->kernel_seconds;
-  result.seconds = seconds_since(t_start);
-  if (result.root && !o.output_dir.empty()) {
-    const std::string path = (std::filesystem::path(o.output_dir) / "summary.json").string();
-    write_file_atomically(path, collide_summary_json(setup, o, result).dump(2) + "\n");
-    result.output_files.push_back(path);
-  }
-  return result;
+
+  ColliderSetup m_setup;  // lattice rings fill in their reference particle
+  ElementRegistry& m_registry;
+  const CollideOptions& m_o;
+  Communicator& m_comm;
+  const Clock::time_point m_t_start;
+  CollideResult m_result;
+  std::array<BeamRuntime, 2> m_beams;
+  int m_n1 = 1, m_n2 = 1;
+  int64_t m_slots = 0, m_first_slot = 0, m_stop_slot = 0;
+  std::unique_ptr<GpuColliderContext> m_gpu_context;  // before the bunches: they go first
+  std::array<std::vector<std::unique_ptr<Bunch>>, 2> m_bunches;
+  std::filesystem::path m_checkpoint_dir;
+  std::ofstream m_csv;
+  std::string m_csv_path;
+  std::vector<double> m_records;  // one block's rows, 2 per slot
+  // Rank 0: centroid series per (beam, bunch), x and y, per-bunch luminosity sums and summaries.
+  std::array<std::vector<std::array<std::vector<double>, 2>>, 2> m_series;
+  std::array<std::vector<double>, 2> m_lumi_sum;
+  std::array<std::vector<BunchSummary>, 2> m_summaries;
+  double m_lumi_total = 0.0;
+};
+
+}  // namespace
+
+CollideResult run_collide(const ColliderSetup& setup, ElementRegistry& registry, const CollideOptions& options,
+                          Communicator& comm) {
+  return ColliderRun(setup, registry, options, comm).run();
 }
 
 }  // namespace ft

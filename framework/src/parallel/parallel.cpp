@@ -68,6 +68,13 @@ Communicator& world() {
   return *instance;
 }
 
+std::string idle_ranks_notice(size_t work, int ranks, const std::string& what) {
+  if (ranks <= 1 || work >= static_cast<size_t>(ranks)) return "";
+  const size_t idle = static_cast<size_t>(ranks) - work;
+  return fmt::format("{} ranks for {} {}: {} rank{} hold{} none and only take part in the exchanges", ranks, work,
+                     what, idle, idle == 1 ? "" : "s", idle == 1 ? "s" : "");
+}
+
 Share share_of(size_t n, int rank, int size) {
   const size_t r = static_cast<size_t>(rank), s = static_cast<size_t>(size);
   const size_t base = n / s, extra = n % s;

@@ -278,6 +278,10 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
     run.initial_sums = longitudinal_sums(particles);
     run.generate_seconds = elapsed_since(t);
   }
+  if (run.root) {
+    const std::string idle = idle_ranks_notice(macroparticles, comm.size(), "particles");
+    if (!idle.empty()) fmt::print(stderr, "note: {}\n", idle);
+  }
   Particles share_particles;
   if (split_here) {
     const Share share = share_of(particles.size(), comm.rank(), comm.size());

@@ -65,6 +65,17 @@ FT_FUNCTION double ft_box_muller(double u1, double u2) {
   return r * ft::portable::cos(6.283185307179586 * u2);
 }
 
+/// Two independent standard normals by Box-Muller (both branches) from two uniforms in [0, 1): r cos(2 pi u2),
+/// bitwise ft_box_muller(u1, u2), and r sin(2 pi u2) (ft::portable::sincos gives sin and cos as sin and cos do).
+FT_FUNCTION void ft_box_muller_pair(double u1, double u2, double* g1, double* g2) {
+  const double one_minus = 1.0 - u1;
+  const double r = sqrt(-2.0 * ft::portable::log(one_minus));
+  double s, c;
+  ft::portable::sincos(6.283185307179586 * u2, &s, &c);
+  *g1 = r * c;
+  *g2 = r * s;
+}
+
 /// The first index j in [0, n] with a[j] > value (a increasing): std::upper_bound.
 FT_FUNCTION int ft_upper_bound(const double* a, int n, double value) {
   int lo = 0, count = n;
