@@ -109,12 +109,12 @@ def main():
 
     # 3. The Python module's scan.
     try:
-        import fusetrack as ft
+        from fusetrack import Lattice, da_scan  # the compiled module loads here
     except ImportError as e:
         print(f"(Python module not importable: {e}; check 3 not run)")
     else:
-        da = ft.da_scan(ft.Lattice.from_file(LATTICE), turns=args.turns, angles=args.angles, amplitudes=args.amplitudes,
-                        amplitude_range=AMPLITUDE_RANGE, device="cpu", threads=args.threads)
+        da = da_scan(Lattice.from_file(LATTICE), turns=args.turns, angles=args.angles, amplitudes=args.amplitudes,
+                     amplitude_range=AMPLITUDE_RANGE, device="cpu", threads=args.threads)
         lost_module = np.where(da["survived"], -1, da["lost_turn"])
         check("Python module", np.array_equal(lost_module, lost_6d),
               "fusetrack.da_scan loses the same particles at the same turns as `fusetrack da`")
