@@ -8,11 +8,14 @@
 # Run from the repository root on the GPU machine:
 #   OUT=/tmp/out bash bench/multi_gpu/scaling.sh
 # Settings (environment): WORKLOADS (default "collective da collider"), NPS (rank counts, default "1 2 4"),
-# TESTS (a doctest filter of test_gpu cases to run first, default none), BASE=1 (also build .carry/base, an
+# TESTS (a doctest filter of test_gpu cases to run first, default none), COLL_NPS, DA_NPS, COLLIDE_NPS (rank
+# counts per workload), COLLIDE_SIZES (macroparticles per bunch, default 4e6), BASE=1 (also build .carry/base, an
 # older tree, and run the same workloads with it: before/after from one machine), COLL_N, COLL_TURNS,
 # DA_TURNS, COLLIDE_N (macroparticles per bunch), COLLIDE_TURNS, PHASES=1 (`fusetrack bench` on the
 # collective ring too: one GPU's segment and solve times), EXCHANGE=0 (skip the MPI exchange microbenchmark),
-# WEAK=1 (the DA study's weak scaling: 60 seeds on 1 rank against 240 seeds on 4 ranks). Needs .carry/deps (libzip, FFTW) and .carry/xsuite/clic_damping_ring.json.
+# WEAK=1 (the DA study's weak scaling: 60 seeds on 1 rank against 240 seeds on 4 ranks), DA_PPT (values of
+# FUSETRACK_PARTICLES_PER_THREAD for the study, "default": unset), LONE_PPT (the same for the lone CLIC scan of
+# 10^4 particles x LONE_TURNS turns; empty: not run). Needs .carry/deps (libzip, FFTW) and .carry/xsuite/clic_damping_ring.json.
 # Prints one line per run (`result workload ranks tree seconds ...`) and appends them as JSON lines to
 # $OUT/results.jsonl (device, commit, command, numbers).
 set -u
@@ -78,7 +81,7 @@ if [[ " $WORKLOADS " == *" collective "* ]]; then
     $BIN track "$RING10K" -n 2 --matched 1e6 --sigma-zeta 2 --device gpu >/dev/null 2>&1  # kernel cache
     for size in "${COLL_N:-1e8} ${COLL_TURNS:-400}" "4e8 200"; do
       set -- $size
-      for np in $NPS; do
+      for np in ${COLL_NPS:-$NPS}; do
         [ "$np" -gt "$GPUS" ] && continue
         log=$OUT/coll_${tree}_$1_np$np.log
         cmd="track ring_10k_slices.json -n $2 --matched $1 --sigma-zeta 2 --device gpu"
@@ -118,20 +121,41 @@ if [[ " $WORKLOADS " == *" da "* ]]; then
     [ -f "$ROOT/build-gpu/da/clic_seeds60.json" ] ||
       printf '{"fusetrack_error_table": 1, "cut": 3.0, "entries": [{"match": ".*", "type": "Multipole", "random": {"dkn": [0, 0, 2e-2], "dks": [0, 0, 2e-2], "dx": 5e-6, "dy": 5e-6, "dpsi": 2e-5}}]}\n' >"$ROOT/build-gpu/da/clic_errors.json" &&
       $BIN errors "$CLIC" --table "$ROOT/build-gpu/da/clic_errors.json" --seeds 60 -o "$ROOT/build-gpu/da/clic_seeds60.json" >/dev/null
-    for np in $NPS; do
+    for ppt in ${DA_PPT:-default}; do
+    if [ "$ppt" = default ]; then unset FUSETRACK_PARTICLES_PER_THREAD; else export FUSETRACK_PARTICLES_PER_THREAD=$ppt; fi
+    for np in ${DA_NPS:-$NPS}; do
       [ "$np" -gt "$GPUS" ] && continue
-      log=$OUT/da_${tree}_np$np.log
+      log=$OUT/da_${tree}_k${ppt}_np$np.log
       cmd="da clic_damping_ring.json --variants clic_seeds60.json --turns ${DA_TURNS:-2000} --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu"
       t0=$(date +%s%N)
       launch "$np" "$BIN" da "$CLIC" --variants "$ROOT/build-gpu/da/clic_seeds60.json" --turns "${DA_TURNS:-2000}" --angles 100 \
         --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots -o "$ROOT/build-gpu/da/${tree}_np$np" >"$log" 2>&1 || tail -3 "$log"
       w=$(wall_ms "$t0")
-      tracking=$(grep -oE "tracking [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
+      tracking=$(grep -oE "tracking: [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
       grep -E "^(survivors|time|breakdown|tracking|rank)" "$log" | head -5 | sed 's/^/    /'
-      record da "$np" "$tree" "${tracking:-nan}" "\"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "$cmd"
-      cmp -s "$ROOT/build-gpu/da/${tree}_np1/da.npz" "$ROOT/build-gpu/da/${tree}_np$np/da.npz" &&
-        echo "identical: da $tree, $np ranks == 1 rank" | tee -a "$OUT/summary.txt" || echo "DIFFERENT: da $tree, $np ranks" | tee -a "$OUT/summary.txt"
+      record da "$np" "$tree" "${tracking:-nan}" "\"particles_per_thread\": \"$ppt\", \"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "$cmd"
+      rm -rf "$ROOT/build-gpu/da/${tree}_k${ppt}_np$np"
+      mv "$ROOT/build-gpu/da/${tree}_np$np" "$ROOT/build-gpu/da/${tree}_k${ppt}_np$np"
+      first=$(ls -d "$ROOT"/build-gpu/da/${tree}_k*_np* | head -1)
+      cmp -s "$first/da.npz" "$ROOT/build-gpu/da/${tree}_k${ppt}_np$np/da.npz" &&
+        echo "identical: da $tree k=$ppt, $np ranks == $(basename "$first")" | tee -a "$OUT/summary.txt" ||
+        echo "DIFFERENT: da $tree k=$ppt, $np ranks against $(basename "$first")" | tee -a "$OUT/summary.txt"
     done
+    done
+    unset FUSETRACK_PARTICLES_PER_THREAD
+    # The lone scan (10^4 particles, 10^4 turns, one GPU), latency-bound.
+    for ppt in ${LONE_PPT:-}; do
+      if [ "$ppt" = default ]; then unset FUSETRACK_PARTICLES_PER_THREAD; else export FUSETRACK_PARTICLES_PER_THREAD=$ppt; fi
+      log=$OUT/lone_${tree}_k$ppt.log
+      CUDA_VISIBLE_DEVICES=0 timeout 120 "$BIN" da "$CLIC" --turns ${LONE_TURNS:-10000} --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 \
+        --device gpu --no-plots -o "$ROOT/build-gpu/da/lone_${tree}_k$ppt" >"$log" 2>&1 || tail -3 "$log"
+      tracking=$(grep -oE "tracking: [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
+      grep -E "^(survivors|tracking)" "$log" | sed 's/^/    /'
+      record da_lone_scan 1 "$tree" "${tracking:-nan}" "\"particles_per_thread\": \"$ppt\", \"turns\": ${LONE_TURNS:-10000}" "da clic_damping_ring.json --turns ${LONE_TURNS:-10000} --angles 100 --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu"
+      cmp -s "$ROOT/build-gpu/da/lone_${tree}_k$(echo $LONE_PPT | awk '{print $1}')/da.npz" "$ROOT/build-gpu/da/lone_${tree}_k$ppt/da.npz" &&
+        echo "identical: lone scan k=$ppt" | tee -a "$OUT/summary.txt" || echo "DIFFERENT: lone scan k=$ppt" | tee -a "$OUT/summary.txt"
+    done
+    unset FUSETRACK_PARTICLES_PER_THREAD
     if [ "${WEAK:-0}" = 1 ] && [ "$GPUS" -ge 4 ]; then  # 4 x the seeds on 4 ranks against 1 x on 1 rank
       [ -f "$ROOT/build-gpu/da/clic_seeds240.json" ] ||
         $BIN errors "$CLIC" --table "$ROOT/build-gpu/da/clic_errors.json" --seeds 240 -o "$ROOT/build-gpu/da/clic_seeds240.json" >/dev/null
@@ -140,7 +164,7 @@ if [[ " $WORKLOADS " == *" da "* ]]; then
       launch 4 "$BIN" da "$CLIC" --variants "$ROOT/build-gpu/da/clic_seeds240.json" --turns "${DA_TURNS:-2000}" --angles 100 \
         --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots -o "$ROOT/build-gpu/da/weak_${tree}" >"$log" 2>&1 || tail -3 "$log"
       w=$(wall_ms "$t0")
-      tracking=$(grep -oE "tracking [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
+      tracking=$(grep -oE "tracking: [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
       grep -E "^(survivors|time|breakdown|tracking)" "$log" | head -4 | sed 's/^/    /'
       record da_weak_240_seeds 4 "$tree" "${tracking:-nan}" "\"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "da ... --variants clic_seeds240.json (4 ranks)"
     fi
@@ -149,33 +173,40 @@ fi
 
 # ---- collider ----------------------------------------------------------------------------------------
 if [[ " $WORKLOADS " == *" collider "* ]]; then
-  python3 - "${COLLIDE_N:-4000000}" <<'PY'
+  for size in ${COLLIDE_SIZES:-4e6}; do
+    python3 - "$size" <<'PY'
 import json, sys
 d = json.load(open("lattices/colliders/lhc_like.json"))
 for b, count in zip(d["beams"], (8, 7)):
     b["bunches"]["count"] = count
     b["bunches"]["macroparticles"] = int(float(sys.argv[1]))
 d["ip"]["slices"] = 6
-json.dump(d, open("build-gpu/collide_8_7.json", "w"))
+json.dump(d, open("build-gpu/collide_8_7_%s.json" % sys.argv[1], "w"))
 PY
-  for tree in $TREES; do
-    BIN=$(bin_of $tree)
-    export FUSETRACK_KERNEL_CACHE=$(dirname "$(dirname "$BIN")")/kernel-cache
-    for np in $NPS; do
-      [ "$np" -gt "$GPUS" ] && continue
-      log=$OUT/collide_${tree}_np$np.log
-      cmd="collide collide_8_7.json -n ${COLLIDE_TURNS:-100} --device gpu ${COLLIDE_OPTS:-}"
-      t0=$(date +%s%N)
-      launch "$np" "$BIN" collide "$ROOT/build-gpu/collide_8_7.json" -n "${COLLIDE_TURNS:-100}" --device gpu --no-plot ${COLLIDE_OPTS:-} \
-        -o "$ROOT/build-gpu/collide_${tree}_np$np" >"$log" 2>&1 || tail -3 "$log"
-      w=$(wall_ms "$t0")
-      grep -E "time|kernel|exchange" "$log" | head -4 | sed 's/^/    /'
-      secs=$(python3 -c "import json; s=json.load(open('$ROOT/build-gpu/collide_${tree}_np$np/summary.json')); print(s['time']['total'] if 'total' in s.get('time', {}) else s.get('seconds', 'nan'))" 2>/dev/null)
-      record collider "$np" "$tree" "${secs:-nan}" "\"wall_ms\": $w" "$cmd"
-      cmp -s "$ROOT/build-gpu/collide_${tree}_np1/bunches.csv" "$ROOT/build-gpu/collide_${tree}_np$np/bunches.csv" &&
-        echo "identical: collider $tree, $np ranks == 1 rank" | tee -a "$OUT/summary.txt" ||
-        echo "DIFFERENT: collider $tree, $np ranks" | tee -a "$OUT/summary.txt"
-      cp "$ROOT/build-gpu/collide_${tree}_np$np/summary.json" "$OUT/collide_summary_${tree}_np$np.json" 2>/dev/null
+    for tree in $TREES; do
+      BIN=$(bin_of $tree)
+      export FUSETRACK_KERNEL_CACHE=$(dirname "$(dirname "$BIN")")/kernel-cache
+      for np in ${COLLIDE_NPS:-$NPS}; do
+        [ "$np" -gt "$GPUS" ] && continue
+        name=collide_${tree}_${size}_np$np
+        log=$OUT/$name.log
+        cmd="collide collide_8_7.json (8 + 7 bunches of $size, 6 slices) -n ${COLLIDE_TURNS:-100} --device gpu ${COLLIDE_OPTS:-}"
+        t0=$(date +%s%N)
+        launch "$np" "$BIN" collide "$ROOT/build-gpu/collide_8_7_$size.json" -n "${COLLIDE_TURNS:-100}" --device gpu --no-plot \
+          ${COLLIDE_OPTS:-} -o "$ROOT/build-gpu/$name" >"$log" 2>&1 || tail -3 "$log"
+        w=$(wall_ms "$t0")
+        grep -E "time|kernel|exchange|check|ranks for" "$log" | head -5 | sed 's/^/    /'
+        nums=$(python3 -c "
+import json; s = json.load(open('$ROOT/build-gpu/$name/summary.json')); t = s.get('seconds', {})
+print(t.get('total', 'nan'), t.get('gpu_kernels', 'nan'), t.get('exchange', 'nan'))" 2>/dev/null)
+        set -- $nums
+        record collider_$size "$np" "$tree" "${1:-nan}" "\"gpu_kernel_seconds\": \"${2:-}\", \"exchange_seconds\": \"${3:-}\", \"wall_ms\": $w" "$cmd"
+        first=$(echo ${COLLIDE_NPS:-$NPS} | awk '{print $1}')
+        cmp -s "$ROOT/build-gpu/collide_${tree}_${size}_np$first/bunches.csv" "$ROOT/build-gpu/$name/bunches.csv" &&
+          echo "identical: collider $tree $size, $np ranks == $first" | tee -a "$OUT/summary.txt" ||
+          echo "DIFFERENT: collider $tree $size, $np ranks" | tee -a "$OUT/summary.txt"
+        cp "$ROOT/build-gpu/$name/summary.json" "$OUT/$name.summary.json" 2>/dev/null
+      done
     done
   done
 fi
