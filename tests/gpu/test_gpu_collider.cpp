@@ -112,7 +112,8 @@ bool same_particles(const Particles& a, const Particles& b) {
 
 }  // namespace
 
-TEST_CASE("collider bunches generated on the GPU equal the host generator's bit for bit (fma off), whole and shares") {
+TEST_CASE("collider bunches generated on the GPU equal the host generator's bit for bit (fma off), whole and shares" *
+          doctest::test_suite("colliders")) {
   ReferenceParticle ref;
   ref.mass0 = 938272088.16;
   ref.p0c = 7e12;
@@ -145,7 +146,8 @@ TEST_CASE("collider bunches generated on the GPU equal the host generator's bit 
 
 TEST_CASE(
     "collider on the GPU: the check of the first crossing on a sample passes for bunches of 10^5 particles, "
-    "leaves them untouched, and the records equal the CPU's bit for bit") {
+    "leaves them untouched, and the records equal the CPU's bit for bit" *
+    doctest::test_suite("colliders")) {
   // lhc_like.json with 2 + 2 bunches of 10^5 macroparticles and 6 slices.
   ColliderSetup setup = read_collider_setup(ft::test::source_path("lattices/colliders/lhc_like.json"));
   for (ColliderBeam& b : setup.beams) {
