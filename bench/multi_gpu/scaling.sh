@@ -13,7 +13,7 @@
 # older tree, and run the same workloads with it: before/after from one machine), COLL_N, COLL_TURNS,
 # DA_TURNS, COLLIDE_N (macroparticles per bunch), COLLIDE_TURNS, PHASES=1 (`fusetrack bench` on the
 # collective ring too: one GPU's segment and solve times), EXCHANGE=0 (skip the MPI exchange microbenchmark),
-# WEAK=1 (the DA study's weak scaling: 60 seeds on 1 rank against 240 seeds on 4 ranks), DA_PPT (values of
+# WEAK=1 (the DA study's weak scaling: 60 seeds on 1 rank against 60 WEAK_NP seeds on WEAK_NP ranks, default 4), DA_PPT (values of
 # FUSETRACK_PARTICLES_PER_THREAD for the study, "default": unset), LONE_PPT (the same for the lone CLIC scan of
 # 10^4 particles x LONE_TURNS turns; empty: not run). Needs .carry/deps (libzip, FFTW) and .carry/xsuite/clic_damping_ring.json.
 # Prints one line per run (`result workload ranks tree seconds ...`) and appends them as JSON lines to
@@ -156,17 +156,19 @@ if [[ " $WORKLOADS " == *" da "* ]]; then
         echo "identical: lone scan k=$ppt" | tee -a "$OUT/summary.txt" || echo "DIFFERENT: lone scan k=$ppt" | tee -a "$OUT/summary.txt"
     done
     unset FUSETRACK_PARTICLES_PER_THREAD
-    if [ "${WEAK:-0}" = 1 ] && [ "$GPUS" -ge 4 ]; then  # 4 x the seeds on 4 ranks against 1 x on 1 rank
-      [ -f "$ROOT/build-gpu/da/clic_seeds240.json" ] ||
-        $BIN errors "$CLIC" --table "$ROOT/build-gpu/da/clic_errors.json" --seeds 240 -o "$ROOT/build-gpu/da/clic_seeds240.json" >/dev/null
-      log=$OUT/da_weak_${tree}_np4.log
+    WNP=${WEAK_NP:-4}
+    if [ "${WEAK:-0}" = 1 ] && [ "$GPUS" -ge "$WNP" ]; then  # WNP x the seeds on WNP ranks against 1 x on 1 rank
+      SEEDS=$((60 * WNP))
+      [ -f "$ROOT/build-gpu/da/clic_seeds$SEEDS.json" ] ||
+        $BIN errors "$CLIC" --table "$ROOT/build-gpu/da/clic_errors.json" --seeds $SEEDS -o "$ROOT/build-gpu/da/clic_seeds$SEEDS.json" >/dev/null
+      log=$OUT/da_weak_${tree}_np$WNP.log
       t0=$(date +%s%N)
-      launch 4 "$BIN" da "$CLIC" --variants "$ROOT/build-gpu/da/clic_seeds240.json" --turns "${DA_TURNS:-2000}" --angles 100 \
+      launch "$WNP" "$BIN" da "$CLIC" --variants "$ROOT/build-gpu/da/clic_seeds$SEEDS.json" --turns "${DA_TURNS:-2000}" --angles 100 \
         --amplitudes 100 --amplitude-range 0.0001 0.01 --device gpu --no-plots -o "$ROOT/build-gpu/da/weak_${tree}" >"$log" 2>&1 || tail -3 "$log"
       w=$(wall_ms "$t0")
       tracking=$(grep -oE "tracking: [0-9.]+ s" "$log" | head -1 | awk '{print $2}')
-      grep -E "^(survivors|time|breakdown|tracking)" "$log" | head -4 | sed 's/^/    /'
-      record da_weak_240_seeds 4 "$tree" "${tracking:-nan}" "\"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "da ... --variants clic_seeds240.json (4 ranks)"
+      grep -E "^(survivors|tracking)" "$log" | head -4 | sed 's/^/    /'
+      record da_weak_${SEEDS}_seeds "$WNP" "$tree" "${tracking:-nan}" "\"turns\": ${DA_TURNS:-2000}, \"wall_ms\": $w" "da ... --variants clic_seeds$SEEDS.json ($WNP ranks)"
     fi
   done
 fi
