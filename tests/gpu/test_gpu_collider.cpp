@@ -171,7 +171,7 @@ TEST_CASE(
   CHECK(whole.gpu_checks == 4);
   CHECK(unchecked.gpu_checks == 0);
   CHECK(cpu.gpu_checks == 0);
-  REQUIRE(cpu.records.size() == 16);
+  REQUIRE(cpu.records.size() == 2 * 2 * 2);  // 2 turns x 2 slots per turn (bunches of beam 1) x 2 beams
   for (const CollideResult* r : {&sampled, &whole, &unchecked}) {
     REQUIRE(r->records.size() == cpu.records.size());
     size_t differing = 0;
