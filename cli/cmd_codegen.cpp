@@ -26,6 +26,7 @@ struct CodegenArgs {
   std::string dispatch = "auto";
   int arch = 90;
   int max_registers = 0;
+  int particles_per_thread = 0;  // 0: FUSETRACK_PARTICLES_PER_THREAD, else the default (particles_per_thread_setting)
   std::vector<std::string> variants;  // --variants: the kernel of a study of lattice variants
 };
 
@@ -63,7 +64,8 @@ void run_codegen(const CodegenArgs& a) {
     LatticeVariants variants;
     if (!a.variants.empty()) variants = load_variants(lattice, a.variants, registry);
     source = generate_fused_kernel(lattice, fma, requested, a.max_registers,
-                                   variants.size() > 1 ? variants.pointers() : std::vector<const Lattice*>{});
+                                   variants.size() > 1 ? variants.pointers() : std::vector<const Lattice*>{},
+                                   particles_per_thread_setting(a.particles_per_thread));
   }
   source.report_resources = true;
   dump_kernel_source(source, a.out);
@@ -76,10 +78,11 @@ void run_codegen(const CodegenArgs& a) {
   fmt::print("lattice   {} ({} elements, {} baked parameter words, {} element types{})\n", a.lattice,
              lattice.sequence().size(), baked_parameter_words(lattice),
              source.types.size(), lattice.has_collective() ? ", collective" : "");
-  fmt::print("source    {}/{} ({} lines, {} headers; dispatch {}, fma {})\n", a.out, source.name,
-             std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(),
-             dispatch_name(source.dispatch),
-             a.common.fma);
+  fmt::print(
+      "source    {}/{} ({} lines, {} headers; dispatch {}, fma {}{})\n", a.out, source.name,
+      std::count(source.text.begin(), source.text.end(), '\n'), source.headers.size(), dispatch_name(source.dispatch),
+      a.common.fma,
+      source.particles_per_thread > 1 ? fmt::format(", {} particles per thread", source.particles_per_thread) : "");
   if (const MotifCounts motifs = count_motifs(source.motif_at); motifs.motifs > 0)
     fmt::print("motifs    {} (recurring runs compiled as one case) cover {} of {} elements: {} dispatches per turn\n",
                motifs.motifs, motifs.covered, lattice.sequence().size(), motifs.dispatches);
@@ -126,6 +129,11 @@ void add_codegen_command(CLI::App& app) {
   cmd->add_option("--max-registers", a->max_registers,
                   "cap the fused kernel's registers per thread (its launch bounds); 0: none")
       ->check(CLI::NonNegativeNumber);
+  cmd->add_option(
+         "--particles-per-thread", a->particles_per_thread,
+         "particles each thread of the switch kernels tracks, 1 or 2 (default: FUSETRACK_PARTICLES_PER_THREAD, "
+         "else 1)")
+      ->check(CLI::IsMember({1, 2}));
   cmd->add_option("--variants", a->variants,
                   "lattice variants (variants files applied to LATTICE, or lattice files with its sequence): the kernel "
                   "of a study that tracks them in one run");

@@ -74,4 +74,58 @@ TEST_CASE(
   CHECK(cmp.identical());
 }
 
+TEST_CASE(
+    "two particles per thread: a study of variants equals the CPU bit for bit; a thread's two particles in "
+    "different variants" *
+    doctest::test_suite("da")) {
+  const LatticeVariants v = ft::test::sextupole_ring_variants();
+  // The study (each variant's particles one after the other), both kernel forms.
+  const DaConfig c = ft::test::variant_study_config(1000);
+  DaScan on_cpu = make_da_study(v.pointers(), v.names, c);
+  DaRunOptions ro;
+  ro.checkpoint_every = 300;
+  auto cpu = make_cpu_backend(v.lattices[0]);
+  cpu->set_variants(v.pointers());
+  REQUIRE(run_da_scan(on_cpu, *cpu, ro));
+  CHECK(on_cpu.particles.alive_count() < on_cpu.particles.size());
+  for (int few_form : {0, 1}) {
+    CAPTURE(few_form);
+    CudaBackendOptions co;
+    co.few_particles_form = few_form;
+    co.particles_per_thread = 2;
+    CudaBackend gpu(v.lattices[0], co);
+    gpu.set_variants(v.pointers());
+    DaScan two = make_da_study(v.pointers(), v.names, c);
+    REQUIRE(run_da_scan(two, gpu, ro));
+    CHECK(gpu.last_stats().form.particles_per_thread == 2);
+    CHECK(compare_particles(on_cpu.particles, two.particles).identical());
+  }
+  // Particles of the three variants interleaved (neighbours, and so the two particles of most threads, in
+  // different variants), an odd count.
+  Particles initial = make_grid(v.lattices[0].reference().beta0(), -0.03, 0.03, 45, -0.03, 0.03, 45, 2e-4);
+  initial.variant.resize(initial.size());
+  for (size_t i = 0; i < initial.size(); ++i) initial.variant[i] = static_cast<int32_t>((i * 7 / 3) % v.size());
+  TrackOptions o;
+  o.turns = 500;
+  o.fma = FmaMode::Off;
+  Particles expected = initial;
+  cpu->track(expected, o);
+  MESSAGE("interleaved variants: lost " << expected.size() - expected.alive_count() << " of " << expected.size());
+  CHECK(expected.alive_count() < expected.size());
+  for (int few_form : {0, 1})
+    for (int particles_per_thread : {1, 2}) {
+      CAPTURE(few_form);
+      CAPTURE(particles_per_thread);
+      CudaBackendOptions co;
+      co.few_particles_form = few_form;
+      co.particles_per_thread = particles_per_thread;
+      CudaBackend gpu(v.lattices[0], co);
+      gpu.set_variants(v.pointers());
+      Particles p = initial;
+      gpu.track(p, o);
+      CHECK(gpu.last_stats().form.particles_per_thread == particles_per_thread);
+      CHECK(compare_particles(expected, p).identical());
+    }
+}
+
 }  // namespace test_gpu_variants

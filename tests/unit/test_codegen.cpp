@@ -8,11 +8,12 @@
 #include <fstream>
 
 #include "fusetrack/codegen.h"
-#include "fusetrack/device/transform.h"
 #include "fusetrack/collective.h"
+#include "fusetrack/device/transform.h"
 #include "fusetrack/nvrtc_compiler.h"
 #include "fusetrack/slice_wakes.h"
 #include "support/lattice_builders.h"
+#include "support/variant_study.h"
 
 // The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_codegen.
 namespace test_codegen {
@@ -56,6 +57,13 @@ void compile_all_modes(const Lattice& lattice, bool baked_fma_on = true) {
       CHECK(k.cubin.size() > 100);
       CHECK_FALSE(k.from_cache);
     }
+  // The switch kernels with two particles per thread, fma off (the fma modes differ by FT_DEVICE_FAST_MATH
+  // alone, compiled in the two-particle form in the test below).
+  const KernelSource pair = generate_fused_kernel(lattice, FmaMode::Off, Dispatch::Switch, 0, {}, 2);
+  CHECK(pair.particles_per_thread == 2);
+  CompiledKernel k;
+  CHECK_NOTHROW(k = compiler.compile(pair, 90));
+  CHECK(k.cubin.size() > 100);
 }
 
 }  // namespace
@@ -256,6 +264,75 @@ TEST_CASE("automatic kernel form: many elements of a large-code type go to the s
   CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements), Dispatch::Auto) == Dispatch::Baked);
   CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Auto) == Dispatch::Switch);
   CHECK(choose_dispatch(ring(kBakedMaxLargeCodeElements + 1), Dispatch::Baked) == Dispatch::Baked);  // asked for
+}
+
+TEST_CASE("two particles per thread: the switch kernels of a variants study, with and without motifs") {
+  const LatticeVariants v = ft::test::sextupole_ring_variants();
+  const Lattice& base = v.lattices[0];
+  const KernelCompiler compiler("off");
+  const KernelSource one = generate_fused_kernel(base, FmaMode::Off, Dispatch::Auto, 0, v.pointers());
+  CHECK(one.particles_per_thread == 1);
+  for (FmaMode fma : {FmaMode::Off, FmaMode::On}) {
+    CAPTURE(static_cast<int>(fma));
+    const KernelSource src = generate_fused_kernel(base, fma, Dispatch::Auto, 0, v.pointers(), 2);
+    CHECK(src.dispatch == Dispatch::Switch);
+    CHECK(src.particles_per_thread == 2);
+    CHECK(src.variants);
+    // Both entry points, each particle with its own variant's table, and the same tables as one per thread.
+    REQUIRE(src.few_particles_form);
+    CHECK(src.text.find(std::string("void __launch_bounds__(128) ") + kFusedKernelName + "(") != std::string::npos);
+    CHECK(src.text.find(std::string("void __launch_bounds__(128) ") + kFewParticlesKernelName + "(") !=
+          std::string::npos);
+    CHECK(src.text.find("params + variant[ib] * variant_stride") != std::string::npos);
+    CHECK(src.text.find("params_b = params_a;") != std::string::npos);
+    CHECK(src.motif_at == one.motif_at);
+    CHECK(kernel_tables(base, src, v.pointers()).steps.size() == kernel_tables(base, one, v.pointers()).steps.size());
+    // Every element's function runs for a, then for b; the transformed case (sd[5], misaligned in one variant) too.
+    CHECK(src.text.find("Drift_track(*reinterpret_cast<const Drift*>(prm_a), pa); "
+                        "Drift_track(*reinterpret_cast<const Drift*>(prm_b), pb);") != std::string::npos);
+    CHECK(src.text.find("ft::transform_entry(prm_b, pb)") != std::string::npos);
+    CHECK(src.text.find(", p)") == std::string::npos);
+    CompiledKernel k;
+    CHECK_NOTHROW(k = compiler.compile(src, 90));
+    CHECK(k.cubin.size() > 100);
+  }
+  // A register cap applies to both entry points.
+  CHECK(generate_fused_kernel(base, FmaMode::Off, Dispatch::Switch, 64, v.pointers(), 2)
+            .text.find("__launch_bounds__(128)") == std::string::npos);
+  // Without motifs: the plain switch, one entry point.
+  setenv("FUSETRACK_MOTIFS", "0", 1);
+  const KernelSource plain = generate_fused_kernel(base, FmaMode::Off, Dispatch::Switch, 0, v.pointers(), 2);
+  unsetenv("FUSETRACK_MOTIFS");
+  CHECK(plain.particles_per_thread == 2);
+  CHECK_FALSE(plain.few_particles_form);
+  CHECK(plain.text.find(kFewParticlesKernelName) == std::string::npos);
+  CompiledKernel k;
+  CHECK_NOTHROW(k = compiler.compile(plain, 90));
+  CHECK(k.cubin.size() > 100);
+  // The baked and staged forms track one particle per thread.
+  const Lattice ring = ft::test::bundled_lattice("sextupole_rf_ring.json");
+  CHECK(generate_fused_kernel(ring, FmaMode::Off, Dispatch::Baked, 0, {}, 2).particles_per_thread == 1);
+  CHECK(generate_fused_kernel(ring, FmaMode::Off, Dispatch::Staged, 0, {}, 2).particles_per_thread == 1);
+  CHECK(ft::test::error_message([&] {
+          generate_fused_kernel(ring, FmaMode::Off, Dispatch::Switch, 0, {}, 3);
+        }).find("1 or 2") != std::string::npos);
+}
+
+TEST_CASE("particles per thread: the caller's choice, else FUSETRACK_PARTICLES_PER_THREAD, else the default") {
+  unsetenv("FUSETRACK_PARTICLES_PER_THREAD");
+  CHECK(particles_per_thread_setting(0) == kDefaultParticlesPerThread);
+  CHECK(particles_per_thread_setting(1) == 1);
+  CHECK(particles_per_thread_setting(2) == 2);
+  setenv("FUSETRACK_PARTICLES_PER_THREAD", "2", 1);
+  CHECK(particles_per_thread_setting(0) == 2);
+  CHECK(particles_per_thread_setting(1) == 1);
+  setenv("FUSETRACK_PARTICLES_PER_THREAD", "1", 1);
+  CHECK(particles_per_thread_setting(0) == 1);
+  setenv("FUSETRACK_PARTICLES_PER_THREAD", "4", 1);
+  CHECK(ft::test::error_message([] { particles_per_thread_setting(0); }).find("FUSETRACK_PARTICLES_PER_THREAD=4") !=
+        std::string::npos);
+  unsetenv("FUSETRACK_PARTICLES_PER_THREAD");
+  CHECK(ft::test::error_message([] { particles_per_thread_setting(3); }).find("1 or 2") != std::string::npos);
 }
 
 }  // namespace test_codegen

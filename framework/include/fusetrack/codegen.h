@@ -67,6 +67,9 @@ struct KernelSource {
   /// A motif occurrence runs without a branch per element and is replayed element by element for a
   /// particle lost inside it.
   bool few_particles_form = false;
+  /// Particles each thread of the switch kernels tracks (generate_fused_kernel): 1, or 2 (thread t takes
+  /// particles 2t and 2t + 1 through the same elements, the same bits as 1). The other forms track 1.
+  int particles_per_thread = 1;
 };
 
 /// KernelSource::transformed_operations of a type whose blocks hold different operations.
@@ -93,13 +96,24 @@ size_t baked_parameter_words(const Lattice& lattice);
 bool bakeable(const Lattice& lattice);
 Dispatch choose_dispatch(const Lattice& lattice, Dispatch requested);
 
+/// Particles per thread when neither the caller nor FUSETRACK_PARTICLES_PER_THREAD chooses.
+constexpr int kDefaultParticlesPerThread = 1;
+/// The particles per thread of the switch kernels: `requested` when it is 1 or 2, else (0) the environment
+/// setting FUSETRACK_PARTICLES_PER_THREAD (1 or 2), else kDefaultParticlesPerThread. Throws Error for any
+/// other value.
+int particles_per_thread_setting(int requested);
+
 /// max_registers > 0 caps ptxas's registers per thread (through __launch_bounds__'s minimum blocks
 /// per multiprocessor, since NVRTC ignores --maxrregcount for kernels with launch bounds).
 /// `variants` (Backend::set_variants; more than one): the switch form, each particle reading the
 /// parameter table of its variant (kernel_tables with the same variants); a definition transformed
 /// in any variant takes the transformed case in all (an empty transformation in the others).
+/// `particles_per_thread` 2: the switch kernels (both entry points) take two particles per thread, whose
+/// elements run in the same steps, each element's step and parameter offset read once for both; each
+/// particle's arithmetic, loss turn and loss element are those of one per thread. Baked and staged sources
+/// stay at one (KernelSource::particles_per_thread says which was made).
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch dispatch, int max_registers = 0,
-                                   const std::vector<const Lattice*>& variants = {});
+                                   const std::vector<const Lattice*>& variants = {}, int particles_per_thread = 1);
 
 /// A lattice with collective elements (TurnProgram): one kernel per segment,
 /// segment_kernel_name(k), each running one turn of its segment (the kick of the collective

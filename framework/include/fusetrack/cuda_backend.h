@@ -17,12 +17,14 @@
 
 namespace ft {
 
-/// A compiled form of the fused kernel: the dispatch and the register cap (0: none).
+/// A compiled form of the fused kernel: the dispatch, the register cap (0: none) and the particles per
+/// thread (2 in the switch forms only: KernelSource::particles_per_thread).
 struct KernelForm {
   Dispatch dispatch = Dispatch::Switch;
   int max_registers = 0;
+  int particles_per_thread = 1;
 };
-/// "switch", "staged", "baked", with ", 64 registers" for a capped form.
+/// "switch", "staged", "baked", with ", 64 registers" for a capped form and ", 2 particles per thread".
 std::string kernel_form_name(const KernelForm& form);
 
 /// The NVRTC source of the kernels that make matched bunches on the device (sampling, sums of the
@@ -47,6 +49,10 @@ struct CudaBackendOptions {
   /// where there are fewer than 512 particles per multiprocessor, 0 never, 1 always. The environment
   /// setting FUSETRACK_FEW_PARTICLES_FORM (0 or 1) overrides -1, for the benchmarks.
   int few_particles_form = -1;
+  /// Particles each thread of the switch kernels tracks: 1 or 2 (generate_fused_kernel; the same bits
+  /// either way); 0: the environment setting FUSETRACK_PARTICLES_PER_THREAD (1 or 2), else
+  /// kDefaultParticlesPerThread. The baked and staged forms track one.
+  int particles_per_thread = 0;
   /// Largest number of particles resident on the device at once; 0: from free device memory.
   size_t max_resident_particles = 0;
   /// Collective lattices: time the segment kernels and the solves separately (one device

@@ -259,12 +259,13 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   return s;
 }
 
-/// A transformation's operations `ops` as calls with constant operations and value offsets (from `first`).
-std::string fixed_transform_calls(uint64_t ops, int first) {
+/// A transformation's operations `ops` as calls with constant operations and value offsets (from `first`)
+/// on the ParticleView named `particle`.
+std::string fixed_transform_calls(uint64_t ops, int first, const char* particle) {
   std::string s;
   for (; ops != 0; ops >>= 4) {
     const unsigned operation = static_cast<unsigned>(ops & 15u);
-    s += fmt::format(" ft::transform_operation({}, ft_v + {}, p);", operation, first);
+    s += fmt::format(" ft::transform_operation({}, ft_v + {}, {});", operation, first, particle);
     first += transform_value_count(operation);
   }
   return s;
@@ -272,12 +273,14 @@ std::string fixed_transform_calls(uint64_t ops, int first) {
 
 /// The statement that tracks one element of switch case `case_id` with its parameter block at `prm` (an
 /// expression). `fixed`: assignments of integer fields (`ft_s.order = 2;`) to a copy of the parameters,
-/// which the compiler then sees as constants (motifs); "" for none.
-std::string element_call(const KernelSource& src, size_t case_id, const std::string& prm, const std::string& fixed) {
-  auto call = [&fixed](const ElementType* t, const std::string& at) {
-    if (fixed.empty()) return fmt::format("{}(*reinterpret_cast<const {}*>({}), p);", t->track_function, t->name, at);
-    return fmt::format("{{ {} ft_s = *reinterpret_cast<const {}*>({});{} {}(ft_s, p); }}", t->name, t->name, at, fixed,
-                       t->track_function);
+/// which the compiler then sees as constants (motifs); "" for none. `particle`: the ParticleView it moves.
+std::string element_call(const KernelSource& src, size_t case_id, const std::string& prm, const std::string& fixed,
+                         const char* particle = "p") {
+  auto call = [&fixed, particle](const ElementType* t, const std::string& at) {
+    if (fixed.empty())
+      return fmt::format("{}(*reinterpret_cast<const {}*>({}), {});", t->track_function, t->name, at, particle);
+    return fmt::format("{{ {} ft_s = *reinterpret_cast<const {}*>({});{} {}(ft_s, {}); }}", t->name, t->name, at, fixed,
+                       t->track_function, particle);
   };
   if (case_id < src.types.size()) return call(src.types[case_id], prm);
   // Transformed elements: [transformation block][element parameters] (fusetrack/device/transform.h).
@@ -285,14 +288,15 @@ std::string element_call(const KernelSource& src, size_t case_id, const std::str
   const ElementType* t = src.transformed_types[j];
   const uint64_t operations = src.transformed_operations[j];
   if (operations == kMixedTransforms)
-    return fmt::format("{{ const unsigned char* own = ft::transform_entry({0}, p); {1} ft::transform_exit({0}, p); }}", prm,
-                       call(t, "own"));
+    return fmt::format(
+        "{{ const unsigned char* own = ft::transform_entry({0}, {2}); {1} ft::transform_exit({0}, {2}); }}", prm,
+        call(t, "own"), particle);
   const int entry_values = transform_values_of(operations & 0xffffffull);
   const int exit_values = transform_values_of((operations >> 24) & 0xffffffull);
   return fmt::format("{{ const double* ft_v = reinterpret_cast<const double*>({}) + 1;{} {}{} }}", prm,
-                     fixed_transform_calls(operations & 0xffffffull, 0),
+                     fixed_transform_calls(operations & 0xffffffull, 0, particle),
                      call(t, fmt::format("{} + {}", prm, 8 * (1 + entry_values + exit_values))),
-                     fixed_transform_calls((operations >> 24) & 0xffffffull, entry_values));
+                     fixed_transform_calls((operations >> 24) & 0xffffffull, entry_values, particle));
 }
 
 /// The switch case of `definition`: its type's, or its transformed type's when a variant transforms it.
@@ -530,6 +534,216 @@ done:
 
 namespace {
 
+// Two particles per thread (KernelSource::particles_per_thread = 2): the switch kernels with each element's
+// function called for particle a, then for particle b, in the same step.
+
+/// Loading and storing one particle of the arrays (its loss turn and element when it is lost).
+const char* kPairHelpers = R"(
+__device__ __forceinline__ ft::ParticleView ft_load_particle(const FtParticleArrays& P, int i, double beta0) {
+  return ft::ParticleView{P.x[i], P.px[i], P.y[i], P.py[i], P.zeta[i], P.delta[i],
+                          P.ptau[i], P.rpp[i], P.rvv[i], beta0, P.state[i]};
+}
+__device__ __forceinline__ void ft_store_particle(const FtParticleArrays& P, int i, const ft::ParticleView& p,
+                                                  int turn, int lost_at) {
+  P.x[i] = p.x; P.px[i] = p.px; P.y[i] = p.y; P.py[i] = p.py; P.zeta[i] = p.zeta; P.delta[i] = p.delta;
+  P.ptau[i] = p.ptau; P.rpp[i] = p.rpp; P.rvv[i] = p.rvv; P.state[i] = p.state;
+  if (p.state <= 0) { P.lost_turn[i] = turn; P.lost_element[i] = lost_at; }
+}
+)";
+
+/// The start of a pair kernel named `name`, up to the turn loop's first statement. With `variants` each
+/// particle reads its own variant's table (params_a, params_b); without, both read the one table.
+std::string pair_kernel_prologue(const char* name, bool variants) {
+  std::string s = R"(
+// Two particles per thread, a and b, through the same elements: each element's step and parameter offset are
+// read once and its function runs for a, then for b (two independent chains of operations in one thread).
+// A lost particle is stored at once and the other takes its place: the thread then tracks that one particle
+// in both places, with the same bits in both. Each particle's arithmetic is that of one particle per thread.
+extern "C" __global__ void __launch_bounds__(128) )";
+  s += name;
+  s += R"((
+    FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
+    int n_particles, double beta0, int element_begin, int element_end, int n_elements,
+    int first_turn, int n_turns, ft::GlobalLimits limits, const int* __restrict__ variant,
+    unsigned long long variant_stride) {
+  const int pair = blockIdx.x * blockDim.x + threadIdx.x;
+  int ia = 2 * pair, ib = 2 * pair + 1;
+  if (ia >= n_particles) return;
+  // No partner (an odd count) or a lost one: the thread's one particle in both places.
+  if (ib >= n_particles || P.state[ib] <= 0) ib = ia;
+  if (P.state[ia] <= 0) {
+    if (ib == ia) return;
+    ia = ib;
+  }
+)";
+  if (variants)
+    s += R"(  // Lattice variants: each particle reads its variant's copy of the parameter table.
+  const unsigned char* params_a = variant ? params + variant[ia] * variant_stride : params;
+  const unsigned char* params_b = variant ? params + variant[ib] * variant_stride : params;
+)";
+  else
+    s += R"(  // One parameter table for both (without variants every particle's variant index is 0).
+  if (variant) params += variant[ia] * variant_stride;
+  const unsigned char* const params_a = params;
+  const unsigned char* const params_b = params;
+)";
+  s += R"(  ft::ParticleView pa = ft_load_particle(P, ia, beta0), pb = ft_load_particle(P, ib, beta0);
+  int turn = first_turn;
+  int lost_at = -1;
+  for (int t = 0; t < n_turns; ++t) {
+    turn = first_turn + t;
+)";
+  return s;
+}
+
+/// The end of a pair kernel's turn loop: the turn-end checks, then (ft_lost) what follows a loss at element
+/// lost_at: the lost particle stored, the other in its place, and the turn resumed after lost_at (`reload`
+/// reads the steps there and jumps to ft_resume). A particle that passed the turn-end check passes it again.
+std::string pair_kernel_epilogue(bool variants, const std::string& reload) {
+  std::string s = R"(
+    if (element_end == n_elements) {
+      ft::apply_turn_limits(pa, limits);
+      ft::apply_turn_limits(pb, limits);
+      if ((pa.state <= 0) | (pb.state <= 0)) { lost_at = n_elements - 1; goto ft_lost; }
+    }
+    continue;
+  ft_lost:
+    if (pa.state <= 0) ft_store_particle(P, ia, pa, turn, lost_at);
+    if ((pb.state <= 0) & (ib != ia)) ft_store_particle(P, ib, pb, turn, lost_at);
+    if ((pa.state <= 0) & (pb.state <= 0)) return;
+)";
+  s += fmt::format("    if (pa.state <= 0) {{ pa = pb; ia = ib;{} }} else {{ pb = pa; ib = ia;{} }}\n",
+                   variants ? " params_a = params_b;" : "", variants ? " params_b = params_a;" : "");
+  s += "    e = lost_at + 1;\n" + reload + "    goto ft_resume;\n";
+  s += R"(  }
+  ft_store_particle(P, ia, pa, turn, lost_at);
+  if (ib != ia) ft_store_particle(P, ib, pb, turn, lost_at);
+}
+)";
+  return s;
+}
+
+/// Switch case `case_id` for both particles: a with its block at `prm_a`, then b at `prm_b`.
+std::string pair_element_call(const KernelSource& src, size_t case_id, const std::string& prm_a,
+                              const std::string& prm_b, const std::string& fixed) {
+  return element_call(src, case_id, prm_a, fixed, "pa") + " " + element_call(src, case_id, prm_b, fixed, "pb");
+}
+
+/// After an element of the checked path: the limits for both, and a branch to ft_lost when either is lost.
+std::string pair_loss_check(const std::string& element) {
+  return fmt::format(
+      "ft::apply_element_limits(pa, limits); ft::apply_element_limits(pb, limits); "
+      "if ((pa.state <= 0) | (pb.state <= 0)) {{ lost_at = {}; goto ft_lost; }}",
+      element);
+}
+
+/// One element of a pair kernel's loop: the switch on its step `cur` for both particles, then the limits.
+std::string pair_single_element_dispatch(const KernelSource& src, const std::string& indent) {
+  std::string s = indent + "switch (cur >> 24) {\n";
+  for (size_t k = 0; k < src.types.size() + src.transformed_types.size(); ++k) {
+    if (k < src.types.size() && src.types[k]->is_collective()) continue;
+    s += fmt::format("{}  case {}: {} break;\n", indent, k, pair_element_call(src, k, "prm_a", "prm_b", ""));
+  }
+  s += indent + "  default: break;\n" + indent + "}\n";
+  s += indent + pair_loss_check("e") + "\n";
+  return s;
+}
+
+/// The motif cases of a pair kernel (motif_cases for two particles): element j's parameter offset read once
+/// (ft_o<j>); `checked` a branch after every element, else the occurrence runs without one and both particles
+/// replay it when either leaves the x/y limits or is lost inside it.
+std::string pair_motif_cases(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan, const char* indent,
+                             bool checked) {
+  std::string s;
+  for (size_t m = 0; m < plan.motifs.size(); ++m) {
+    const std::vector<uint32_t>& motif = plan.motifs[m];
+    s += fmt::format("{}case {}: {{\n", indent, m + 1);
+    for (size_t j = 1; j < motif.size(); ++j)
+      s += fmt::format("{}  const unsigned int ft_o{} = (steps[e + {}] & 0xffffffu) << 3;\n", indent, j, j);
+    for (size_t j = 0; j < motif.size(); ++j) {
+      const uint32_t case_id = keys.case_id[motif[j]];
+      const std::string prm_a = j ? fmt::format("params_a + ft_o{}", j) : "prm_a";
+      const std::string prm_b = j ? fmt::format("params_b + ft_o{}", j) : "prm_b";
+      const std::string call = pair_element_call(src, case_id, prm_a, prm_b, keys.fixed[motif[j]]);
+      if (checked)
+        s += fmt::format("{}  {} {}\n", indent, call, pair_loss_check(fmt::format("e + {}", j)));
+      else if (writes_x_or_y(src, case_id))
+        s += fmt::format(
+            "{}  {} ft_inside &= ft::inside_element_limits(pa, limits) & ft::inside_element_limits(pb, "
+            "limits);\n",
+            indent, call);
+      else
+        s += fmt::format("{}  {}\n", indent, call);
+    }
+    if (!checked) s += fmt::format("{}  ft_replay = !ft_inside | (pa.state <= 0) | (pb.state <= 0);\n", indent);
+    s += fmt::format("{}}} break;\n", indent);
+  }
+  return s;
+}
+
+/// The switch kernel's entry points with two particles per thread: with motifs the checked form
+/// (kFusedKernelName) and the form for few particles (kFewParticlesKernelName), else the plain switch.
+std::string pair_switch_kernels(const KernelSource& src, const MotifKeys& keys, const MotifPlan& plan) {
+  std::string s = kPairHelpers;
+  const std::string prm =
+      "      const unsigned char* prm_a = params_a + ((cur & 0xffffffu) << 3);\n"
+      "      const unsigned char* prm_b = params_b + ((cur & 0xffffffu) << 3);\n";
+  if (plan.motifs.empty()) {
+    std::string t = "    int e = element_begin;\n";
+    t += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
+    t += "    unsigned int nxt = e + 1 < element_end ? steps[e + 1] : 0u;\n";
+    t += "  ft_resume:\n";
+    t += "    for (; e < element_end; ++e) {\n";
+    t += "      const unsigned int after = e + 2 < element_end ? steps[e + 2] : 0u;\n";
+    t += prm;
+    t += pair_single_element_dispatch(src, "      ");
+    t += "      cur = nxt;\n      nxt = after;\n";
+    t += "    }\n";
+    const std::string reload =
+        "    cur = e < element_end ? steps[e] : 0u;\n"
+        "    nxt = e + 1 < element_end ? steps[e + 1] : 0u;\n";
+    return s + pair_kernel_prologue(kFusedKernelName, src.variants) + t + pair_kernel_epilogue(src.variants, reload);
+  }
+  auto turn_body = [&](bool checked) {
+    std::string t = "    int e = element_begin;\n";
+    t += "    unsigned int cur = e < element_end ? steps[e] : 0u;\n";
+    t += "    unsigned int mot = e < element_end ? steps[n_elements + e] : 0u;\n";
+    t += "  ft_resume:\n";
+    t += "    while (e < element_end) {\n";
+    t += "      const int len = mot != 0u && e + (int)(mot & 0xffu) <= element_end ? (int)(mot & 0xffu) : 0;\n";
+    t += "      const int next = e + (len ? len : 1);\n";
+    t += "      const unsigned int cur_next = next < element_end ? steps[next] : 0u;\n";
+    t += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
+    t += prm;
+    t += "      if (len) {\n";
+    if (!checked)
+      t += "        const ft::ParticleView ft_start_a = pa, ft_start_b = pb;\n"
+           "        bool ft_inside = true, ft_replay = false;\n";
+    t += "        switch (mot >> 8) {\n";
+    t += pair_motif_cases(src, keys, plan, "          ", checked);
+    t += "          default: break;\n        }\n";
+    if (!checked) t += "        if (ft_replay) { pa = ft_start_a; pb = ft_start_b; mot = 0u; continue; }\n";
+    t += "      } else {\n";
+    t += pair_single_element_dispatch(src, "        ");
+    t += "      }\n";
+    t += "      cur = cur_next;\n      mot = mot_next;\n      e = next;\n";
+    t += "    }\n";
+    return t;
+  };
+  const std::string reload =
+      "    cur = e < element_end ? steps[e] : 0u;\n"
+      "    mot = e < element_end ? steps[n_elements + e] : 0u;\n";
+  s += pair_kernel_prologue(kFusedKernelName, src.variants) + turn_body(true) +
+       pair_kernel_epilogue(src.variants, reload);
+  s += pair_kernel_prologue(kFewParticlesKernelName, src.variants) + turn_body(false) +
+       pair_kernel_epilogue(src.variants, reload);
+  return s;
+}
+
+}  // namespace
+
+namespace {
+
 /// The fused kernel's launch bounds: 128 threads per block, and with a register cap the minimum
 /// number of resident blocks per multiprocessor that forces it (65536 registers per SM on sm_60..sm_90).
 std::string launch_bounds(int max_registers) {
@@ -546,7 +760,7 @@ void apply_register_cap(KernelSource& src, int max_registers) {
 }
 
 KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested,
-                                  const std::vector<const Lattice*>& variants) {
+                                   const std::vector<const Lattice*>& variants, int particles_per_thread) {
   KernelSource src;
   src.name = "fusetrack_fused.cu";
   src.dispatch = choose_dispatch(lattice, requested);
@@ -573,6 +787,12 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
     keys = motif_keys(lattice, src, lattices);
     plan = plan_motifs(keys.at, keys.worth_alone);
     src.motif_at = plan.motif_at;
+  }
+  if (src.dispatch == Dispatch::Switch && particles_per_thread == 2) {
+    src.particles_per_thread = 2;
+    src.few_particles_form = !plan.motifs.empty();
+    src.text = s + pair_switch_kernels(src, keys, plan);
+    return src;
   }
   if (src.dispatch == Dispatch::Switch && !plan.motifs.empty()) {
     // Motifs (motifs.h): steps[n_elements + e] is (motif id << 8 | length) where an occurrence starts,
@@ -639,9 +859,22 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 
 }  // namespace
 
+int particles_per_thread_setting(int requested) {
+  if (requested == 1 || requested == 2) return requested;
+  if (requested != 0) throw Error(fmt::format("particles per thread: 1 or 2, not {}", requested));
+  const char* v = std::getenv("FUSETRACK_PARTICLES_PER_THREAD");
+  if (!v || !*v) return kDefaultParticlesPerThread;
+  const std::string value(v);
+  if (value != "1" && value != "2")
+    throw Error(fmt::format("FUSETRACK_PARTICLES_PER_THREAD={}: the particles per thread are 1 or 2", value));
+  return value == "2" ? 2 : 1;
+}
+
 KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch requested, int max_registers,
-                                  const std::vector<const Lattice*>& variants) {
-  KernelSource src = uncapped_fused_kernel(lattice, fma, requested, variants);
+                                   const std::vector<const Lattice*>& variants, int particles_per_thread) {
+  if (particles_per_thread != 1 && particles_per_thread != 2)
+    throw Error(fmt::format("particles per thread: 1 or 2, not {}", particles_per_thread));
+  KernelSource src = uncapped_fused_kernel(lattice, fma, requested, variants, particles_per_thread);
   apply_register_cap(src, max_registers);
   return src;
 }

@@ -135,7 +135,8 @@ struct CudaBackend::Impl {
     collective_ready = false;
   }
   CUcontext context = nullptr;
-  std::map<std::tuple<int, int, int>, LoadedKernel> kernels;    // (fma, dispatch, register cap) -> kernel
+  std::map<std::tuple<int, int, int, int>, LoadedKernel>
+      kernels;                                                  // (fma, dispatch, register cap, particles per thread)
   std::map<std::pair<int, int>, KernelForm> measured_forms;     // (fma, log10 particles) -> auto's choice
   std::vector<std::pair<KernelForm, double>> last_measurement;  // element-passes/s per candidate
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
@@ -189,15 +190,18 @@ namespace {
 LoadedKernel& get_kernel(CudaBackend::Impl& impl, const Lattice& lattice, const CudaBackendOptions& o, FmaMode fma,
                          KernelForm form, int arch, CudaRunStats& stats) {
   const Dispatch dispatch = form.dispatch;
-  const auto key = std::make_tuple(static_cast<int>(fma), static_cast<int>(dispatch), form.max_registers);
+  const auto key =
+      std::make_tuple(static_cast<int>(fma), static_cast<int>(dispatch), form.max_registers, form.particles_per_thread);
   auto it = impl.kernels.find(key);
   if (it != impl.kernels.end()) return it->second;
   LoadedKernel k;
-  k.source = generate_fused_kernel(lattice, fma, dispatch, form.max_registers, impl.variants);
+  k.source =
+      generate_fused_kernel(lattice, fma, dispatch, form.max_registers, impl.variants, form.particles_per_thread);
   std::string dump_dir;
   if (const char* dump = std::getenv("FUSETRACK_DUMP_SOURCE"); dump && *dump) {
-    dump_dir = fmt::format("{}/{}{}_{}", dump, dispatch_name(dispatch),
+    dump_dir = fmt::format("{}/{}{}{}_{}", dump, dispatch_name(dispatch),
                            form.max_registers > 0 ? fmt::format("_r{}", form.max_registers) : "",
+                           k.source.particles_per_thread > 1 ? fmt::format("_k{}", k.source.particles_per_thread) : "",
                            fma == FmaMode::On ? "fma_on" : "fma_off");
     dump_kernel_source(k.source, dump_dir);
   }
@@ -728,8 +732,8 @@ void CudaBackend::parameters_changed() {
   bool motifs_stale = false;
   for (const auto& [key, k] : impl.kernels) {
     if (k.source.dispatch != Dispatch::Switch || k.source.motif_at.empty()) continue;
-    const KernelSource again =
-        generate_fused_kernel(m_lattice, k.source.fma, Dispatch::Switch, k.source.max_registers, impl.variants);
+    const KernelSource again = generate_fused_kernel(m_lattice, k.source.fma, Dispatch::Switch, k.source.max_registers,
+                                                     impl.variants, k.source.particles_per_thread);
     motifs_stale |= again.text != k.source.text || again.motif_at != k.source.motif_at;
   }
   if (motifs_stale) {
@@ -797,7 +801,8 @@ void CudaBackend::run(Particles& particles, const TrackOptions& options, bool pe
   const size_t begin = std::min(options.element_begin, n_elements);
   const size_t end = std::min(options.element_end, n_elements);
   const bool whole_sequence = begin == 0 && end == n_elements;
-  KernelForm form{choose_dispatch(m_lattice, m_options.dispatch), m_options.max_registers};
+  KernelForm form{choose_dispatch(m_lattice, m_options.dispatch), m_options.max_registers,
+                  particles_per_thread_setting(m_options.particles_per_thread)};
   if ((!whole_sequence || per_element) && form.dispatch == Dispatch::Baked)
     form.dispatch = Dispatch::Switch;  // baked kernels run the whole sequence
   const bool variants = !m_impl->variants.empty();
@@ -839,8 +844,10 @@ int64_t probe_turns(size_t sample, size_t elements, int64_t turns) {
 }  // namespace
 
 std::string kernel_form_name(const KernelForm& form) {
-  return form.max_registers > 0 ? fmt::format("{}, {} registers", dispatch_name(form.dispatch), form.max_registers)
-                                : dispatch_name(form.dispatch);
+  std::string name = dispatch_name(form.dispatch);
+  if (form.max_registers > 0) name += fmt::format(", {} registers", form.max_registers);
+  if (form.particles_per_thread > 1) name += fmt::format(", {} particles per thread", form.particles_per_thread);
+  return name;
 }
 
 bool CudaBackend::worth_measuring(const Particles& particles, const TrackOptions& options) const {
@@ -871,8 +878,9 @@ KernelForm CudaBackend::measured_form(const Particles& particles, const TrackOpt
   // Register caps are not candidates: on the thin collider with 16 crab cavities (H100, 10^6
   // particles) the switch capped at 64 registers ran at 0.42x and at 80 at 0.89x of the uncapped
   // switch (92 registers): the spills cost every element, not only the rare heavy one.
-  std::vector<KernelForm> candidates = {{Dispatch::Switch, 0}, {Dispatch::Staged, 0}};
-  if (bakeable(m_lattice)) candidates.push_back({Dispatch::Baked, 0});
+  const int particles_per_thread = particles_per_thread_setting(m_options.particles_per_thread);
+  std::vector<KernelForm> candidates = {{Dispatch::Switch, 0, particles_per_thread}, {Dispatch::Staged, 0, 1}};
+  if (bakeable(m_lattice)) candidates.push_back({Dispatch::Baked, 0, 1});
   std::vector<std::pair<KernelForm, double>> measured;
   KernelForm best = candidates.front();
   double best_rate = 0.0;
@@ -897,6 +905,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
   const size_t begin = std::min(options.element_begin, n_elements);
   const size_t end = std::min(options.element_end, n_elements);
   LoadedKernel& kernel = get_kernel(*m_impl, m_lattice, m_options, options.fma, form, m_gpu.arch, m_stats);
+  const size_t particles_per_thread = static_cast<size_t>(kernel.source.particles_per_thread);
+  m_stats.form.particles_per_thread = kernel.source.particles_per_thread;
   CUdeviceptr steps = m_impl->switch_steps;
   CUdeviceptr params = m_impl->switch_params;  // unused (0) by baked kernels
 
@@ -961,7 +971,8 @@ void CudaBackend::run_form(Particles& particles, const TrackOptions& options, bo
       d.func_get_attribute(&m_stats.registers_per_thread, CU_FUNC_ATTRIBUTE_NUM_REGS, function);
       d.func_get_attribute(&m_stats.local_bytes_per_thread, CU_FUNC_ATTRIBUTE_LOCAL_SIZE_BYTES, function);
     }
-    const unsigned blocks = static_cast<unsigned>((count + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
+    const size_t threads = (count + particles_per_thread - 1) / particles_per_thread;
+    const unsigned blocks = static_cast<unsigned>((threads + static_cast<size_t>(tpb) - 1) / static_cast<size_t>(tpb));
     while (done < options.turns) {
       int turns_now = static_cast<int>(std::min(chunk_turns, options.turns - done));
       check(d.event_record(ev0, nullptr), "cuEventRecord");
