@@ -135,8 +135,8 @@ struct CudaBackend::Impl {
     collective_ready = false;
   }
   CUcontext context = nullptr;
-  std::map<std::tuple<int, int, int, int>, LoadedKernel>
-      kernels;                                                  // (fma, dispatch, register cap, particles per thread)
+  // (fma, dispatch, register cap, particles per thread) -> kernel
+  std::map<std::tuple<int, int, int, int>, LoadedKernel> kernels;
   std::map<std::pair<int, int>, KernelForm> measured_forms;     // (fma, log10 particles) -> auto's choice
   std::vector<std::pair<KernelForm, double>> last_measurement;  // element-passes/s per candidate
   // The switch kernel's tables (kernel_tables), uploaded with its first use; baked kernels
