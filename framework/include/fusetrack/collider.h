@@ -123,8 +123,10 @@ struct CollideOptions {
   /// GPU and on the CPU, and compared bit for bit (arrival and departure); a difference ends the run with a
   /// DeviceError. The bunch itself is untouched.
   bool check_gpu = true;
-  /// The sample: the bunch's first check_sample particles (0: the whole bunch).
-  size_t check_sample = 65536;
+  /// The sample: the bunch's first check_sample particles (0: the whole bunch). Every step's code path runs
+  /// on a sample of any size; 16384 keeps the check within a few percent of a run's time (0.07 s for 15
+  /// bunches on one H200, against 0.35 s with 65536).
+  size_t check_sample = 16384;
   /// Slots per wave (0: min(n1, n2), the most whose crossings are independent; at most that). Fewer walk the
   /// same crossings in more waves, with the same results and more waits between ranks.
   int64_t wave_slots = 0;

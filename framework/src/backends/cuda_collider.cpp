@@ -240,7 +240,7 @@ void GpuColliderBunch::depart(const Bb6dParams& params, const std::vector<Bb6dSl
     m_slices = g.zeros(slices.size() * sizeof(Bb6dSlice));
     m_slice_capacity = slices.size();
   }
-  g.copy_to_device(m_slices, slices.data(), slices.size() * sizeof(Bb6dSlice));
+  g.copy_to_device_async(m_slices, slices.data(), slices.size() * sizeof(Bb6dSlice));  // behind the queued kernels
   Bb6dParams p = params;
   int n_slices = static_cast<int>(slices.size()), ring_on = ring ? 1 : 0;
   ColliderRingMap m = ring ? *ring : ColliderRingMap{};

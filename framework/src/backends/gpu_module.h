@@ -83,6 +83,11 @@ class GpuModule {
   void copy_to_device(CUdeviceptr p, const void* data, size_t bytes) {
     if (bytes) check(m_d->memcpy_htod(p, data, bytes), "cuMemcpyHtoD");
   }
+  /// A copy queued on the default stream behind the kernels launched before it: the host does not wait for
+  /// them (the driver stages pageable memory before it returns, so `data` may change right after).
+  void copy_to_device_async(CUdeviceptr p, const void* data, size_t bytes) {
+    if (bytes) check(m_d->memcpy_htod_async(p, data, bytes, nullptr), "cuMemcpyHtoDAsync");
+  }
   void copy_to_host(void* data, CUdeviceptr p, size_t bytes) {
     if (bytes) check(m_d->memcpy_dtoh(data, p, bytes), "cuMemcpyDtoH");
   }
