@@ -648,8 +648,7 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 
 namespace {
 
-// Grid collective elements: the extra arguments of the segment kernels, and the stand-alone moment
-// pass and deposit of adapted grids (the same per-particle steps as the segment kernels).
+// Grid collective elements: the extra arguments of the segment kernels.
 const char* kGridSegmentParameters = R"(,
     const double* __restrict__ kick_ex, const double* __restrict__ kick_ey, const double* __restrict__ kick_ez,
     long long kick_stride, ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
@@ -660,201 +659,6 @@ const char* kGridSegmentParameters = R"(,
 /// scales of the deposit (SliceCentroidReducer's, so that the GPU sums the CPU's integers).
 const char* kMomentSegmentParameters = R"(,
     ft::SliceMomentScales deposit_scales)";
-
-const char* kGridKernels = R"(
-// The GPU solve of one rank's grid (GridCollectiveSolver::solve's steps, the same operations):
-// node charge density from the integers, then after the Poisson solve the 3D frame factor on E_perp
-// and the largest |E| (an order-independent maximum of non-negative doubles' bits).
-extern "C" __global__ void fusetrack_grid_density(const unsigned long long* __restrict__ acc, double* __restrict__ rho,
-                                                  long long n, double factor) {
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
-    rho[k] = static_cast<double>(acc[k]) * factor;
-}
-// The field's components side by side: node k's E_x, E_y[, E_z] at e[k * stride + c], stride 2 (or 3 in 3D).
-extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ e, long long n, double gamma0,
-                                                       int three_d, unsigned long long* __restrict__ max_bits) {
-  double m = 0.0;
-  const long long stride = three_d ? 3 : 2;
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
-    double* ek = e + k * stride;
-    if (three_d) {
-      ek[0] *= gamma0;
-      ek[1] *= gamma0;
-      m = fmax(m, fabs(ek[2]));
-    }
-    m = fmax(m, fmax(fabs(ek[0]), fabs(ek[1])));
-  }
-  // The warp's maximum first (the bits of non-negative doubles order as the values): one atomic per warp.
-  unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(m));
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(0xffffffffu, bits, offset);
-    bits = other > bits ? other : bits;
-  }
-  if ((threadIdx.x & 31) == 0) atomicMax(max_bits, bits);
-}
-// Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
-// counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
-extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_extent(FtParticleArrays P, int n_particles,
-                                                                         ft::ExtentScales extent,
-                                                                         unsigned long long* __restrict__ acc) {
-  __shared__ unsigned long long block[ft::kExtentAccumulators + 1];
-  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) block[a] = 0ull;
-  __syncthreads();
-  unsigned long long sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
-    if (P.state[i] <= 0) continue;
-    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-    long long out[ft::kExtentAccumulators];
-    if (ft::extent_contributions(extent, pos, out)) {
-      for (int a = 0; a < ft::kExtentAccumulators; ++a) sum[a] += static_cast<unsigned long long>(out[a]);
-    } else {
-      sum[ft::kExtentAccumulators] += 1ull;
-    }
-  }
-  for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (sum[a]) atomicAdd(&block[a], sum[a]);
-  __syncthreads();
-  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) if (block[a]) atomicAdd(&acc[a], block[a]);
-}
-
-// Cloud-in-cell integer charge of the alive particles on the grid `spec`; acc[outside_slot] counts
-// the particles outside it. Integer atomics only: the same integers as the CPU for any order.
-extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParticleArrays P, int n_particles,
-                                                                          ft::ChargeGridSpec spec,
-                                                                          unsigned long long* __restrict__ acc,
-                                                                          long long outside_slot) {
-  unsigned int outside = 0;  // summed per warp at the end: one atomic, not one per particle outside
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
-    if (P.state[i] <= 0) continue;
-    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-    long long nodes[8];
-    unsigned long long w[8];
-    const int m = ft::charge_deposit(spec, pos, nodes, w);
-    if (m == 0) ++outside;
-    FT_UNROLL
-    for (int q = 0; q < 8; ++q)
-      if (q < m) atomicAdd(&acc[nodes[q]], w[q]);
-  }
-  ft::warp_count_add(outside, &acc[outside_slot]);
-}
-
-// The particles ordered by grid tile on the GPU (CudaBackendOptions::tile_sort_every), a counting sort: each
-// particle's bucket (its cell's lower corner node with `shift` bits dropped; lost particles and those outside
-// the grid in the last bucket) counted, the counts turned into first slots, each particle given a slot of its
-// bucket, the particles gathered into the second set of arrays in slot order with their original index. The order inside a bucket depends on
-// thread timing; no result does (every deposit is an integer sum, every other step per particle), and the
-// original order comes back before the particles leave the device (fusetrack_tile_restore).
-// The loops run whole warps (the lanes past the end take no key), and the lanes of a warp with the same key
-// share one atomic: sorted particles hit the same counter a warp at a time.
-#define FT_TILE_NO_KEY 0xffffffffu
-extern "C" __global__ void fusetrack_tile_keys(FtParticleArrays P, int n_particles, ft::ChargeGridSpec spec, int shift,
-                                               unsigned int last, unsigned int* __restrict__ key,
-                                               unsigned int* __restrict__ count) {
-  const int lane = threadIdx.x & 31;
-  for (long long base = blockIdx.x * (long long)blockDim.x + (threadIdx.x & ~31); base < n_particles;
-       base += (long long)gridDim.x * blockDim.x) {
-    const long long i = base + lane;
-    unsigned int k = FT_TILE_NO_KEY;
-    if (i < n_particles) {
-      long long cell = -1;
-      if (P.state[i] > 0) {
-        const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-        cell = ft::charge_grid_cell(spec, pos);
-      }
-      k = cell < 0 ? last : static_cast<unsigned int>(cell >> shift);
-      key[i] = k;
-    }
-    const unsigned int peers = __match_any_sync(0xffffffffu, k);
-    if (k != FT_TILE_NO_KEY && lane == __ffs(peers) - 1) atomicAdd(&count[k], static_cast<unsigned int>(__popc(peers)));
-  }
-}
-// Exclusive prefix sums of count[0, buckets) in place, in three launches: each block of 1024 threads its
-// kTileScanBlock buckets (4 per thread) and their total into sums[block], then the block totals (one block,
-// at most 1024 of them), then each block's offset added.
-#define FT_TILE_SCAN_PER_THREAD 4
-extern "C" __global__ void __launch_bounds__(1024) fusetrack_tile_scan_blocks(unsigned int* __restrict__ count,
-                                                                             unsigned int buckets,
-                                                                             unsigned int* __restrict__ sums) {
-  __shared__ unsigned int part[2][1024];
-  const unsigned int begin = (blockIdx.x * 1024u + threadIdx.x) * FT_TILE_SCAN_PER_THREAD;
-  unsigned int v[FT_TILE_SCAN_PER_THREAD], sum = 0;
-  for (int k = 0; k < FT_TILE_SCAN_PER_THREAD; ++k) {
-    v[k] = begin + k < buckets ? count[begin + k] : 0u;
-    sum += v[k];
-  }
-  part[0][threadIdx.x] = sum;
-  __syncthreads();
-  int from = 0;
-  for (unsigned int d = 1; d < 1024u; d <<= 1) {  // inclusive scan of the threads' sums
-    part[1 - from][threadIdx.x] = part[from][threadIdx.x] + (threadIdx.x >= d ? part[from][threadIdx.x - d] : 0u);
-    from = 1 - from;
-    __syncthreads();
-  }
-  unsigned int run = part[from][threadIdx.x] - sum;
-  for (int k = 0; k < FT_TILE_SCAN_PER_THREAD; ++k) {
-    if (begin + k < buckets) count[begin + k] = run;
-    run += v[k];
-  }
-  if (threadIdx.x == 1023u) sums[blockIdx.x] = part[from][1023];
-}
-extern "C" __global__ void __launch_bounds__(1024) fusetrack_tile_scan_sums(unsigned int* __restrict__ sums, unsigned int blocks) {
-  __shared__ unsigned int part[2][1024];
-  const unsigned int v = threadIdx.x < blocks ? sums[threadIdx.x] : 0u;
-  part[0][threadIdx.x] = v;
-  __syncthreads();
-  int from = 0;
-  for (unsigned int d = 1; d < 1024u; d <<= 1) {
-    part[1 - from][threadIdx.x] = part[from][threadIdx.x] + (threadIdx.x >= d ? part[from][threadIdx.x - d] : 0u);
-    from = 1 - from;
-    __syncthreads();
-  }
-  if (threadIdx.x < blocks) sums[threadIdx.x] = part[from][threadIdx.x] - v;
-}
-extern "C" __global__ void fusetrack_tile_scan_add(unsigned int* __restrict__ count, unsigned int buckets,
-                                                   const unsigned int* __restrict__ sums) {
-  const unsigned int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b < buckets) count[b] += sums[b / (1024u * FT_TILE_SCAN_PER_THREAD)];
-}
-// Each particle's slot (its bucket's next; a warp's lanes of one bucket take consecutive slots in lane order),
-// recorded as the slot's source; then every slot takes its particle (reads where the particles were, writes in
-// order: cheap when they were nearly in order already).
-extern "C" __global__ void fusetrack_tile_slots(int n_particles, const unsigned int* __restrict__ key,
-                                                unsigned int* __restrict__ cursor, int* __restrict__ source) {
-  const int lane = threadIdx.x & 31;
-  for (long long base = blockIdx.x * (long long)blockDim.x + (threadIdx.x & ~31); base < n_particles;
-       base += (long long)gridDim.x * blockDim.x) {
-    const long long i = base + lane;
-    const unsigned int k = i < n_particles ? key[i] : FT_TILE_NO_KEY;
-    const unsigned int peers = __match_any_sync(0xffffffffu, k);
-    const int leader = __ffs(peers) - 1;
-    unsigned int first = 0;
-    if (k != FT_TILE_NO_KEY && lane == leader) first = atomicAdd(&cursor[k], static_cast<unsigned int>(__popc(peers)));
-    first = __shfl_sync(0xffffffffu, first, leader);
-    if (k != FT_TILE_NO_KEY) source[first + __popc(peers & ((1u << lane) - 1u))] = static_cast<int>(i);
-  }
-}
-extern "C" __global__ void fusetrack_tile_gather(FtParticleArrays P, FtParticleArrays Q, int n_particles,
-                                                 const int* __restrict__ source, const int* __restrict__ origin,
-                                                 int* __restrict__ origin_out) {
-  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n_particles; j += (long long)gridDim.x * blockDim.x) {
-    const int i = source[j];
-    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
-    origin_out[j] = origin[i];
-  }
-}
-// The original order back: particle i of the sorted arrays to slot origin[i] of Q; origin_out becomes the identity.
-extern "C" __global__ void fusetrack_tile_restore(FtParticleArrays P, FtParticleArrays Q, int n_particles,
-                                                  const int* __restrict__ origin, int* __restrict__ origin_out) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles; i += (long long)gridDim.x * blockDim.x) {
-    const int j = origin[i];
-    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
-    origin_out[j] = j;
-  }
-}
-)";
 
 std::string grid_literal(const SliceGrid& g) {
   return fmt::format("ft::SliceGrid{{{}, {}, {}, {}, {}}}", g.n_slices, g.linear, double_literal(g.zeta_min),
@@ -1163,13 +967,7 @@ CollectiveKernelWriter::CollectiveKernelWriter(const Lattice& lattice, Dispatch 
 
 void CollectiveKernelWriter::write_shared_kernels(FmaMode fma) {
   m_text = source_preamble(m_lattice, m_src, fma);
-  m_text += R"(
-struct FtParticleArrays {
-  double* x; double* px; double* y; double* py; double* zeta; double* delta;
-  double* ptau; double* rpp; double* rvv;
-  int* state; int* lost_turn; long long* lost_element;
-};
-)";
+  m_text += "#include \"fusetrack/device/particle_arrays.h\"\n";
   m_text += "#include \"fusetrack/device/profile_solver_kernels.h\"\n";
   m_text += fmt::format(R"(
 // rpp and rvv of every particle from its delta and ptau, before a download (the segments do not
@@ -1184,11 +982,12 @@ extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0)
 )",
                         kDeriveEnergyKernelName);
   // Grid collective elements (space charge): the segment kernels take the grid arguments (the
-  // grids change every turn when adapted to the bunch), and two stand-alone kernels make the moment
-  // pass and the deposit of adapted grids (fusetrack/device/space_charge.h, reduction.h).
+  // grids change every turn when adapted to the bunch); the solve on one rank's GPU, the moment pass and
+  // the deposit of adapted grids, and the particles' order by grid tile run kernels of their own.
   if (m_has_grid) {
     m_text += "#include \"fusetrack/device/space_charge.h\"\n";
-    m_text += kGridKernels;
+    m_text += "#include \"fusetrack/device/grid_solver_kernels.h\"\n";
+    m_text += "#include \"fusetrack/device/tile_sort_kernels.h\"\n";
   }
   // Slice-moment collective elements (transverse wakes, feedback): the segment before one deposits,
   // per slice, the integer weight and the fixed-point sums of x, px, y, py (slice_centroid_contributions,
