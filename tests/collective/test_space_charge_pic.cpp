@@ -745,7 +745,9 @@ TEST_CASE("space charge PIC: the GPU segment kernels with grid elements compile 
   for (FmaMode fma : {FmaMode::Off, FmaMode::On})
     for (Dispatch dispatch : {Dispatch::Baked, Dispatch::Switch}) {
       const KernelSource src = generate_collective_kernels(lattice, fma, dispatch, grids);
-      CHECK(src.text.find("fusetrack_grid_deposit") != std::string::npos);
+      CHECK(src.text.find("#include \"fusetrack/device/grid_solver_kernels.h\"") != std::string::npos);
+      CHECK(src.headers.at("fusetrack/device/grid_solver_kernels.h").find("fusetrack_grid_deposit") !=
+            std::string::npos);
       CHECK(src.text.find("SpaceChargePIC_kick(el, ft_field, p)") != std::string::npos);
       CompiledKernel k;
       CHECK_NOTHROW(k = compiler.compile(src, 90));

@@ -97,8 +97,10 @@ extern "C" __global__ void fusetrack_sample_longitudinal(ft::ft_longitudinal_sam
 TEST_CASE("NVRTC compiles the kernels that make matched bunches on the device (fma off)") {
   const KernelSource src = matched_bunch_sampler_source();
   CHECK(src.fma == FmaMode::Off);
+  const std::string& kernels = src.headers.at("fusetrack/device/matched_bunch_kernels.h");  // the source includes it
+  CHECK(src.text.find("fusetrack/device/matched_bunch_kernels.h") != std::string::npos);
   for (const char* entry : {"fusetrack_sample_matched", "fusetrack_longitudinal_sums", "fusetrack_count_alive"})
-    CHECK(src.text.find(entry) != std::string::npos);
+    CHECK(kernels.find(entry) != std::string::npos);
   CompiledKernel k;
   CHECK_NOTHROW(k = KernelCompiler("off").compile(src, 90));
   CHECK(!k.cubin.empty());

@@ -155,6 +155,7 @@ class CudaBackend : public Backend {
   /// `source`: particles made on the device instead of uploaded from `particles` (see
   /// track_matched_share); null for track().
   struct DeviceSource;
+  class CollectiveRun;  // the steps of run_collective (src/backends/cuda_collective_run.h)
   void run_collective(Particles& particles, const TrackOptions& options, DeviceSource* source = nullptr);
   std::unique_ptr<Impl> m_impl;
   const Lattice& m_lattice;

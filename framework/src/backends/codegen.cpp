@@ -881,8 +881,7 @@ KernelSource generate_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
 
 namespace {
 
-// Grid collective elements: the extra arguments of the segment kernels, and the stand-alone moment
-// pass and deposit of adapted grids (the same per-particle steps as the segment kernels).
+// Grid collective elements: the extra arguments of the segment kernels.
 const char* kGridSegmentParameters = R"(,
     const double* __restrict__ kick_ex, const double* __restrict__ kick_ey, const double* __restrict__ kick_ez,
     long long kick_stride, ft::ChargeGridSpec kick_grid, unsigned long long* __restrict__ grid_acc, long long grid_outside_slot,
@@ -893,201 +892,6 @@ const char* kGridSegmentParameters = R"(,
 /// scales of the deposit (SliceCentroidReducer's, so that the GPU sums the CPU's integers).
 const char* kMomentSegmentParameters = R"(,
     ft::SliceMomentScales deposit_scales)";
-
-const char* kGridKernels = R"(
-// The GPU solve of one rank's grid (GridCollectiveSolver::solve's steps, the same operations):
-// node charge density from the integers, then after the Poisson solve the 3D frame factor on E_perp
-// and the largest |E| (an order-independent maximum of non-negative doubles' bits).
-extern "C" __global__ void fusetrack_grid_density(const unsigned long long* __restrict__ acc, double* __restrict__ rho,
-                                                  long long n, double factor) {
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x)
-    rho[k] = static_cast<double>(acc[k]) * factor;
-}
-// The field's components side by side: node k's E_x, E_y[, E_z] at e[k * stride + c], stride 2 (or 3 in 3D).
-extern "C" __global__ void fusetrack_grid_field_finish(double* __restrict__ e, long long n, double gamma0,
-                                                       int three_d, unsigned long long* __restrict__ max_bits) {
-  double m = 0.0;
-  const long long stride = three_d ? 3 : 2;
-  for (long long k = blockIdx.x * (long long)blockDim.x + threadIdx.x; k < n; k += (long long)gridDim.x * blockDim.x) {
-    double* ek = e + k * stride;
-    if (three_d) {
-      ek[0] *= gamma0;
-      ek[1] *= gamma0;
-      m = fmax(m, fabs(ek[2]));
-    }
-    m = fmax(m, fmax(fabs(ek[0]), fabs(ek[1])));
-  }
-  // The warp's maximum first (the bits of non-negative doubles order as the values): one atomic per warp.
-  unsigned long long bits = static_cast<unsigned long long>(__double_as_longlong(m));
-  for (int offset = 16; offset > 0; offset >>= 1) {
-    const unsigned long long other = __shfl_xor_sync(0xffffffffu, bits, offset);
-    bits = other > bits ? other : bits;
-  }
-  if ((threadIdx.x & 31) == 0) atomicMax(max_bits, bits);
-}
-// Moments of the alive particles about the declared centres (fixed point; acc[kExtentAccumulators]
-// counts those outside the declared ranges): thread sums, block sums in shared memory, global atomics.
-extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_extent(FtParticleArrays P, int n_particles,
-                                                                         ft::ExtentScales extent,
-                                                                         unsigned long long* __restrict__ acc) {
-  __shared__ unsigned long long block[ft::kExtentAccumulators + 1];
-  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) block[a] = 0ull;
-  __syncthreads();
-  unsigned long long sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
-    if (P.state[i] <= 0) continue;
-    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-    long long out[ft::kExtentAccumulators];
-    if (ft::extent_contributions(extent, pos, out)) {
-      for (int a = 0; a < ft::kExtentAccumulators; ++a) sum[a] += static_cast<unsigned long long>(out[a]);
-    } else {
-      sum[ft::kExtentAccumulators] += 1ull;
-    }
-  }
-  for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (sum[a]) atomicAdd(&block[a], sum[a]);
-  __syncthreads();
-  for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) if (block[a]) atomicAdd(&acc[a], block[a]);
-}
-
-// Cloud-in-cell integer charge of the alive particles on the grid `spec`; acc[outside_slot] counts
-// the particles outside it. Integer atomics only: the same integers as the CPU for any order.
-extern "C" __global__ void __launch_bounds__(256) fusetrack_grid_deposit(FtParticleArrays P, int n_particles,
-                                                                          ft::ChargeGridSpec spec,
-                                                                          unsigned long long* __restrict__ acc,
-                                                                          long long outside_slot) {
-  unsigned int outside = 0;  // summed per warp at the end: one atomic, not one per particle outside
-  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n_particles; i += gridDim.x * blockDim.x) {
-    if (P.state[i] <= 0) continue;
-    const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-    long long nodes[8];
-    unsigned long long w[8];
-    const int m = ft::charge_deposit(spec, pos, nodes, w);
-    if (m == 0) ++outside;
-    FT_UNROLL
-    for (int q = 0; q < 8; ++q)
-      if (q < m) atomicAdd(&acc[nodes[q]], w[q]);
-  }
-  ft::warp_count_add(outside, &acc[outside_slot]);
-}
-
-// The particles ordered by grid tile on the GPU (CudaBackendOptions::tile_sort_every), a counting sort: each
-// particle's bucket (its cell's lower corner node with `shift` bits dropped; lost particles and those outside
-// the grid in the last bucket) counted, the counts turned into first slots, each particle given a slot of its
-// bucket, the particles gathered into the second set of arrays in slot order with their original index. The order inside a bucket depends on
-// thread timing; no result does (every deposit is an integer sum, every other step per particle), and the
-// original order comes back before the particles leave the device (fusetrack_tile_restore).
-// The loops run whole warps (the lanes past the end take no key), and the lanes of a warp with the same key
-// share one atomic: sorted particles hit the same counter a warp at a time.
-#define FT_TILE_NO_KEY 0xffffffffu
-extern "C" __global__ void fusetrack_tile_keys(FtParticleArrays P, int n_particles, ft::ChargeGridSpec spec, int shift,
-                                               unsigned int last, unsigned int* __restrict__ key,
-                                               unsigned int* __restrict__ count) {
-  const int lane = threadIdx.x & 31;
-  for (long long base = blockIdx.x * (long long)blockDim.x + (threadIdx.x & ~31); base < n_particles;
-       base += (long long)gridDim.x * blockDim.x) {
-    const long long i = base + lane;
-    unsigned int k = FT_TILE_NO_KEY;
-    if (i < n_particles) {
-      long long cell = -1;
-      if (P.state[i] > 0) {
-        const double pos[3] = {P.x[i], P.y[i], P.zeta[i]};
-        cell = ft::charge_grid_cell(spec, pos);
-      }
-      k = cell < 0 ? last : static_cast<unsigned int>(cell >> shift);
-      key[i] = k;
-    }
-    const unsigned int peers = __match_any_sync(0xffffffffu, k);
-    if (k != FT_TILE_NO_KEY && lane == __ffs(peers) - 1) atomicAdd(&count[k], static_cast<unsigned int>(__popc(peers)));
-  }
-}
-// Exclusive prefix sums of count[0, buckets) in place, in three launches: each block of 1024 threads its
-// kTileScanBlock buckets (4 per thread) and their total into sums[block], then the block totals (one block,
-// at most 1024 of them), then each block's offset added.
-#define FT_TILE_SCAN_PER_THREAD 4
-extern "C" __global__ void __launch_bounds__(1024) fusetrack_tile_scan_blocks(unsigned int* __restrict__ count,
-                                                                             unsigned int buckets,
-                                                                             unsigned int* __restrict__ sums) {
-  __shared__ unsigned int part[2][1024];
-  const unsigned int begin = (blockIdx.x * 1024u + threadIdx.x) * FT_TILE_SCAN_PER_THREAD;
-  unsigned int v[FT_TILE_SCAN_PER_THREAD], sum = 0;
-  for (int k = 0; k < FT_TILE_SCAN_PER_THREAD; ++k) {
-    v[k] = begin + k < buckets ? count[begin + k] : 0u;
-    sum += v[k];
-  }
-  part[0][threadIdx.x] = sum;
-  __syncthreads();
-  int from = 0;
-  for (unsigned int d = 1; d < 1024u; d <<= 1) {  // inclusive scan of the threads' sums
-    part[1 - from][threadIdx.x] = part[from][threadIdx.x] + (threadIdx.x >= d ? part[from][threadIdx.x - d] : 0u);
-    from = 1 - from;
-    __syncthreads();
-  }
-  unsigned int run = part[from][threadIdx.x] - sum;
-  for (int k = 0; k < FT_TILE_SCAN_PER_THREAD; ++k) {
-    if (begin + k < buckets) count[begin + k] = run;
-    run += v[k];
-  }
-  if (threadIdx.x == 1023u) sums[blockIdx.x] = part[from][1023];
-}
-extern "C" __global__ void __launch_bounds__(1024) fusetrack_tile_scan_sums(unsigned int* __restrict__ sums, unsigned int blocks) {
-  __shared__ unsigned int part[2][1024];
-  const unsigned int v = threadIdx.x < blocks ? sums[threadIdx.x] : 0u;
-  part[0][threadIdx.x] = v;
-  __syncthreads();
-  int from = 0;
-  for (unsigned int d = 1; d < 1024u; d <<= 1) {
-    part[1 - from][threadIdx.x] = part[from][threadIdx.x] + (threadIdx.x >= d ? part[from][threadIdx.x - d] : 0u);
-    from = 1 - from;
-    __syncthreads();
-  }
-  if (threadIdx.x < blocks) sums[threadIdx.x] = part[from][threadIdx.x] - v;
-}
-extern "C" __global__ void fusetrack_tile_scan_add(unsigned int* __restrict__ count, unsigned int buckets,
-                                                   const unsigned int* __restrict__ sums) {
-  const unsigned int b = blockIdx.x * blockDim.x + threadIdx.x;
-  if (b < buckets) count[b] += sums[b / (1024u * FT_TILE_SCAN_PER_THREAD)];
-}
-// Each particle's slot (its bucket's next; a warp's lanes of one bucket take consecutive slots in lane order),
-// recorded as the slot's source; then every slot takes its particle (reads where the particles were, writes in
-// order: cheap when they were nearly in order already).
-extern "C" __global__ void fusetrack_tile_slots(int n_particles, const unsigned int* __restrict__ key,
-                                                unsigned int* __restrict__ cursor, int* __restrict__ source) {
-  const int lane = threadIdx.x & 31;
-  for (long long base = blockIdx.x * (long long)blockDim.x + (threadIdx.x & ~31); base < n_particles;
-       base += (long long)gridDim.x * blockDim.x) {
-    const long long i = base + lane;
-    const unsigned int k = i < n_particles ? key[i] : FT_TILE_NO_KEY;
-    const unsigned int peers = __match_any_sync(0xffffffffu, k);
-    const int leader = __ffs(peers) - 1;
-    unsigned int first = 0;
-    if (k != FT_TILE_NO_KEY && lane == leader) first = atomicAdd(&cursor[k], static_cast<unsigned int>(__popc(peers)));
-    first = __shfl_sync(0xffffffffu, first, leader);
-    if (k != FT_TILE_NO_KEY) source[first + __popc(peers & ((1u << lane) - 1u))] = static_cast<int>(i);
-  }
-}
-extern "C" __global__ void fusetrack_tile_gather(FtParticleArrays P, FtParticleArrays Q, int n_particles,
-                                                 const int* __restrict__ source, const int* __restrict__ origin,
-                                                 int* __restrict__ origin_out) {
-  for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n_particles; j += (long long)gridDim.x * blockDim.x) {
-    const int i = source[j];
-    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
-    origin_out[j] = origin[i];
-  }
-}
-// The original order back: particle i of the sorted arrays to slot origin[i] of Q; origin_out becomes the identity.
-extern "C" __global__ void fusetrack_tile_restore(FtParticleArrays P, FtParticleArrays Q, int n_particles,
-                                                  const int* __restrict__ origin, int* __restrict__ origin_out) {
-  for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles; i += (long long)gridDim.x * blockDim.x) {
-    const int j = origin[i];
-    Q.x[j] = P.x[i]; Q.px[j] = P.px[i]; Q.y[j] = P.y[i]; Q.py[j] = P.py[i]; Q.zeta[j] = P.zeta[i]; Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i]; Q.rpp[j] = P.rpp[i]; Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i]; Q.lost_turn[j] = P.lost_turn[i]; Q.lost_element[j] = P.lost_element[i];
-    origin_out[j] = j;
-  }
-}
-)";
 
 std::string grid_literal(const SliceGrid& g) {
   return fmt::format("ft::SliceGrid{{{}, {}, {}, {}, {}}}", g.n_slices, g.linear, double_literal(g.zeta_min),
@@ -1307,33 +1111,98 @@ CollectiveTurnTraffic collective_turn_traffic(const Lattice& lattice) {
   return t;
 }
 
-KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch requested,
-                                         const std::vector<SliceGrid>& grids) {
-  KernelSource src;
-  src.name = "fusetrack_collective.cu";
-  src.dispatch = choose_dispatch(lattice, requested);
-  if (src.dispatch == Dispatch::Staged) src.dispatch = Dispatch::Switch;  // segments use the plain switch
-  const TurnProgram program = TurnProgram::build(lattice);
-  const bool derived_energy = collective_energy_is_derived(lattice);
-  const Prefetch prefetch = segment_prefetch();
-  // Blocks of 256 threads; FUSETRACK_COLLECTIVE_MIN_BLOCKS=N asks the compiler to fit N of them on a
-  // multiprocessor (fewer registers per thread, spills allowed): a benchmark knob for the occupancy.
+namespace {
+
+/// Blocks of 256 threads; FUSETRACK_COLLECTIVE_MIN_BLOCKS=N asks the compiler to fit N of them on a
+/// multiprocessor (fewer registers per thread, spills allowed): a benchmark knob for the occupancy.
+std::string segment_launch_bounds() {
   const char* min_blocks = std::getenv("FUSETRACK_COLLECTIVE_MIN_BLOCKS");
-  const std::string segment_launch_bounds = min_blocks && std::atoi(min_blocks) > 0
-                                                ? fmt::format("__launch_bounds__(256, {})", std::atoi(min_blocks))
-                                                : std::string("__launch_bounds__(256)");
-  if (grids.size() != program.collective.size())
-    throw Error("collective codegen: one slice grid per collective element is needed");
-  std::string s = source_preamble(lattice, src, fma);
-  s += R"(
-struct FtParticleArrays {
-  double* x; double* px; double* y; double* py; double* zeta; double* delta;
-  double* ptau; double* rpp; double* rvv;
-  int* state; int* lost_turn; long long* lost_element;
+  return min_blocks && std::atoi(min_blocks) > 0 ? fmt::format("__launch_bounds__(256, {})", std::atoi(min_blocks))
+                                                 : std::string("__launch_bounds__(256)");
+}
+
+/// The source of a collective lattice's kernels (generate_collective_kernels), written in steps: the
+/// preamble and the kernels every such source holds, one kernel per segment, the wrap kernel.
+class CollectiveKernelWriter {
+ public:
+  CollectiveKernelWriter(const Lattice& lattice, Dispatch requested, const std::vector<SliceGrid>& grids);
+
+  /// The preamble, the particle arrays, the solvers' kernels, the derivation of rpp and rvv, and the
+  /// grid kernels and reduction steps where the lattice has such elements.
+  void write_shared_kernels(FmaMode fma);
+  size_t segment_count() const { return m_program.segments.size(); }
+  /// Segment k: the kick of collective element k - 1, the segment's elements, the deposit for element k
+  /// (the last segment: the end of the turn instead).
+  void write_segment_kernel(size_t k);
+  /// The last segment of one turn and the first of the next in one pass over the particles.
+  void write_wrap_kernel();
+  KernelSource finish();
+
+ private:
+  /// A part of a kernel: the elements of a segment, the end-of-turn checks, or the "next turn" marker
+  /// before the head segment of the following turn (whose losses count for turn + 1).
+  struct Part {
+    enum Kind { Elements, TurnEnd, NextTurn } kind;
+    size_t segment = 0;
+  };
+  /// One kernel from its parts, with the kick of collective element `kick` before them and the deposit
+  /// for `deposit` after them (-1: none).
+  void write_kernel(const std::string& name, const std::string& comment, int kick, const std::vector<Part>& parts,
+                    int deposit);
+  void write_kernel_head(const std::string& name, const std::string& comment);
+  /// The block's shared state of the deposit (its windows, the block-local sums zeroed).
+  void write_deposit_setup(int deposit);
+  /// The particles of a thread: ft_begin, ft_end, ft_stride.
+  void write_particle_range(int deposit);
+  void write_kick(int kick);
+  void write_parts(const std::vector<Part>& parts, const KernelTraffic& traffic);
+  /// The particle's contribution to the deposit, inside the particle loop.
+  void write_deposit(int deposit);
+  /// After the particle loop: the block's sums into the global ones.
+  void write_deposit_flush(int deposit);
+
+  bool is_grid(int c) const {
+    return c >= 0 && m_lattice.element(m_program.collective[static_cast<size_t>(c)]).type->is_grid_collective();
+  }
+  bool is_moments(int c) const {
+    return c >= 0 && m_lattice.element(m_program.collective[static_cast<size_t>(c)]).type->is_moments_collective();
+  }
+
+  const Lattice& m_lattice;
+  const std::vector<SliceGrid>& m_grids;
+  const TurnProgram m_program;
+  const bool m_derived_energy;
+  const Prefetch m_prefetch;
+  const std::string m_launch_bounds;
+  bool m_has_grid = false, m_has_moments = false;
+  KernelSource m_src;
+  std::string m_text;
 };
-)";
-  s += "#include \"fusetrack/device/profile_solver_kernels.h\"\n";
-  s += fmt::format(R"(
+
+CollectiveKernelWriter::CollectiveKernelWriter(const Lattice& lattice, Dispatch requested,
+                                               const std::vector<SliceGrid>& grids)
+    : m_lattice(lattice),
+      m_grids(grids),
+      m_program(TurnProgram::build(lattice)),
+      m_derived_energy(collective_energy_is_derived(lattice)),
+      m_prefetch(segment_prefetch()),
+      m_launch_bounds(segment_launch_bounds()) {
+  m_src.name = "fusetrack_collective.cu";
+  m_src.dispatch = choose_dispatch(lattice, requested);
+  if (m_src.dispatch == Dispatch::Staged) m_src.dispatch = Dispatch::Switch;  // segments use the plain switch
+  if (grids.size() != m_program.collective.size())
+    throw Error("collective codegen: one slice grid per collective element is needed");
+  for (size_t c = 0; c < m_program.collective.size(); ++c) {
+    m_has_grid |= is_grid(static_cast<int>(c));
+    m_has_moments |= is_moments(static_cast<int>(c));
+  }
+}
+
+void CollectiveKernelWriter::write_shared_kernels(FmaMode fma) {
+  m_text = source_preamble(m_lattice, m_src, fma);
+  m_text += "#include \"fusetrack/device/particle_arrays.h\"\n";
+  m_text += "#include \"fusetrack/device/profile_solver_kernels.h\"\n";
+  m_text += fmt::format(R"(
 // rpp and rvv of every particle from its delta and ptau, before a download (the segments do not
 // store them when they are derived: collective_energy_is_derived).
 extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0) {{
@@ -1344,50 +1213,88 @@ extern "C" __global__ void {}(FtParticleArrays P, int n_particles, double beta0)
   }}
 }}
 )",
-                   kDeriveEnergyKernelName);
-  const size_t K = program.collective.size();
+                        kDeriveEnergyKernelName);
   // Grid collective elements (space charge): the segment kernels take the grid arguments (the
-  // grids change every turn when adapted to the bunch), and two stand-alone kernels make the moment
-  // pass and the deposit of adapted grids (fusetrack/device/space_charge.h, reduction.h).
-  auto is_grid = [&](int c) {
-    return c >= 0 && lattice.element(program.collective[static_cast<size_t>(c)]).type->is_grid_collective();
-  };
-  bool has_grid = false;
-  for (size_t c = 0; c < K; ++c) has_grid |= is_grid(static_cast<int>(c));
-  if (has_grid) {
-    s += "#include \"fusetrack/device/space_charge.h\"\n";
-    s += kGridKernels;
+  // grids change every turn when adapted to the bunch); the solve on one rank's GPU, the moment pass and
+  // the deposit of adapted grids, and the particles' order by grid tile run kernels of their own.
+  if (m_has_grid) {
+    m_text += "#include \"fusetrack/device/space_charge.h\"\n";
+    m_text += "#include \"fusetrack/device/grid_solver_kernels.h\"\n";
+    m_text += "#include \"fusetrack/device/tile_sort_kernels.h\"\n";
   }
   // Slice-moment collective elements (transverse wakes, feedback): the segment before one deposits,
   // per slice, the integer weight and the fixed-point sums of x, px, y, py (slice_centroid_contributions,
   // kSliceCentroidAccumulators per slice, then the particles outside the declared ranges) into `profile`,
   // block-local in shared memory when it fits; the segment after it kicks each particle with its slice's
   // ft::SliceKick from `kick_field` (FT_SLICE_KICK_VALUES doubles per slice, solved on the host).
-  auto is_moments = [&](int c) {
-    return c >= 0 && lattice.element(program.collective[static_cast<size_t>(c)]).type->is_moments_collective();
-  };
-  bool has_moments = false;
-  for (size_t c = 0; c < K; ++c) has_moments |= is_moments(static_cast<int>(c));
-  if (has_moments) s += "#include \"fusetrack/device/reduction.h\"\n";
-  // One kernel from its parts: the kick of collective element `kick` (-1: none), the elements
-  // of the segments listed (a "next turn" marker before the head segment of the following turn,
-  // whose losses count for turn + 1), the end-of-turn checks, and the deposit for `deposit`.
-  struct Part {
-    enum Kind { Elements, TurnEnd, NextTurn } kind;
-    size_t segment = 0;
-  };
-  auto emit_kernel = [&](const std::string& name, const std::string& comment, int kick, const std::vector<Part>& parts,
-                         int deposit) {
-    std::vector<size_t> kernel_segments;
-    bool turn_end = false;
-    for (const Part& part : parts) {
-      if (part.kind == Part::Elements) kernel_segments.push_back(part.segment);
-      turn_end |= part.kind == Part::TurnEnd;
-    }
-    const KernelTraffic traffic =
-        kernel_traffic(lattice, program, kick, kernel_segments, turn_end, deposit, derived_energy);
-    s +=
-        fmt::format(R"(
+  if (m_has_moments) m_text += "#include \"fusetrack/device/reduction.h\"\n";
+}
+
+void CollectiveKernelWriter::write_segment_kernel(size_t k) {
+  const size_t K = m_program.collective.size();
+  const TurnProgram::Segment& seg = m_program.segments[k];
+  const int kick = k > 0 ? static_cast<int>(k) - 1 : -1, deposit = k < K ? static_cast<int>(k) : -1;
+  std::vector<Part> parts{{Part::Elements, k}};
+  if (k == K) parts.push_back({Part::TurnEnd, 0});
+  write_kernel(segment_kernel_name(k),
+               fmt::format("Segment {}: {}elements [{}, {}){}{}. Grid-stride loop over the particles, one turn.", k,
+                           kick >= 0 ? fmt::format("kick of #{}, ", m_program.collective[k - 1]) : "", seg.begin,
+                           seg.end, deposit >= 0 ? fmt::format(", deposit for #{}", m_program.collective[k]) : "",
+                           k == K ? ", end of turn" : ""),
+               kick, parts, deposit);
+}
+
+void CollectiveKernelWriter::write_wrap_kernel() {
+  const size_t K = m_program.collective.size();
+  write_kernel(
+      kWrapKernelName,
+      fmt::format("Wrap: kick of #{}, elements [{}, {}), end of turn, next turn's elements [{}, {}), deposit for #{}.",
+                  m_program.collective[K - 1], m_program.segments[K].begin, m_program.segments[K].end,
+                  m_program.segments[0].begin, m_program.segments[0].end, m_program.collective[0]),
+      static_cast<int>(K) - 1, {{Part::Elements, K}, {Part::TurnEnd, 0}, {Part::NextTurn, 0}, {Part::Elements, 0}}, 0);
+}
+
+KernelSource CollectiveKernelWriter::finish() {
+  m_src.text = std::move(m_text);
+  return std::move(m_src);
+}
+
+void CollectiveKernelWriter::write_kernel(const std::string& name, const std::string& comment, int kick,
+                                          const std::vector<Part>& parts, int deposit) {
+  const size_t start = m_text.size();
+  std::vector<size_t> kernel_segments;
+  bool turn_end = false;
+  for (const Part& part : parts) {
+    if (part.kind == Part::Elements) kernel_segments.push_back(part.segment);
+    turn_end |= part.kind == Part::TurnEnd;
+  }
+  const KernelTraffic traffic =
+      kernel_traffic(m_lattice, m_program, kick, kernel_segments, turn_end, deposit, m_derived_energy);
+  write_kernel_head(name, comment);
+  write_deposit_setup(deposit);
+  write_particle_range(deposit);
+  m_text += particle_loop(traffic, m_prefetch);
+  m_text += particle_load(traffic, m_derived_energy);
+  m_text += element_limit_flag(traffic);
+  m_text +=
+      "    long long lost_at = -1;\n"
+      "    int lost_turn = turn;\n";
+  write_kick(kick);
+  write_parts(parts, traffic);
+  if (m_text.find("goto segment_done", start) == std::string::npos)
+    m_text += "    goto segment_done;  // (a segment without elements)\n";
+  m_text += "  segment_done:\n" + particle_store(traffic.stored) +
+            "    if (p.state <= 0) { P.state[i] = p.state; P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; "
+            "continue; }\n";
+  write_deposit(deposit);
+  m_text += "  }\n";
+  write_deposit_flush(deposit);
+  m_text += "}\n";
+}
+
+void CollectiveKernelWriter::write_kernel_head(const std::string& name, const std::string& comment) {
+  m_text += fmt::format(
+      R"(
 // {1}
 extern "C" __global__ void {3} {0}(
     FtParticleArrays P, const unsigned int* __restrict__ steps, const unsigned char* __restrict__ params,
@@ -1397,268 +1304,296 @@ extern "C" __global__ void {3} {0}(
   const bool ft_full = full_load != 0;  // the first turn: every coordinate (collective_turn_traffic)
   extern __shared__ unsigned long long ft_block_profile[];
 )",
-                    name, comment,
-                    std::string(has_grid ? kGridSegmentParameters : "") + (has_moments ? kMomentSegmentParameters : ""),
-                    segment_launch_bounds);
-    const bool grid_deposit = is_grid(deposit);
-    if (grid_deposit)  // grid_window > 0 (particles sorted by tile, codegen.h): the block's deposit window
-      s += "  __shared__ long long ft_window_base_shared;\n"
-           "  long long ft_window_base = 0;\n"
-           "  const long long ft_window_layer = deposit_spec.dims == 3 ? static_cast<long long>(deposit_spec.n[0]) * deposit_spec.n[1] : 0;\n"
-           "  if (grid_mode == 1 && grid_window > 0) {\n"
-           "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x) ft_block_profile[w] = 0ull;\n"
-           "    if (threadIdx.x == 0) {  // one row before the cell of the chunk's first particle\n"
-           "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
-           "      long long cell = -1;\n"
-           "      if (first < n_particles && P.state[first] > 0) {\n"
-           "        const double ft_at[3] = {P.x[first], P.y[first], P.zeta[first]};\n"
-           "        cell = ft::charge_grid_cell(deposit_spec, ft_at);\n"
-           "      }\n"
-           "      ft_window_base_shared = cell > deposit_spec.n[0] ? cell - deposit_spec.n[0] : 0;\n"
-           "    }\n"
-           "    __syncthreads();\n"
-           "    ft_window_base = ft_window_base_shared;\n"
-           "  }\n";
-    if (grid_deposit)
-      s += "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
-           "  if (grid_mode == 2) {\n"
-           "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) ft_block_extent[a] = 0ull;\n"
-           "    __syncthreads();\n  }\n"
-           "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull};\n"
-           "  unsigned int ft_outside = 0;  // the thread's particles outside the grid\n";
-    const bool moments_deposit = is_moments(deposit);
-    if (moments_deposit) {
-      const SliceGrid& g = grids[static_cast<size_t>(deposit)];
-      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(g));
-      s += fmt::format("  const int ft_deposit_words = {};  // {} slices x ft::kSliceCentroidAccumulators, out of range\n",
-                       g.n_slices * kSliceCentroidAccumulators + 1, g.n_slices);
-      // profile_in_shared 1: the whole table in shared memory; 2: a window of the table (a bunch train),
-      // the block's particles a contiguous chunk (kMomentWindowSlices in codegen.h).
-      s += fmt::format("  const int ft_window_slices = {};\n", std::min(g.n_slices, kMomentWindowSlices));
-      s += "  const int ft_window_words = ft_window_slices * ft::kSliceCentroidAccumulators;  // then the out-of-range count\n"
-           "  __shared__ int ft_window_first_shared;\n"
-           "  int ft_window_first = 0;\n"
-           "  if (profile_in_shared == 1) {\n"
-           "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
-           "    __syncthreads();\n"
-           "  } else if (profile_in_shared == 2) {\n"
-           "    for (int b = threadIdx.x; b <= ft_window_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
-           "    if (threadIdx.x == 0) {\n"
-           "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
-           "      ft_window_first_shared = ft::deposit_window_first(deposit_grid, first < n_particles ? P.zeta[first] : 0.0,\n"
-           "                                                        ft_window_slices);\n"
-           "    }\n"
-           "    __syncthreads();\n"
-           "    ft_window_first = ft_window_first_shared;\n"
-           "  }\n";
-    } else if (deposit >= 0 && !grid_deposit) {
-      s += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(grids[static_cast<size_t>(deposit)]));
-      s += "  if (profile_in_shared) {\n"
-           "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
-           "    __syncthreads();\n  }\n";
-    }
-    if (moments_deposit)  // a windowed deposit: each block a contiguous chunk of the particles
-      s += "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
-           "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
-           "  if (profile_in_shared == 2) {\n"
-           "    const long long chunk = ft::deposit_chunk(n_particles);\n"
-           "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
-           "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
-           "    ft_stride = blockDim.x;\n"
-           "  }\n";
-    else if (grid_deposit)  // a windowed grid deposit: each block a contiguous chunk of the particles
-      s += "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
-           "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
-           "  if (grid_mode == 1 && grid_window > 0) {\n"
-           "    const long long chunk = ft::deposit_chunk(n_particles);\n"
-           "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
-           "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
-           "    ft_stride = blockDim.x;\n"
-           "  }\n";
-    else
-      s += "  const long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
-           "                  ft_stride = (long long)gridDim.x * blockDim.x;\n";
-    s += particle_loop(traffic, prefetch);
-    s += particle_load(traffic, derived_energy);
-    s += element_limit_flag(traffic);
-    s += "    long long lost_at = -1;\n"
-         "    int lost_turn = turn;\n";
-    if (kick >= 0 && is_grid(kick)) {
-      // The field of the bunch at the particle from the grid nodes (the deposit's weights), then the
-      // element's kick, for the particles inside the grid (those outside were counted at the deposit).
-      const size_t e = program.collective[static_cast<size_t>(kick)];
-      const ElementDefinition& def = lattice.element(e);
-      s += fmt::format(
-          "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
-          "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field, kick_stride)) {}(el, ft_field, p);\n"
-          "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
-          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
-          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
-          def.type->collective->kick_function, e, e, def.name);
-    } else if (kick >= 0 && is_moments(kick)) {
-      // The kick of the particle's slice (nearest, as the deposit); none outside the cuts.
-      const size_t e = program.collective[static_cast<size_t>(kick)];
-      const ElementDefinition& def = lattice.element(e);
-      s += fmt::format(
-          "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
-          "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
-          "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
-          "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
-          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (slice moments)\n",
-          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
-          grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
-    } else if (kick >= 0) {
-      const size_t e = program.collective[static_cast<size_t>(kick)];
-      const ElementDefinition& def = lattice.element(e);
-      s += fmt::format(
-          "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
-          "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits, ft_check_xy);\n"
-          "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
-          def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
-          grid_literal(grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
-    }
-    for (const Part& part : parts) {
-      if (part.kind == Part::TurnEnd) {
-        s += turn_limit_check(traffic) +
-             "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
-        continue;
-      }
-      if (part.kind == Part::NextTurn) {
-        s += "    lost_turn = turn + 1;  // the head of the next turn\n";
-        continue;
-      }
-      const TurnProgram::Segment& seg = program.segments[part.segment];
-      if (src.dispatch == Dispatch::Switch) {
-        if (seg.end > seg.begin) {
-          s += fmt::format("    for (int e = {}; e < {}; ++e) {{\n", seg.begin, seg.end);
-          s += "      const unsigned int cur = steps[e];\n"
-               "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n"
-               "      switch (cur >> 24) {\n";
-          s += switch_cases(src, "        ");
-          s += "        default: break;\n      }\n"
-               "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
-               "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
-        }
-      } else {
-        for (size_t e = seg.begin; e < seg.end; ++e) {
-          const ElementDefinition& def = lattice.element(e);
-          s += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits, ft_check_xy); if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
-                           def.type->name, struct_initializer(*def.type, lattice.params(lattice.sequence()[e].definition)),
-                           baked_track_call(lattice, lattice.sequence()[e].definition), e, e, def.name);
-        }
-      }
-    }
-    if (s.find("goto segment_done", s.rfind(name)) == std::string::npos)
-      s += "    goto segment_done;  // (a segment without elements)\n";
-    s += "  segment_done:\n" + particle_store(traffic.stored) +
-         "    if (p.state <= 0) { P.state[i] = p.state; P.lost_turn[i] = lost_turn; P.lost_element[i] = lost_at; continue; }\n";
-    if (grid_deposit)
-      s += "    {\n      const double ft_pos[3] = {p.x, p.y, p.zeta};\n"
-           "      if (grid_mode == 1) {  // cloud-in-cell integer charge; the last slot counts the particles outside\n"
-           "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
-           "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
-           "        if (m == 0) ++ft_outside;  // summed per warp at the end (one atomic, not one per particle)\n"
-           "        FT_UNROLL\n"
-           "        for (int q = 0; q < 8; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
-           "          if (q >= m) continue;  // (a fixed trip count keeps ft_nodes and ft_w in registers)\n"
-           "          const long long w0 = ft_nodes[q] - ft_window_base, w1 = w0 - ft_window_layer;\n"
-           "          if (grid_window > 0 && w0 >= 0 && w0 < grid_window)\n"
-           "            ft::shared_add_u64(ft_block_profile, static_cast<int>(w0), ft_w[q]);\n"
-           "          else if (grid_window > 0 && ft_window_layer > 0 && w1 >= 0 && w1 < grid_window)\n"
-           "            ft::shared_add_u64(ft_block_profile, grid_window + static_cast<int>(w1), ft_w[q]);\n"
-           "          else\n"
-           "            atomicAdd(&grid_acc[ft_nodes[q]], ft_w[q]);\n"
-           "        }\n"
-           "      } else if (grid_mode == 2) {  // moments of the adapted extent, summed in the thread first\n"
-           "        long long ft_out[ft::kExtentAccumulators];\n"
-           "        if (ft::extent_contributions(extent, ft_pos, ft_out)) {\n"
-           "          for (int a = 0; a < ft::kExtentAccumulators; ++a) ft_extent_sum[a] += static_cast<unsigned long long>(ft_out[a]);\n"
-           "        } else {\n          ft_extent_sum[ft::kExtentAccumulators] += 1ull;\n        }\n"
-           "      }\n    }\n";
-    if (moments_deposit)
-      s +=
-          "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
-          "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
-          "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
-          "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
-          "      // The word in shared memory (-1: none): the table's, or the window's when the slice is inside it.\n"
-          "      const int ft_local = profile_in_shared == 1 ? ft_word0\n"
-          "                           : profile_in_shared == 2\n"
-          "                               ? (m < 0 ? ft_window_words\n"
-          "                                  : (ft_bin >= ft_window_first && ft_bin < ft_window_first + ft_window_slices)\n"
-          "                                      ? (ft_bin - ft_window_first) * ft::kSliceCentroidAccumulators : -1)\n"
-          "                               : -1;\n"
-          "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
-          "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
-          "        if (ft_local >= 0) ft::shared_add_u64(ft_block_profile, ft_local + a, ft_v);\n"
-          "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
-          "      }\n"
-          "    }\n";
-    else if (deposit >= 0 && !grid_deposit)
-      s += "    int bins[2];\n    unsigned long long weights[2];\n"
-           "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
-           "    for (int q = 0; q < m; ++q) {\n"
-           "      if (profile_in_shared) ft::shared_add_u64(ft_block_profile, bins[q], weights[q]);\n"
-           "      else atomicAdd(&profile[bins[q]], weights[q]);\n"
-           "    }\n";
-    s += "  }\n";
-    if (grid_deposit)
-      s += "  if (grid_mode == 1 && grid_window > 0) {  // the window's integer sums into the grid\n"
-           "    __syncthreads();\n"
-           "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x)\n"
-           "      if (ft_block_profile[w])\n"
-           "        atomicAdd(&grid_acc[ft_window_base + (w < grid_window ? w : ft_window_layer + (w - grid_window))],\n"
-           "                  ft_block_profile[w]);\n"
-           "  }\n";
-    if (grid_deposit)  // every thread of the block gets here (the window's flush has a barrier)
-      s += "  if (grid_mode == 1) ft::warp_count_add(ft_outside, &grid_acc[grid_outside_slot]);  // outside the grid\n";
-    if (grid_deposit)
-      s += "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"
-           "    for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (ft_extent_sum[a]) atomicAdd(&ft_block_extent[a], ft_extent_sum[a]);\n"
-           "    __syncthreads();\n"
-           "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x)\n"
-           "      if (ft_block_extent[a]) atomicAdd(&extent_acc[a], ft_block_extent[a]);\n  }\n";
-    if (moments_deposit)
-      s += "  if (profile_in_shared == 1) {  // integer sums: block (shared), then global\n    __syncthreads();\n"
-           "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x)\n"
-           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n"
-           "  } else if (profile_in_shared == 2) {  // the window's slices, then its out-of-range count\n"
-           "    __syncthreads();\n"
-           "    const int ft_offset = ft_window_first * ft::kSliceCentroidAccumulators;\n"
-           "    for (int b = threadIdx.x; b < ft_window_words; b += blockDim.x)\n"
-           "      if (ft_block_profile[b]) atomicAdd(&profile[ft_offset + b], ft_block_profile[b]);\n"
-           "    if (threadIdx.x == 0 && ft_block_profile[ft_window_words])\n"
-           "      atomicAdd(&profile[ft_deposit_words - 1], ft_block_profile[ft_window_words]);\n"
-           "  }\n";
-    else if (deposit >= 0 && !grid_deposit)
-      s += "  if (profile_in_shared) {\n    __syncthreads();\n"
-           "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
-           "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
-    s += "}\n";
-  };
+      name, comment,
+      std::string(m_has_grid ? kGridSegmentParameters : "") + (m_has_moments ? kMomentSegmentParameters : ""),
+      m_launch_bounds);
+}
 
-  const int Ki = static_cast<int>(K);
-  for (size_t k = 0; k < program.segments.size(); ++k) {
-    const TurnProgram::Segment& seg = program.segments[k];
-    const int kick = k > 0 ? static_cast<int>(k) - 1 : -1, deposit = k < K ? static_cast<int>(k) : -1;
-    std::vector<Part> parts{{Part::Elements, k}};
-    if (k == K) parts.push_back({Part::TurnEnd, 0});
-    emit_kernel(segment_kernel_name(k),
-                fmt::format("Segment {}: {}elements [{}, {}){}{}. Grid-stride loop over the particles, one turn.", k,
-                            kick >= 0 ? fmt::format("kick of #{}, ", program.collective[k - 1]) : "", seg.begin, seg.end,
-                            deposit >= 0 ? fmt::format(", deposit for #{}", program.collective[k]) : "",
-                            k == K ? ", end of turn" : ""),
-                kick, parts, deposit);
+void CollectiveKernelWriter::write_deposit_setup(int deposit) {
+  const bool grid_deposit = is_grid(deposit);
+  if (grid_deposit)  // grid_window > 0 (particles sorted by tile, codegen.h): the block's deposit window
+    m_text +=
+        "  __shared__ long long ft_window_base_shared;\n"
+        "  long long ft_window_base = 0;\n"
+        "  const long long ft_window_layer = deposit_spec.dims == 3 ? static_cast<long long>(deposit_spec.n[0]) * "
+        "deposit_spec.n[1] : 0;\n"
+        "  if (grid_mode == 1 && grid_window > 0) {\n"
+        "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x) ft_block_profile[w] = 0ull;\n"
+        "    if (threadIdx.x == 0) {  // one row before the cell of the chunk's first particle\n"
+        "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
+        "      long long cell = -1;\n"
+        "      if (first < n_particles && P.state[first] > 0) {\n"
+        "        const double ft_at[3] = {P.x[first], P.y[first], P.zeta[first]};\n"
+        "        cell = ft::charge_grid_cell(deposit_spec, ft_at);\n"
+        "      }\n"
+        "      ft_window_base_shared = cell > deposit_spec.n[0] ? cell - deposit_spec.n[0] : 0;\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    ft_window_base = ft_window_base_shared;\n"
+        "  }\n";
+  if (grid_deposit)
+    m_text +=
+        "  __shared__ unsigned long long ft_block_extent[ft::kExtentAccumulators + 1];\n"
+        "  if (grid_mode == 2) {\n"
+        "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x) ft_block_extent[a] = 0ull;\n"
+        "    __syncthreads();\n  }\n"
+        "  unsigned long long ft_extent_sum[ft::kExtentAccumulators + 1] = {0ull, 0ull, 0ull, 0ull, 0ull, 0ull, 0ull, "
+        "0ull};\n"
+        "  unsigned int ft_outside = 0;  // the thread's particles outside the grid\n";
+  const bool moments_deposit = is_moments(deposit);
+  if (moments_deposit) {
+    const SliceGrid& g = m_grids[static_cast<size_t>(deposit)];
+    m_text += fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(g));
+    m_text +=
+        fmt::format("  const int ft_deposit_words = {};  // {} slices x ft::kSliceCentroidAccumulators, out of range\n",
+                    g.n_slices * kSliceCentroidAccumulators + 1, g.n_slices);
+    // profile_in_shared 1: the whole table in shared memory; 2: a window of the table (a bunch train),
+    // the block's particles a contiguous chunk (kMomentWindowSlices in codegen.h).
+    m_text += fmt::format("  const int ft_window_slices = {};\n", std::min(g.n_slices, kMomentWindowSlices));
+    m_text +=
+        "  const int ft_window_words = ft_window_slices * ft::kSliceCentroidAccumulators;  // then the out-of-range "
+        "count\n"
+        "  __shared__ int ft_window_first_shared;\n"
+        "  int ft_window_first = 0;\n"
+        "  if (profile_in_shared == 1) {\n"
+        "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+        "    __syncthreads();\n"
+        "  } else if (profile_in_shared == 2) {\n"
+        "    for (int b = threadIdx.x; b <= ft_window_words; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+        "    if (threadIdx.x == 0) {\n"
+        "      const long long first = static_cast<long long>(blockIdx.x) * ft::deposit_chunk(n_particles);\n"
+        "      ft_window_first_shared = ft::deposit_window_first(deposit_grid, first < n_particles ? P.zeta[first] : "
+        "0.0,\n"
+        "                                                        ft_window_slices);\n"
+        "    }\n"
+        "    __syncthreads();\n"
+        "    ft_window_first = ft_window_first_shared;\n"
+        "  }\n";
+  } else if (deposit >= 0 && !grid_deposit) {
+    m_text +=
+        fmt::format("  const ft::SliceGrid deposit_grid = {};\n", grid_literal(m_grids[static_cast<size_t>(deposit)]));
+    m_text +=
+        "  if (profile_in_shared) {\n"
+        "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x) ft_block_profile[b] = 0ull;\n"
+        "    __syncthreads();\n  }\n";
   }
-  // The last segment of one turn and the first of the next in one pass over the particles: with
-  // one collective element a turn then reads and writes the particles once.
-  emit_kernel(kWrapKernelName,
-              fmt::format("Wrap: kick of #{}, elements [{}, {}), end of turn, next turn's elements [{}, {}), deposit for #{}.",
-                          program.collective[K - 1], program.segments[K].begin, program.segments[K].end,
-                          program.segments[0].begin, program.segments[0].end, program.collective[0]),
-              Ki - 1, {{Part::Elements, K}, {Part::TurnEnd, 0}, {Part::NextTurn, 0}, {Part::Elements, 0}}, 0);
-  src.text = std::move(s);
-  return src;
+}
+
+void CollectiveKernelWriter::write_particle_range(int deposit) {
+  const bool grid_deposit = is_grid(deposit);
+  const bool moments_deposit = is_moments(deposit);
+  if (moments_deposit)  // a windowed deposit: each block a contiguous chunk of the particles
+    m_text +=
+        "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+        "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
+        "  if (profile_in_shared == 2) {\n"
+        "    const long long chunk = ft::deposit_chunk(n_particles);\n"
+        "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
+        "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
+        "    ft_stride = blockDim.x;\n"
+        "  }\n";
+  else if (grid_deposit)  // a windowed grid deposit: each block a contiguous chunk of the particles
+    m_text +=
+        "  long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+        "            ft_stride = (long long)gridDim.x * blockDim.x;\n"
+        "  if (grid_mode == 1 && grid_window > 0) {\n"
+        "    const long long chunk = ft::deposit_chunk(n_particles);\n"
+        "    ft_begin = blockIdx.x * chunk + threadIdx.x;\n"
+        "    ft_end = min(static_cast<long long>(n_particles), (blockIdx.x + 1ll) * chunk);\n"
+        "    ft_stride = blockDim.x;\n"
+        "  }\n";
+  else
+    m_text +=
+        "  const long long ft_begin = blockIdx.x * (long long)blockDim.x + threadIdx.x, ft_end = n_particles,\n"
+        "                  ft_stride = (long long)gridDim.x * blockDim.x;\n";
+}
+
+void CollectiveKernelWriter::write_kick(int kick) {
+  if (kick >= 0 && is_grid(kick)) {
+    // The field of the bunch at the particle from the grid nodes (the deposit's weights), then the
+    // element's kick, for the particles inside the grid (those outside were counted at the deposit).
+    const size_t e = m_program.collective[static_cast<size_t>(kick)];
+    const ElementDefinition& def = m_lattice.element(e);
+    m_text += fmt::format(
+        "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
+        "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field, kick_stride)) "
+        "{}(el, ft_field, p);\n"
+        "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
+        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
+        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
+        def.type->collective->kick_function, e, e, def.name);
+  } else if (kick >= 0 && is_moments(kick)) {
+    // The kick of the particle's slice (nearest, as the deposit); none outside the cuts.
+    const size_t e = m_program.collective[static_cast<size_t>(kick)];
+    const ElementDefinition& def = m_lattice.element(e);
+    m_text += fmt::format(
+        "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
+        "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
+        "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
+        "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
+        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (slice moments)\n",
+        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
+        grid_literal(m_grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
+  } else if (kick >= 0) {
+    const size_t e = m_program.collective[static_cast<size_t>(kick)];
+    const ElementDefinition& def = m_lattice.element(e);
+    m_text += fmt::format(
+        "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
+        "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits, "
+        "ft_check_xy);\n"
+        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
+        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
+        grid_literal(m_grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
+  }
+}
+
+void CollectiveKernelWriter::write_parts(const std::vector<Part>& parts, const KernelTraffic& traffic) {
+  for (const Part& part : parts) {
+    if (part.kind == Part::TurnEnd) {
+      m_text += turn_limit_check(traffic) + "    if (p.state <= 0) { lost_at = n_elements - 1; goto segment_done; }\n";
+      continue;
+    }
+    if (part.kind == Part::NextTurn) {
+      m_text += "    lost_turn = turn + 1;  // the head of the next turn\n";
+      continue;
+    }
+    const TurnProgram::Segment& seg = m_program.segments[part.segment];
+    if (m_src.dispatch == Dispatch::Switch) {
+      if (seg.end > seg.begin) {
+        m_text += fmt::format("    for (int e = {}; e < {}; ++e) {{\n", seg.begin, seg.end);
+        m_text +=
+            "      const unsigned int cur = steps[e];\n"
+            "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n"
+            "      switch (cur >> 24) {\n";
+        m_text += switch_cases(m_src, "        ");
+        m_text +=
+            "        default: break;\n      }\n"
+            "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
+            "      if (p.state <= 0) { lost_at = e; goto segment_done; }\n    }\n";
+      }
+    } else {
+      for (size_t e = seg.begin; e < seg.end; ++e) {
+        const ElementDefinition& def = m_lattice.element(e);
+        m_text += fmt::format(
+            "    {{ const {} el{}; {} ft::apply_element_limits(p, limits, ft_check_xy); if (p.state <= 0) {{ lost_at = "
+            "{}; goto segment_done; }} }}  // #{} {}\n",
+            def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
+            baked_track_call(m_lattice, m_lattice.sequence()[e].definition), e, e, def.name);
+      }
+    }
+  }
+}
+
+void CollectiveKernelWriter::write_deposit(int deposit) {
+  const bool grid_deposit = is_grid(deposit);
+  const bool moments_deposit = is_moments(deposit);
+  if (grid_deposit)
+    m_text +=
+        "    {\n      const double ft_pos[3] = {p.x, p.y, p.zeta};\n"
+        "      if (grid_mode == 1) {  // cloud-in-cell integer charge; the last slot counts the particles outside\n"
+        "        long long ft_nodes[8];\n        unsigned long long ft_w[8];\n"
+        "        const int m = ft::charge_deposit(deposit_spec, ft_pos, ft_nodes, ft_w);\n"
+        "        if (m == 0) ++ft_outside;  // summed per warp at the end (one atomic, not one per particle)\n"
+        "        FT_UNROLL\n"
+        "        for (int q = 0; q < 8; ++q) {  // the block's window in shared memory first (grid_window > 0)\n"
+        "          if (q >= m) continue;  // (a fixed trip count keeps ft_nodes and ft_w in registers)\n"
+        "          const long long w0 = ft_nodes[q] - ft_window_base, w1 = w0 - ft_window_layer;\n"
+        "          if (grid_window > 0 && w0 >= 0 && w0 < grid_window)\n"
+        "            ft::shared_add_u64(ft_block_profile, static_cast<int>(w0), ft_w[q]);\n"
+        "          else if (grid_window > 0 && ft_window_layer > 0 && w1 >= 0 && w1 < grid_window)\n"
+        "            ft::shared_add_u64(ft_block_profile, grid_window + static_cast<int>(w1), ft_w[q]);\n"
+        "          else\n"
+        "            atomicAdd(&grid_acc[ft_nodes[q]], ft_w[q]);\n"
+        "        }\n"
+        "      } else if (grid_mode == 2) {  // moments of the adapted extent, summed in the thread first\n"
+        "        long long ft_out[ft::kExtentAccumulators];\n"
+        "        if (ft::extent_contributions(extent, ft_pos, ft_out)) {\n"
+        "          for (int a = 0; a < ft::kExtentAccumulators; ++a) ft_extent_sum[a] += static_cast<unsigned long "
+        "long>(ft_out[a]);\n"
+        "        } else {\n          ft_extent_sum[ft::kExtentAccumulators] += 1ull;\n        }\n"
+        "      }\n    }\n";
+  if (moments_deposit)
+    m_text +=
+        "    {\n      const double ft_c[6] = {p.x, p.px, p.y, p.py, p.zeta, 0.0};\n"
+        "      int ft_bin = 0;\n      long long ft_out[ft::kSliceCentroidAccumulators];\n"
+        "      const int m = ft::slice_centroid_contributions(deposit_grid, deposit_scales, ft_c, &ft_bin, ft_out);\n"
+        "      const int ft_word0 = m < 0 ? ft_deposit_words - 1 : ft_bin * ft::kSliceCentroidAccumulators;\n"
+        "      // The word in shared memory (-1: none): the table's, or the window's when the slice is inside it.\n"
+        "      const int ft_local = profile_in_shared == 1 ? ft_word0\n"
+        "                           : profile_in_shared == 2\n"
+        "                               ? (m < 0 ? ft_window_words\n"
+        "                                  : (ft_bin >= ft_window_first && ft_bin < ft_window_first + "
+        "ft_window_slices)\n"
+        "                                      ? (ft_bin - ft_window_first) * ft::kSliceCentroidAccumulators : -1)\n"
+        "                               : -1;\n"
+        "      for (int a = 0; a < (m < 0 ? 1 : (m > 0 ? ft::kSliceCentroidAccumulators : 0)); ++a) {\n"
+        "        const unsigned long long ft_v = m < 0 ? 1ull : static_cast<unsigned long long>(ft_out[a]);\n"
+        "        if (ft_local >= 0) ft::shared_add_u64(ft_block_profile, ft_local + a, ft_v);\n"
+        "        else atomicAdd(&profile[ft_word0 + a], ft_v);\n"
+        "      }\n"
+        "    }\n";
+  else if (deposit >= 0 && !grid_deposit)
+    m_text +=
+        "    int bins[2];\n    unsigned long long weights[2];\n"
+        "    const int m = ft::profile_deposit(deposit_grid, p.zeta, bins, weights);\n"
+        "    for (int q = 0; q < m; ++q) {\n"
+        "      if (profile_in_shared) ft::shared_add_u64(ft_block_profile, bins[q], weights[q]);\n"
+        "      else atomicAdd(&profile[bins[q]], weights[q]);\n"
+        "    }\n";
+}
+
+void CollectiveKernelWriter::write_deposit_flush(int deposit) {
+  const bool grid_deposit = is_grid(deposit);
+  const bool moments_deposit = is_moments(deposit);
+  if (grid_deposit)
+    m_text +=
+        "  if (grid_mode == 1 && grid_window > 0) {  // the window's integer sums into the grid\n"
+        "    __syncthreads();\n"
+        "    for (int w = threadIdx.x; w < 2 * grid_window; w += blockDim.x)\n"
+        "      if (ft_block_profile[w])\n"
+        "        atomicAdd(&grid_acc[ft_window_base + (w < grid_window ? w : ft_window_layer + (w - grid_window))],\n"
+        "                  ft_block_profile[w]);\n"
+        "  }\n";
+  if (grid_deposit)  // every thread of the block gets here (the window's flush has a barrier)
+    m_text +=
+        "  if (grid_mode == 1) ft::warp_count_add(ft_outside, &grid_acc[grid_outside_slot]);  // outside the grid\n";
+  if (grid_deposit)
+    m_text +=
+        "  if (grid_mode == 2) {  // integer sums: thread, block (shared), then global\n"
+        "    for (int a = 0; a <= ft::kExtentAccumulators; ++a) if (ft_extent_sum[a]) atomicAdd(&ft_block_extent[a], "
+        "ft_extent_sum[a]);\n"
+        "    __syncthreads();\n"
+        "    for (int a = threadIdx.x; a <= ft::kExtentAccumulators; a += blockDim.x)\n"
+        "      if (ft_block_extent[a]) atomicAdd(&extent_acc[a], ft_block_extent[a]);\n  }\n";
+  if (moments_deposit)
+    m_text +=
+        "  if (profile_in_shared == 1) {  // integer sums: block (shared), then global\n    __syncthreads();\n"
+        "    for (int b = threadIdx.x; b < ft_deposit_words; b += blockDim.x)\n"
+        "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n"
+        "  } else if (profile_in_shared == 2) {  // the window's slices, then its out-of-range count\n"
+        "    __syncthreads();\n"
+        "    const int ft_offset = ft_window_first * ft::kSliceCentroidAccumulators;\n"
+        "    for (int b = threadIdx.x; b < ft_window_words; b += blockDim.x)\n"
+        "      if (ft_block_profile[b]) atomicAdd(&profile[ft_offset + b], ft_block_profile[b]);\n"
+        "    if (threadIdx.x == 0 && ft_block_profile[ft_window_words])\n"
+        "      atomicAdd(&profile[ft_deposit_words - 1], ft_block_profile[ft_window_words]);\n"
+        "  }\n";
+  else if (deposit >= 0 && !grid_deposit)
+    m_text +=
+        "  if (profile_in_shared) {\n    __syncthreads();\n"
+        "    for (int b = threadIdx.x; b < deposit_grid.n_slices; b += blockDim.x)\n"
+        "      if (ft_block_profile[b]) atomicAdd(&profile[b], ft_block_profile[b]);\n  }\n";
+}
+
+}  // namespace
+
+KernelSource generate_collective_kernels(const Lattice& lattice, FmaMode fma, Dispatch requested,
+                                         const std::vector<SliceGrid>& grids) {
+  CollectiveKernelWriter writer(lattice, requested, grids);
+  writer.write_shared_kernels(fma);
+  for (size_t k = 0; k < writer.segment_count(); ++k) writer.write_segment_kernel(k);
+  writer.write_wrap_kernel();
+  return writer.finish();
 }
 
 namespace {
