@@ -15,7 +15,6 @@
 #include <sstream>
 
 #include "fusetrack/error.h"
-#include "fusetrack/tracker.h"
 
 namespace ft {
 
@@ -24,8 +23,8 @@ namespace {
 using json = nlohmann::ordered_json;
 
 /// Where an edit is, for errors: the file with the variant, the element and the field.
-InputLocation edit_location(const std::string& file, const std::string& variant, const Lattice* lattice,
-                            int definition, const std::string& field) {
+InputLocation edit_location(const std::string& file, const std::string& variant, const Lattice* lattice, int definition,
+                            const std::string& field) {
   InputLocation at(fmt::format("{} (variant '{}')", file, variant));
   if (lattice && definition >= 0) {
     at.element_name = lattice->definitions()[static_cast<size_t>(definition)].name;
@@ -68,7 +67,8 @@ void apply_field(Lattice& lattice, uint32_t definition, const std::string& field
   std::vector<json> entries;
   if (value.is_array()) {
     if (f->count == 1) throw InputError(at, "is a single number, not a list");
-    if (value.size() > f->count) throw InputError(at, fmt::format("has {} entries, the list gives {}", f->count, value.size()));
+    if (value.size() > f->count)
+      throw InputError(at, fmt::format("has {} entries, the list gives {}", f->count, value.size()));
     entries.assign(value.begin(), value.end());
   } else {
     if (f->count > 1) throw InputError(at, fmt::format("is a list of {} entries: give a list", f->count));
@@ -87,7 +87,8 @@ void apply_field(Lattice& lattice, uint32_t definition, const std::string& field
 
 /// The definitions an entry names: "name" exactly, or "match" as a whole-name regular expression.
 std::vector<uint32_t> entry_definitions(const Lattice& lattice, const json& entry, const InputLocation& at) {
-  if (!entry.is_object()) throw InputError(at, fmt::format("an element entry must be an object, not {}", json_type_name(entry)));
+  if (!entry.is_object())
+    throw InputError(at, fmt::format("an element entry must be an object, not {}", json_type_name(entry)));
   const bool by_name = entry.contains("name"), by_match = entry.contains("match");
   if (by_name == by_match) throw InputError(at, "an element entry needs exactly one of \"name\" and \"match\"");
   const json& key = entry.at(by_name ? "name" : "match");
@@ -119,17 +120,20 @@ std::vector<uint32_t> entry_definitions(const Lattice& lattice, const json& entr
 /// Applies one variant's list of element entries to `lattice`.
 void apply_entries(Lattice& lattice, const json& entries, const std::string& file, const std::string& variant) {
   const InputLocation at = edit_location(file, variant, nullptr, -1, "elements");
-  if (!entries.is_array()) throw InputError(at, fmt::format("\"elements\" must be a list, not {}", json_type_name(entries)));
+  if (!entries.is_array())
+    throw InputError(at, fmt::format("\"elements\" must be a list, not {}", json_type_name(entries)));
   for (const json& entry : entries) {
     const std::vector<uint32_t> defs = entry_definitions(lattice, entry, at);
     for (const auto& [key, value] : entry.items()) {
       if (key == "name" || key == "match" || key == "comment") continue;
       if (key != "set" && key != "add")
-        throw InputError(at, fmt::format("unknown key \"{}\" in an element entry (expected name or match, set, add)", key));
+        throw InputError(at,
+                         fmt::format("unknown key \"{}\" in an element entry (expected name or match, set, add)", key));
       if (!value.is_object()) throw InputError(at, fmt::format("\"{}\" must be an object of field values", key));
       for (uint32_t d : defs)
         for (const auto& [field, v] : value.items())
-          apply_field(lattice, d, field, v, key == "add", edit_location(file, variant, &lattice, static_cast<int>(d), field));
+          apply_field(lattice, d, field, v, key == "add",
+                      edit_location(file, variant, &lattice, static_cast<int>(d), field));
     }
   }
 }
@@ -210,7 +214,8 @@ Scan parse_scan(const json& s, const std::string& file, size_t k) {
   if (mode != "set" && mode != "add") throw InputError(at, "\"mode\" must be \"set\" or \"add\"");
   scan.add = mode == "add";
   if (s.contains("values")) {
-    if (!s.at("values").is_array() || s.at("values").empty()) throw InputError(at, "\"values\" must be a non-empty list");
+    if (!s.at("values").is_array() || s.at("values").empty())
+      throw InputError(at, "\"values\" must be a non-empty list");
     for (const json& v : s.at("values")) scan.values.push_back(number_at(v, at, "each of \"values\""));
   } else {
     if (!s.contains("from") || !s.contains("to") || !s.contains("steps"))
@@ -220,7 +225,8 @@ Scan parse_scan(const json& s, const std::string& file, size_t k) {
       throw InputError(at, "\"steps\" must be an integer >= 1");
     const int steps = s.at("steps").get<int>();
     for (int i = 0; i < steps; ++i)
-      scan.values.push_back(steps == 1 ? from : from + (to - from) * static_cast<double>(i) / static_cast<double>(steps - 1));
+      scan.values.push_back(steps == 1 ? from
+                                       : from + (to - from) * static_cast<double>(i) / static_cast<double>(steps - 1));
   }
   for (const auto& [key, v] : s.items()) {
     (void)v;
@@ -243,8 +249,10 @@ json scan_value(const Scan& scan, double v) {
 /// The index just past the string that starts with the quote at `i` (npos when unterminated).
 size_t past_string(const std::string& t, size_t i) {
   for (size_t j = i + 1; j < t.size(); ++j) {
-    if (t[j] == '\\') ++j;
-    else if (t[j] == '"') return j + 1;
+    if (t[j] == '\\')
+      ++j;
+    else if (t[j] == '"')
+      return j + 1;
   }
   return std::string::npos;
 }
@@ -257,7 +265,8 @@ size_t skip_space(const std::string& t, size_t i) {
 /// The list of the top-level key "variants" of the JSON text `t`: the positions of its brackets
 /// and the spans of its entries (between the commas directly inside it). False when there is no
 /// such list, or it has fewer than two entries, or the text ends inside it.
-bool variants_list_spans(const std::string& t, size_t& open, size_t& close, std::vector<std::pair<size_t, size_t>>& spans) {
+bool variants_list_spans(const std::string& t, size_t& open, size_t& close,
+                         std::vector<std::pair<size_t, size_t>>& spans) {
   int depth = 0;
   size_t i = 0;
   for (open = std::string::npos; i < t.size() && open == std::string::npos;) {
@@ -400,15 +409,17 @@ void check_same_sequence(const Lattice& base, const Lattice& other, const std::s
     }
   }
   if (std::memcmp(&base.reference(), &other.reference(), sizeof(ReferenceParticle)) != 0)
-    throw InputError(at, fmt::format("a variant must have the base lattice's reference particle (mass0, q0, p0c as in {})",
-                                     base.source_file()));
+    throw InputError(at,
+                     fmt::format("a variant must have the base lattice's reference particle (mass0, q0, p0c as in {})",
+                                 base.source_file()));
 }
 
 LatticeVariants variants_from_json(const Lattice& base, const json& doc, const std::string& file) {
   InputLocation at(file);
   if (!doc.is_object() || !doc.contains("fusetrack_variants"))
     throw InputError(at, "not a variants file (no \"fusetrack_variants\" key)");
-  if (doc.at("fusetrack_variants") != 1) throw InputError(at, "unsupported \"fusetrack_variants\" version (expected 1)");
+  if (doc.at("fusetrack_variants") != 1)
+    throw InputError(at, "unsupported \"fusetrack_variants\" version (expected 1)");
   for (const auto& [key, v] : doc.items()) {
     (void)v;
     if (key != "fusetrack_variants" && key != "lattice" && key != "description" && key != "variants" && key != "scans")
@@ -425,7 +436,7 @@ LatticeVariants variants_from_json(const Lattice& base, const json& doc, const s
       at.field = fmt::format("variants[{}]", k);
       if (!v.is_object()) throw InputError(at, "a variant must be an object {\"name\": ..., \"elements\": [...]}");
       const std::string name = v.contains("name") && v.at("name").is_string() ? v.at("name").get<std::string>()
-                                                                             : fmt::format("variant_{}", k);
+                                                                              : fmt::format("variant_{}", k);
       for (const auto& p : listed)
         if (p.first == name) throw InputError(at, fmt::format("the name '{}' is given to two variants", name));
       listed.emplace_back(name, v.contains("elements") ? &v.at("elements") : &kNoEntries);
@@ -556,32 +567,6 @@ std::string variants_fingerprint(const LatticeVariants& variants) {
       if (const std::vector<uint64_t>* block = l.transform_block(d)) mix(block->data(), 8 * block->size());
   }
   return fmt::format("{:016x}", h);
-}
-
-void check_variants_trackable(const Lattice& lattice, const std::vector<const Lattice*>& variants) {
-  if (variants.size() > static_cast<size_t>(INT32_MAX)) throw Error("too many lattice variants");
-  for (size_t v = 0; v < variants.size(); ++v) {
-    if (!variants[v]) throw Error(fmt::format("lattice variant {} is null", v));
-    check_same_sequence(lattice, *variants[v], fmt::format("variant {} ({})", v, variants[v]->source_file()));
-    if (variants[v]->has_collective()) throw Error("lattice variants with collective elements are not supported");
-    const GlobalLimits a = lattice.limits(), b = variants[v]->limits();
-    if (std::memcmp(&a, &b, sizeof(GlobalLimits)) != 0)
-      throw Error(fmt::format("lattice variant {} ({}) has other global limits (limit_x, limit_y, per-turn limits) "
-                              "than the base lattice: variants share them", v, variants[v]->source_file()));
-  }
-}
-
-int32_t particle_variant(const Particles& particles, size_t i, size_t n_variants) {
-  if (particles.variant.empty()) return 0;
-  const int32_t v = particles.variant[i];
-  if (v < 0 || static_cast<size_t>(v) >= n_variants)
-    throw Error(fmt::format("particle {} (id {}) is in lattice variant {}, but the backend has {} variant(s)", i,
-                            particles.id.at(i), v, n_variants));
-  return v;
-}
-
-void Backend::set_variants(const std::vector<const Lattice*>& variants) {
-  if (!variants.empty()) throw Error(fmt::format("the {} backend does not track lattice variants", name()));
 }
 
 }  // namespace ft
