@@ -4,8 +4,10 @@
 // integral representation and B1, B2 written as in the paper; the ring's lifetime as the mean of the two
 // signs' rates; the choice of positions and every kind of bad input named.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <cmath>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
@@ -13,6 +15,8 @@
 #include "fusetrack/error.h"
 #include "fusetrack/momentum_acceptance.h"
 #include "fusetrack/optics.h"
+#include "support/paths.h"
+#include "support/process.h"
 #include "support/registry.h"
 
 // The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in its namespace.
@@ -33,29 +37,43 @@ constexpr double kElectronMass = 510998.95;  // [eV]
 /// bucket above transition).
 struct BucketRing {
   double p0c = 3e9, voltage = 2e6, harmonic = 400, alpha_arc = 0.0125, arc = 80.0, circumference = 100.0;
+  /// Energy lost per turn [eV] just before the cavity (a 1 Hz cavity at lag -90 degrees: a constant
+  /// kick -energy_loss within 1e-17 over the bucket), making the bucket a moving one.
+  double energy_loss = 0.0;
 };
 
-ft::Lattice bucket_ring(const BucketRing& r) {
+json bucket_ring_json(const BucketRing& r) {
   json elements = {{"qf_half", {{"type", "Multipole"}, {"knl", {0.0, 0.05}}}},
                    {"d", {{"type", "Drift"}, {"length", 10.0}}},
                    {"qd", {{"type", "Multipole"}, {"knl", {0.0, -0.1}}}},
                    {"arc", {{"type", "LongitudinalDrift"}, {"length", r.arc}, {"momentum_compaction", r.alpha_arc}}},
                    {"rf", {{"type", "Cavity"}, {"voltage", r.voltage}, {"harmonic", r.harmonic}, {"lag", 180.0}}}};
-  const json doc = {{"fusetrack_lattice", 1},
-                    {"reference", {{"mass0", kElectronMass}, {"q0", -1}, {"p0c", r.p0c}}},
-                    {"elements", elements},
-                    {"sequence", {"qf_half", "d", "qd", "d", "qf_half", "arc", "rf"}}};
-  return ft::lattice_from_json(doc, "bucket_ring", builtin_registry());
+  json sequence = {"qf_half", "d", "qd", "d", "qf_half", "arc", "rf"};
+  if (r.energy_loss > 0) {
+    elements["loss"] = {{"type", "Cavity"}, {"voltage", r.energy_loss}, {"frequency", 1.0}, {"lag", -90.0}};
+    sequence = {"qf_half", "d", "qd", "d", "qf_half", "arc", "loss", "rf"};
+  }
+  return {{"fusetrack_lattice", 1},
+          {"reference", {{"mass0", kElectronMass}, {"q0", -1}, {"p0c", r.p0c}}},
+          {"elements", elements},
+          {"sequence", sequence}};
 }
 
-/// Bucket height of a stationary bucket (phi_s = 0 or pi):
-///   delta_max = sqrt(2 |q| V / (pi h |eta| beta^2 E)) Y(phi_s),  Y = |cos phi_s - (pi/2 - phi_s) sin phi_s| = 1
-/// (S.Y. Lee, "Accelerator Physics", 4th ed., sec. 3.I).
+ft::Lattice bucket_ring(const BucketRing& r) {
+  return ft::lattice_from_json(bucket_ring_json(r), "bucket_ring", builtin_registry());
+}
+
+/// Bucket height
+///   delta_max = sqrt(2 |q| V / (pi h |eta| beta^2 E) |cos phi_s - (pi/2 - phi_s) sin phi_s|),
+/// sin phi_s = U0 / V (phi_s counted from the zero crossing, 0 for a stationary bucket; S.Y. Lee,
+/// "Accelerator Physics", 4th ed., sec. 3.I: delta_max = 2 sqrt(eV / (2 pi beta^2 E h |eta|)) Y(phi_s)).
 double bucket_height(const BucketRing& r) {
   const double energy = std::sqrt(r.p0c * r.p0c + kElectronMass * kElectronMass);
   const double gamma = energy / kElectronMass, beta = r.p0c / energy;
   const double eta = r.alpha_arc * r.arc / r.circumference - 1.0 / (gamma * gamma);
-  return std::sqrt(2.0 * r.voltage / (kPi * r.harmonic * std::fabs(eta) * beta * beta * energy));
+  const double phi_s = std::asin(r.energy_loss / r.voltage);
+  const double y2 = std::fabs(std::cos(phi_s) - (kPi / 2 - phi_s) * std::sin(phi_s));
+  return std::sqrt(2.0 * r.voltage / (kPi * r.harmonic * std::fabs(eta) * beta * beta * energy) * y2);
 }
 
 /// The ring with its only aperture: |zeta| at the end of each turn below half the RF wavelength (the
@@ -155,7 +173,34 @@ TEST_CASE("momentum acceptance of a linear ring with a cavity: the RF bucket hei
   CHECK(lma.rounds == 4);  // coarse step 3e-3, then 7.5e-4, 1.9e-4, 4.7e-5
 }
 
-TEST_CASE("momentum acceptance: islands beyond the first loss do not count, no loss up to delta_max is flagged") {
+TEST_CASE("momentum acceptance of a moving bucket (energy loss per turn) with a momentum limit: its height") {
+  BucketRing r;
+  r.energy_loss = 1e6;  // phi_s = 30 degrees: the height falls to sqrt(0.342) of the stationary one
+  ft::Lattice lattice = bucket_ring(r);
+  // Outside the separatrix the energy loss carries a particle down in delta without end: the momentum
+  // limit (end of each turn) catches it.
+  ft::GlobalLimits limits = lattice.limits();
+  limits.turn_limit[5] = 0.05;
+  lattice.set_limits(limits);
+  auto backend = ft::make_cpu_backend(lattice);
+  ft::MomentumAcceptanceConfig c;
+  c.turns = 600;
+  c.delta_max = 0.02;
+  c.precision = 1e-4;
+  ft::AcceptancePositions at;
+  at.names = {"qd", "arc", "rf"};
+  const std::vector<size_t> positions = ft::select_acceptance_positions(lattice, at);
+  const ft::MomentumAcceptance lma = ft::compute_momentum_acceptance(lattice, *backend, positions, c);
+  const double height = bucket_height(r);
+  CHECK(height == doctest::Approx(0.0103 * std::sqrt(0.3424)).epsilon(0.01));
+  for (size_t k = 0; k < positions.size(); ++k) {
+    CAPTURE(lma.name[k]);
+    CHECK(std::fabs(lma.positive[k] - height) < c.precision + 3e-5);
+    CHECK(std::fabs(lma.negative[k] + height) < c.precision + 3e-5);
+  }
+}
+
+TEST_CASE("momentum acceptance: no loss up to delta_max gives delta_max, with no first loss") {
   const BucketRing r;
   ft::Lattice lattice = bucket_ring(r);
   set_bucket_limit(lattice, r);
@@ -292,6 +337,59 @@ TEST_CASE("momentum acceptance: bad input names the option") {
   const std::string energy =
       error_message([&] { ft::compute_momentum_acceptance(no_energy, *backend, {0}, ft::MomentumAcceptanceConfig{}); });
   CHECK(energy.find("reference.p0c") != std::string::npos);
+}
+
+TEST_CASE("fusetrack momentum-acceptance: the table, the summary with the lifetime, bad options named") {
+  const BucketRing r;
+  const std::string ring = ft::test::write_temp_file("bucket_ring.json", bucket_ring_json(r).dump());
+  const std::string out = (ft::test::temp_dir("momentum_acceptance_cli") / "lma").string();
+  const std::string command =
+      fmt::format("{} momentum-acceptance {} --device cpu --no-plots ", ft::test::fusetrack_binary(), ring);
+  const auto run = ft::test::run_command(
+      command + fmt::format("--at qd rf --limit 0 0 0 0 0.125 0 -n 300 --delta-max 0.03 --precision 5e-4 "
+                            "--emittance-x 1e-9 --emittance-y 1e-11 --sigma-delta 1e-3 --sigma-zeta 3e-3 "
+                            "--bunch-population 1e10 -o {}",
+                            out));
+  CAPTURE(run.second);
+  REQUIRE(run.first == 0);
+  CHECK(run.second.find("Touschek lifetime (Piwinski)") != std::string::npos);
+  std::ifstream csv(out + "/momentum_acceptance.csv");
+  std::string header, line;
+  std::getline(csv, header);
+  CHECK(header == "s,element,name,delta_positive,delta_negative,first_lost_positive,first_lost_negative");
+  int rows = 0;
+  while (std::getline(csv, line)) {
+    ++rows;
+    const auto comma = [&](int n) {
+      size_t at = 0;
+      for (int k = 0; k < n; ++k) at = line.find(',', at) + 1;
+      return at;
+    };
+    const double positive = std::stod(line.substr(comma(3)));
+    CHECK(std::fabs(positive - bucket_height(r)) < 5e-4 + 2e-5);
+  }
+  CHECK(rows == 2);
+  json summary;
+  std::ifstream(out + "/summary.json") >> summary;
+  CHECK(summary["touschek"]["lifetime_s"].get<double>() > 0.0);
+  CHECK(summary["positions"] == 2);
+
+  const auto fails_naming = [&](const std::string& options, const std::string& named) {
+    const auto bad = ft::test::run_command(command + options);
+    CAPTURE(options);
+    CAPTURE(bad.second);
+    CHECK(bad.first == 2);
+    CHECK(bad.second.find(named) != std::string::npos);
+  };
+  fails_naming("--at nowhere", "'--at'");
+  fails_naming("--s-range 150 200", "'--s-range'");
+  fails_naming("--precision 0", "'--precision'");
+  fails_naming("--precision 1e-7", "finer than");
+  fails_naming("--precision 0.2 --delta-max 0.1", "larger than delta_max");
+  fails_naming("--delta-max 2", "'--delta-max'");
+  fails_naming("--emittance-x 1e-9", "--sigma-zeta");
+  fails_naming("--emittance-x 1e-9 --emittance-y 0 --sigma-delta 1e-3 --sigma-zeta 3e-3 --bunch-population 1",
+               "'--emittance-y'");
 }
 
 }  // namespace test_momentum_acceptance
