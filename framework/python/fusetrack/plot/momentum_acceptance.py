@@ -42,7 +42,8 @@ def acceptance_figure(acceptance, rate=None, summary=None):
         title += f" ({summary['turns']} turns, precision {summary['precision']:g})"
         touschek = summary.get("touschek")
         if touschek:
-            title += f"; Touschek lifetime {touschek['lifetime_h']:.3g} h"
+            hours = touschek.get("lifetime_h")  # null when no rate (an infinite lifetime)
+            title += f"; Touschek lifetime {hours:.3g} h" if hours is not None else "; no Touschek loss"
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="center right")
