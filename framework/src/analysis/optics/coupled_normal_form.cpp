@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "analysis/optics/optics_internal.hpp"
+#include "core/math_helpers.hpp"
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
 
@@ -110,12 +112,13 @@ Complex symplectic_product(const CVector4& u, const CVector4& w) {
   return std::conj(u[0]) * w[1] - std::conj(u[1]) * w[0] + std::conj(u[2]) * w[3] - std::conj(u[3]) * w[2];
 }
 
-std::array<CVector4, 2> transverse_eigenvectors(const std::array<std::array<double, 4>, 4>& m) {
+TransverseModes transverse_eigenvectors(const std::array<std::array<double, 4>, 4>& m) {
   double coupling = 0.0;
   for (size_t i = 0; i < 4; ++i)
     for (size_t k = 0; k < 4; ++k)
       if ((i < 2) != (k < 2)) coupling = std::max(coupling, std::fabs(m[i][k]));
   std::array<CVector4, 2> modes{};
+  std::array<Complex, 2> eigenvalues{};
   if (coupling == 0.0) {
     // Uncoupled (also with equal tunes): the classic Twiss parameters of each 2x2 block.
     for (int p = 0; p < 2; ++p) {
@@ -129,38 +132,41 @@ std::array<CVector4, 2> transverse_eigenvectors(const std::array<std::array<doub
       v[o] = sb / std::sqrt(2.0);
       v[o + 1] = Complex(-t.alpha, 1.0) / (sb * std::sqrt(2.0));
       modes[static_cast<size_t>(p)] = v;
+      eigenvalues[static_cast<size_t>(p)] = std::polar(1.0, 2.0 * kPi * t.tune);
     }
-    return modes;
+    return {modes, eigenvalues};
   }
   const std::array<double, 2> u = edwards_teng_two_cos(m);
   for (int p = 0; p < 2; ++p) {
     const double c = 0.5 * u[static_cast<size_t>(p)];
     if (!(std::fabs(c) < 1.0))
       throw Error(fmt::format("optics along the ring: eigenmode {} is unstable (cos mu = {:.12g})", p + 1, c));
-    // The null vector of m - lambda: for a symplectic m the Edwards-Teng lambda is the eigenvalue.
-    // The 4D map (delta frozen) is not exactly symplectic when a transverse kick depends on zeta
-    // (crab cavities: their energy kick is frozen while zeta still follows the transverse path
-    // length); its eigenvalues then differ from the Edwards-Teng ones (HL-LHC at collision: ~1e-7
-    // in the tunes), and the elimination is then one step of inverse iteration from lambda, close
-    // enough to give the eigenvector (TwissTable::periodicity_error: 2e-8 there).
-    const Complex lambda(c, std::sqrt(1.0 - c * c));
+    // The eigenvalue (Edwards-Teng, polished when the block is not exactly symplectic) and the null
+    // vector of m - lambda.
+    const Complex lambda = mode_eigenvalue(m, u[static_cast<size_t>(p)], u[static_cast<size_t>(1 - p)]);
     std::array<CVector4, 4> a{};
     for (size_t i = 0; i < 4; ++i)
       for (size_t k = 0; k < 4; ++k) a[i][k] = m[i][k] - (i == k ? lambda : Complex(0.0));
     CVector4 v = null_vector(a);
     double w = symplectic_product(v, v).imag();
+    Complex eigenvalue = lambda;
     if (w < 0.0) {
       for (auto& z : v) z = std::conj(z);
+      eigenvalue = std::conj(lambda);
       w = -w;
     }
     if (!(w > 0.0) || !std::isfinite(w))
       throw Error("optics along the ring: an eigenvector of the one-turn matrix has no symplectic norm");
     for (auto& z : v) z /= std::sqrt(w);
     modes[static_cast<size_t>(p)] = v;
+    eigenvalues[static_cast<size_t>(p)] = eigenvalue;
   }
-  if (x_share(modes[1]) > x_share(modes[0])) std::swap(modes[0], modes[1]);
+  if (x_share(modes[1]) > x_share(modes[0])) {
+    std::swap(modes[0], modes[1]);
+    std::swap(eigenvalues[0], eigenvalues[1]);
+  }
   check_separable(m, modes);
-  return modes;
+  return {modes, eigenvalues};
 }
 
 }  // namespace ft::optics_internal

@@ -195,6 +195,67 @@ std::array<double, 3> six_d_tunes(const Matrix6& m, double beta_x, double beta_y
   return q;
 }
 
+namespace {
+
+/// det(lambda - A) = lambda^4 + c[0] lambda^3 + c[1] lambda^2 + c[2] lambda + c[3] of a 4x4 matrix
+/// (Faddeev-LeVerrier: N_k = A N_{k-1} + c_{k-1} I, c_k = -tr(A N_k) / k).
+std::array<double, 4> characteristic_polynomial(const std::array<std::array<double, 4>, 4>& a) {
+  std::array<std::array<double, 4>, 4> n{};
+  std::array<double, 4> c{};
+  double previous = 1.0;
+  for (size_t k = 0; k < 4; ++k) {
+    std::array<std::array<double, 4>, 4> next{};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t j = 0; j < 4; ++j) {
+        double s = i == j ? previous : 0.0;
+        for (size_t l = 0; l < 4; ++l) s += a[i][l] * n[l][j];
+        next[i][j] = s;
+      }
+    n = next;
+    double tr = 0.0;
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t l = 0; l < 4; ++l) tr += a[i][l] * n[l][i];
+    c[k] = -tr / static_cast<double>(k + 1);
+    previous = c[k];
+  }
+  return c;
+}
+
+}  // namespace
+
+// The Edwards-Teng formula assumes a symplectic block. The 4D map (delta frozen) is not exactly
+// symplectic when a transverse kick depends on zeta (crab cavities: their energy kick is frozen while
+// zeta still follows the transverse path length), and its eigenvalues then differ from the
+// Edwards-Teng roots (HL-LHC at collision: 9e-8 in Qx, where tracking follows the eigenvalues to
+// 1e-10). Newton on det(lambda - M) from the Edwards-Teng root finds the eigenvalue; the step is kept
+// only when it stays within 1e-3 of the distance to the other roots (near a double root, equal mode
+// tunes, the polynomial's roots are ill-conditioned and the Edwards-Teng one is the better). An
+// uncoupled block keeps its exact 2x2 roots.
+std::complex<double> mode_eigenvalue(const std::array<std::array<double, 4>, 4>& m, double u_self, double u_other) {
+  using Complex = std::complex<double>;
+  const double c_self = 0.5 * u_self, c_other = 0.5 * u_other;
+  const Complex start(c_self, std::sqrt(1.0 - c_self * c_self));
+  bool coupled = false;
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < 4; ++k) coupled |= (i < 2) != (k < 2) && m[i][k] != 0.0;
+  if (!coupled || !(std::fabs(c_other) < 1.0)) return start;
+  const Complex other(c_other, std::sqrt(1.0 - c_other * c_other));
+  const double separation = std::min({std::abs(start - other), std::abs(start - std::conj(other)), 2.0 * start.imag()});
+  const std::array<double, 4> c = characteristic_polynomial(m);
+  Complex lambda = start;
+  for (int it = 0; it < 20; ++it) {
+    const Complex p = (((lambda + c[0]) * lambda + c[1]) * lambda + c[2]) * lambda + c[3];
+    const Complex dp = ((4.0 * lambda + 3.0 * c[0]) * lambda + 2.0 * c[1]) * lambda + c[2];
+    const Complex step = p / dp;
+    lambda -= step;
+    if (!(std::abs(step) > 1e-16)) break;
+  }
+  if (!std::isfinite(lambda.real()) || !std::isfinite(lambda.imag()) ||
+      !(std::abs(lambda - start) <= 1e-3 * separation))
+    return start;
+  return lambda;
+}
+
 }  // namespace ft::optics_internal
 
 namespace ft {
@@ -248,13 +309,18 @@ std::array<double, 2> transverse_tunes(const Matrix6& m) {
   std::array<double, 2> q{};
   const double signs[2] = {m[0][1], m[2][3]};
   const double us[2] = {u1, u2};
+  std::array<std::array<double, 4>, 4> m4{};
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < 4; ++k) m4[i][k] = m[i][k];
   for (int p = 0; p < 2; ++p) {
     const double c = 0.5 * us[p];
     if (!(std::fabs(c) < 1.0))
       throw Error(
           fmt::format("optics: the {} motion is unstable: cos mu = {:.12g}", p == 0 ? "horizontal" : "vertical", c));
-    const double s = std::copysign(std::sqrt(1.0 - c * c), signs[p]);
-    double t = std::atan2(s, c) / (2.0 * kPi);
+    // The eigenvalue e^{+-i mu} (Im >= 0 here); Q or 1 - Q from the sign of m12 / m34 (MAD-X).
+    const std::complex<double> lambda = optics_internal::mode_eigenvalue(m4, us[p], us[1 - p]);
+    const double s = std::copysign(std::fabs(lambda.imag()), signs[p]);
+    double t = std::atan2(s, lambda.real()) / (2.0 * kPi);
     if (t < 0.0) t += 1.0;
     q[static_cast<size_t>(p)] = t;
   }

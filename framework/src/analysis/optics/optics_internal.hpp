@@ -4,6 +4,7 @@
 #pragma once
 #include <array>
 #include <cmath>
+#include <complex>
 #include <limits>
 #include <nlohmann/json_fwd.hpp>
 #include <vector>
@@ -45,6 +46,11 @@ double longitudinal_two_cos(const Matrix6& m, double exclude_a, double exclude_b
 /// The 6D eigen-tunes (qx, qy, qs), exact where planes decouple (eigen_tunes.cpp).
 std::array<double, 3> six_d_tunes(const Matrix6& m, double beta_x, double beta_y, double beta_s, double qx4,
                                   double qy4);
+
+/// The eigenvalue of one transverse mode of a 4x4 (x, px, y, py) block, Im >= 0: the Edwards-Teng
+/// root e^{i mu} with 2 cos mu = u_self (exact for a symplectic block), polished by Newton on the
+/// block's characteristic polynomial when x and y are coupled (eigen_tunes.cpp).
+std::complex<double> mode_eigenvalue(const std::array<std::array<double, 4>, 4>& m, double u_self, double u_other);
 
 /// A number for JSON output: null when not finite.
 nlohmann::ordered_json number(double v);

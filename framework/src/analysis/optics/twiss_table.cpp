@@ -39,7 +39,8 @@ void propagate_optics(const ElementPass& pass, TwissTable& t) {
   std::array<std::array<double, 4>, 4> m4{};
   for (size_t i = 0; i < 4; ++i)
     for (size_t k = 0; k < 4; ++k) m4[i][k] = pass.product[i][k];
-  const std::array<CVector4, 2> v4 = transverse_eigenvectors(m4);
+  const TransverseModes modes = transverse_eigenvectors(m4);
+  const std::array<CVector4, 2>& v4 = modes.vectors;
   std::array<CVector5, 2> v{};
   for (size_t m = 0; m < 2; ++m)
     for (size_t i = 0; i < 4; ++i) v[m][i] = v4[m][i];
@@ -104,9 +105,10 @@ void propagate_optics(const ElementPass& pass, TwissTable& t) {
   }
   t.q1 = t.mu_x[n];
   t.q2 = t.mu_y[n];
-  // Periodicity: v(end) = e^{i mu} v(start) in the transverse components.
+  // Periodicity: v(end) = lambda v(start) = |lambda| e^{i mu} v(start) in the transverse components
+  // (|lambda| = 1 for a symplectic map; the 4D map with crab cavities: 1 +- 1e-6).
   for (size_t k = 0; k < 2; ++k) {
-    const Complex turn = std::polar(1.0, phase[k]);
+    const Complex turn = std::polar(std::abs(modes.eigenvalues[k]), phase[k]);
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < 4; ++i) {
       diff += std::norm(v[k][i] - turn * v_start[k][i]);
