@@ -23,9 +23,9 @@ TEST_CASE("Frequency map of a sextupole ring: linear tunes at small amplitude, d
   c.angles = 2;
   c.angle_min = 30.0;
   c.angle_max = 60.0;
-  c.amplitudes = 12;
-  c.amplitude_min = 0.0005;
-  c.amplitude_max = 0.03;
+  c.amplitudes = 8;
+  c.amplitude_min = 0.0001;
+  c.amplitude_max = 0.025;
   ft::DaScan scan = ft::make_da_scan(ring, c);
   auto backend = ft::make_cpu_backend(ring);
   ft::FrequencyMapOptions o;
