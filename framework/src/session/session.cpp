@@ -3,17 +3,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
 
 #include "fusetrack/collective.h"
-#include "fusetrack/slice_wakes.h"
-#include "fusetrack/space_charge.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/slice_wakes.h"
+#include "fusetrack/space_charge.h"
 
 namespace ft {
 
@@ -79,6 +80,25 @@ Particles make_matched_gaussian(const Lattice& lattice, const GaussianBunchSpec&
                        spec.sigma_delta, spec.seed);
 }
 
+Particles particles_per_variant(const Particles& one, size_t variants) {
+  Particles particles(0, one.beta0);
+  for (size_t v = 0; v < variants; ++v) append_particles(particles, one);
+  particles.variant.resize(particles.size());
+  for (size_t v = 0; v < variants; ++v)
+    std::fill(particles.variant.begin() + static_cast<long>(v * one.size()),
+              particles.variant.begin() + static_cast<long>((v + 1) * one.size()), static_cast<int32_t>(v));
+  return particles;
+}
+
+std::vector<size_t> alive_per_variant(const Particles& particles, size_t variants) {
+  std::vector<size_t> alive(variants, 0);
+  for (size_t i = 0; i < particles.size(); ++i) {
+    const size_t v = particles.variant.empty() ? 0 : static_cast<size_t>(particles.variant[i]);
+    if (particles.state[i] > 0 && v < variants) ++alive[v];
+  }
+  return alive;
+}
+
 Particles make_repro_particles(const Lattice& lattice, size_t count, double amplitude, double delta) {
   const size_t side = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
   Particles initial =
@@ -131,9 +151,8 @@ void add_device_times(const Backend& backend, TrackRun& run) {
 /// Frozen space charge that follows the beam: one update at `turn` (session.h, SpaceChargeFollowOptions).
 /// Rank 0 takes the moments of the whole bunch (gathered in rank order) and computes the sizes; they
 /// reach every rank through a sum in which the other ranks add zeros (exact), so all apply the same.
-void update_space_charge(const Lattice& lattice, Backend& backend, const Particles& tracked,
-                         const TrackRunOptions& o, const SpaceChargeBeamSizes& follow, double intensity, int64_t turn,
-                         TrackRun& run) {
+void update_space_charge(const Lattice& lattice, Backend& backend, const Particles& tracked, const TrackRunOptions& o,
+                         const SpaceChargeBeamSizes& follow, double intensity, int64_t turn, TrackRun& run) {
   Communicator& comm = world();
   const bool parallel = comm.size() > 1;
   const size_t n = follow.elements();
@@ -174,7 +193,8 @@ void update_space_charge(const Lattice& lattice, Backend& backend, const Particl
     }
     comm.allreduce_sum(packet.data(), packet.size());
     ok = packet[0] == 1.0;
-    if (!ok && !comm.is_root()) failure = fmt::format("{}: the update at turn {} failed on rank 0", o.space_charge.label, turn);
+    if (!ok && !comm.is_root())
+      failure = fmt::format("{}: the update at turn {} failed on rank 0", o.space_charge.label, turn);
     if (ok && !comm.is_root()) {
       u.sizes.resize(n);
       for (size_t k = 0; k < n; ++k) {
@@ -251,14 +271,14 @@ TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& parti
   std::unique_ptr<SpaceChargeBeamSizes> follow;
   double sc_intensity = 0.0;
   if (sc.every != 0) {
-    if (sc.every < 0)
-      throw option_error(sc.label, fmt::format("must be a positive number of turns, got {}", sc.every));
+    if (sc.every < 0) throw option_error(sc.label, fmt::format("must be a positive number of turns, got {}", sc.every));
     if (sc.lattice != &lattice)
       throw Error("run_tracking: space_charge.lattice must be the lattice that is tracked (it is changed in place)");
     if (lattice.has_collective() && dynamic_cast<CudaBackend*>(&backend))
-      throw option_error(sc.label, "on the GPU a lattice with collective elements would restart their multi-turn "
-                                   "memory at every update (the backend is set up again): track it on the CPU "
-                                   "(--device cpu)");
+      throw option_error(sc.label,
+                         "on the GPU a lattice with collective elements would restart their multi-turn "
+                         "memory at every update (the backend is set up again): track it on the CPU "
+                         "(--device cpu)");
     try {
       follow = std::make_unique<SpaceChargeBeamSizes>(lattice, sc.optics);
       sc_intensity = sc.intensity >= 0.0 ? sc.intensity : follow->installed_intensity(lattice);
@@ -479,8 +499,7 @@ DaJobStatus DaJob::run(Backend& backend) {
     return DaJobStatus::StoppedAsAsked;
   if (!done) return DaJobStatus::Interrupted;
   if (m_job_part) {
-    write_da_part(m_scan, m_part.index, m_part.count, m_total, m_options.output, m_options.lattice_file,
-                  m_fingerprint);
+    write_da_part(m_scan, m_part.index, m_part.count, m_total, m_options.output, m_options.lattice_file, m_fingerprint);
     return DaJobStatus::PartWritten;
   }
   if (split()) {  // MPI: every rank holds the whole scan; rank 0 writes the results
@@ -514,8 +533,7 @@ DaJobStatus DaJob::run(Backend& backend) {
     if (m_scan.config.refine_resolution > 0) backend.set_variants(m_variants->pointers());
     m_study = summarize_da_study(m_scan, std::move(per_variant));
     m_summary = m_study.per_variant.at(m_study.worst_variant);
-    if (!m_options.output.empty())
-      write_da_study_results(m_scan, m_study, m_options.output, m_options.lattice_file);
+    if (!m_options.output.empty()) write_da_study_results(m_scan, m_study, m_options.output, m_options.lattice_file);
     return DaJobStatus::Finished;
   }
   m_summary = summarize_da(m_scan);
