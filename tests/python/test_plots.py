@@ -14,7 +14,7 @@ pytestmark = pytest.mark.plots
 pytest.importorskip("matplotlib")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PLOT_MODULES = ("collective", "collide", "da", "footprint", "optics")
+PLOT_MODULES = ("collective", "collide", "da", "footprint", "momentum_acceptance", "optics")
 
 
 def assert_images(directory, names):
@@ -78,6 +78,21 @@ def test_da_study_plot(tmp_path):
                         "-o", tmp_path / "study")
     assert "warning" not in stderr, stderr
     assert_images(tmp_path / "study", ["da_study.png"])
+
+
+def test_momentum_acceptance_plot(tmp_path):
+    out = tmp_path / "lma"
+    # zeta limited to half the RF wavelength (C = 161.6 m, h = 8): the bucket bounds the acceptance
+    stdout, stderr = run_cli("momentum-acceptance", lattice_path("sextupole_rf_ring.json"), "--at", "rf", "qd",
+                             "--limit", 0, 0, 0, 0, 10.1, 0, "-n", 100, "--precision", 1e-3, "--emittance-x", 1e-5,
+                             "--emittance-y", 1e-5, "--sigma-delta", 1e-3, "--sigma-zeta", 1.0,
+                             "--bunch-population", 1e11, "--device", "cpu", "--threads", 1, "-o", out)
+    assert "warning" not in stderr, stderr
+    assert "Touschek lifetime" in stdout
+    assert_images(out, ["momentum_acceptance.png"])
+    os.remove(out / "momentum_acceptance.png")
+    assert "momentum_acceptance.png" in run_module("momentum_acceptance", out)
+    assert_images(out, ["momentum_acceptance.png"])
 
 
 def test_optics_plot(tmp_path):
