@@ -155,10 +155,10 @@ Placement place(const Lattice& lattice, const std::vector<double>& length, doubl
 
 /// One installation: the kicks placed and named, the sequence with them, their definitions from the
 /// optics of the lattice with them at zero intensity, the description and the Laslett tune shifts.
-class Installation {
+class SpaceChargeInstallation {
  public:
-  Installation(const Lattice& lattice, const SpaceChargeInstallOptions& o, ElementRegistry& registry,
-               const std::string& file)
+  SpaceChargeInstallation(const Lattice& lattice, const SpaceChargeInstallOptions& o, ElementRegistry& registry,
+                          const std::string& file)
       : m_lattice(lattice), m_o(o), m_registry(registry), m_file(file) {}
 
   InstalledSpaceCharge run() {
@@ -383,7 +383,7 @@ class Installation {
 InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceChargeInstallOptions& o,
                                           ElementRegistry& registry, const std::string& file) {
   validate(lattice, o, file);
-  return Installation(lattice, o, registry, file).run();
+  return SpaceChargeInstallation(lattice, o, registry, file).run();
 }
 
 json remove_space_charge(const Lattice& lattice, const std::string& file, size_t* removed) {

@@ -13,6 +13,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/npy.h"
 #include "fusetrack/output_files.h"
+#include "fusetrack/parallel.h"
 #include "fusetrack/particle_files.h"
 
 namespace ft {
