@@ -88,6 +88,8 @@ def test_fma_end_to_end(tmp_path):
     with open(optics_file) as f:
         optics = json.load(f)
     qx, qy = optics["tunes"]["qx"], optics["tunes"]["qy"]
+    _, stderr = run_cli("fma", lattice_path("sextupole_rf_ring.json"), "--turns-per-window", 8, expect_rc=2)
+    assert "--turns-per-window" in stderr and "at least 16" in stderr, stderr
     out = tmp_path / "fma"
     stdout, stderr = run_cli("fma", lattice_path("sextupole_rf_ring.json"), "--turns-per-window", 256, "--angles", 2,
                              "--angle-range", 30, 60, "--amplitudes", 8, "--amplitude-range", 0.0001, 0.025,
