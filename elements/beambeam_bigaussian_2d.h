@@ -125,6 +125,6 @@ FT_FUNCTION void BeamBeamBiGaussian2D_track(const BeamBeamBiGaussian2D& e, ft::P
 
 FT_ELEMENT_COORDINATES(BeamBeamBiGaussian2D, FT_COORD_X | FT_COORD_Y | FT_COORD_PX | FT_COORD_PY,
                        FT_COORD_PX | FT_COORD_PY)
-FT_REGISTER_ELEMENT(BeamBeamBiGaussian2D, FT_BEAMBEAM_BIGAUSSIAN_2D_FIELDS, FT_THIN, FT_WITH_PREPARE,
+FT_REGISTER_ELEMENT(BeamBeamBiGaussian2D, FT_BEAMBEAM_BIGAUSSIAN_2D_FIELDS, FT_THIN | FT_LARGE_CODE, FT_WITH_PREPARE,
                     "Weak-strong beam-beam lens, 4D: kick of a frozen Gaussian partner bunch (xfields "
                     "BeamBeamBiGaussian2D)")

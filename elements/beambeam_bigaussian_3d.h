@@ -120,11 +120,12 @@ FT_ELEMENT_STRUCT(BeamBeamBiGaussian3D, FT_BEAMBEAM_BIGAUSSIAN_3D_FIELDS)
 #define FT_BEAMBEAM_3D_FOR_EACH_SLICE_ARRAY(X)                                                                         \
   X(slices_other_beam_num_particles)                                                                                   \
   X(slices_other_beam_x_center_star)                                                                                   \
-  X(slices_other_beam_px_center_star) X(slices_other_beam_y_center_star) X(slices_other_beam_py_center_star)           \
-      X(slices_other_beam_zeta_center_star) X(slices_other_beam_Sigma_11_star) X(slices_other_beam_Sigma_12_star)      \
-          X(slices_other_beam_Sigma_13_star) X(slices_other_beam_Sigma_14_star) X(slices_other_beam_Sigma_22_star)     \
-              X(slices_other_beam_Sigma_23_star) X(slices_other_beam_Sigma_24_star) X(slices_other_beam_Sigma_33_star) \
-                  X(slices_other_beam_Sigma_34_star) X(slices_other_beam_Sigma_44_star)
+  X(slices_other_beam_px_center_star)                                                                                  \
+  X(slices_other_beam_y_center_star) X(slices_other_beam_py_center_star) X(slices_other_beam_zeta_center_star)         \
+      X(slices_other_beam_Sigma_11_star) X(slices_other_beam_Sigma_12_star) X(slices_other_beam_Sigma_13_star)         \
+          X(slices_other_beam_Sigma_14_star) X(slices_other_beam_Sigma_22_star) X(slices_other_beam_Sigma_23_star)     \
+              X(slices_other_beam_Sigma_24_star) X(slices_other_beam_Sigma_33_star) X(slices_other_beam_Sigma_34_star) \
+                  X(slices_other_beam_Sigma_44_star)
 
 /// Slice i of the partner as beambeam6d.h takes it.
 FT_FUNCTION Bb6dSlice BeamBeamBiGaussian3D_slice(const BeamBeamBiGaussian3D& e, int i) {
@@ -285,6 +286,6 @@ FT_FUNCTION void BeamBeamBiGaussian3D_track(const BeamBeamBiGaussian3D& e, ft::P
   p.zeta = (zeta + e.shift_zeta) - e.subtract_zeta;
 }
 
-FT_REGISTER_ELEMENT(BeamBeamBiGaussian3D, FT_BEAMBEAM_BIGAUSSIAN_3D_FIELDS, FT_THIN, FT_WITH_PREPARE,
+FT_REGISTER_ELEMENT(BeamBeamBiGaussian3D, FT_BEAMBEAM_BIGAUSSIAN_3D_FIELDS, FT_THIN | FT_LARGE_CODE, FT_WITH_PREPARE,
                     "Weak-strong beam-beam lens, 6D: synchro-beam map of a frozen sliced partner bunch with "
                     "crossing angle (xfields BeamBeamBiGaussian3D)")
