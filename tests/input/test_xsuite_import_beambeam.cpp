@@ -89,6 +89,14 @@ TEST_CASE("Xsuite import: BeamBeamBiGaussian2D and 3D map field by field and loa
     CHECK(lr.at(f).get<double>() == xlr.at(f).get<double>());
   }
   CHECK(lr.at("ref_shift_y").get<double>() == 0.0);  // absent: xobjects' default 0
+  {  // scale_strength = 0 (a lens switched off) is left out by to_dict: absent means 0, not 1
+    json off = line;
+    off["elements"]["lr"].erase("scale_strength");
+    off["elements"]["ho"].erase("scale_strength");
+    const json doc_off = ft::xsuite_to_fusetrack(off, "bb_line.json", {});
+    CHECK(doc_off.at("elements").at("lr").at("scale_strength").get<double>() == 0.0);
+    CHECK(doc_off.at("elements").at("ho").at("scale_strength").get<double>() == 0.0);
+  }
 
   const json& ho = doc.at("elements").at("ho");
   const json& xho = line.at("elements").at("ho");

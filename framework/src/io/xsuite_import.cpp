@@ -919,8 +919,8 @@ Converted convert_space_charge_bigaussian(XElement& e) {
 
 /// xfields BeamBeamBiGaussian2D (weak-strong beam-beam, 4D; xfields/beam_elements/beambeam2d.py) into
 /// fusetrack's element of the same name and fields (elements/beambeam_bigaussian_2d.h). to_dict omits
-/// fields equal to their xobjects default 0 (scale_strength and other_beam_beta0 are always written);
-/// absent sizes are then 0 and refused by the element, naming the field.
+/// fields equal to their xobjects default, 0 for every field of the class: an absent scale_strength is 0
+/// (the lens switched off), an absent size or other_beam_beta0 is 0 and refused by the element, naming it.
 Converted convert_beambeam_2d(XElement& e) {
   Converted out;
   json def = {{"type", "BeamBeamBiGaussian2D"}};
@@ -928,8 +928,8 @@ Converted convert_beambeam_2d(XElement& e) {
                         "other_beam_Sigma_33", "ref_shift_x", "ref_shift_y", "other_beam_shift_x", "other_beam_shift_y",
                         "post_subtract_px", "post_subtract_py", "min_sigma_diff"})
     def[f] = e.num(f);
-  def["scale_strength"] = e.num("scale_strength", 1.0);
-  def["other_beam_beta0"] = e.num("other_beam_beta0", 1.0);
+  def["scale_strength"] = e.num("scale_strength");
+  def["other_beam_beta0"] = e.num("other_beam_beta0");
   e.require_no_alignment();
   out.def = std::move(def);
   return out;
@@ -966,7 +966,7 @@ Converted convert_beambeam_3d(XElement& e) {
   def["phi"] = phi;
   def["alpha"] = alpha;
   def["other_beam_q0"] = e.num("other_beam_q0");
-  def["scale_strength"] = e.num("scale_strength", 1.0);
+  def["scale_strength"] = e.num("scale_strength");  // absent: xobjects' default 0, the lens switched off
   for (const char* c : {"x", "px", "y", "py", "zeta", "pzeta"})
     for (const char* group : {"ref_shift_", "other_beam_shift_", "post_subtract_"})
       def[std::string(group) + c] = e.num(std::string(group) + c);
