@@ -1,8 +1,7 @@
 // Lattices built in tests: one element of a type (fields from JSON), or a bundled file.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "fusetrack/space_charge_install.h"
@@ -15,8 +14,8 @@ namespace ft::test {
 inline Lattice single_element_lattice(const std::string& type, const nlohmann::ordered_json& fields,
                                       ReferenceParticle ref = ReferenceParticle{938272088.16, 1.0, 2e9}) {
   Lattice lattice(ref);
-  const uint32_t d = lattice.define("element", builtin_registry().get(type, InputLocation("test")), fields,
-                                    InputLocation("test"));
+  const uint32_t d =
+      lattice.define("element", builtin_registry().get(type, InputLocation("test")), fields, InputLocation("test"));
   lattice.append(d);
   lattice.prepare();
   return lattice;
@@ -41,7 +40,8 @@ inline nlohmann::ordered_json sample_fields(const ElementType& type, double valu
 
 /// Candidate field sets for a valid instance of `type`, tried in order: the required fields at
 /// `value`, then one optional double at a time; for a polygon aperture (n_vertices with
-/// x_vertices/y_vertices arrays) the square of half-width `value`.
+/// x_vertices/y_vertices arrays) the square of half-width `value`; for the 6D beam-beam lens one partner
+/// slice of size `value`.
 inline std::vector<nlohmann::ordered_json> sample_candidates(const ElementType& type, double value) {
   std::vector<nlohmann::ordered_json> candidates = {sample_fields(type, value, false)};
   for (const auto& f : type.fields)
@@ -58,6 +58,14 @@ inline std::vector<nlohmann::ordered_json> sample_candidates(const ElementType& 
     square["x_vertices"] = {-value, value, value, -value};
     square["y_vertices"] = {-value, -value, value, value};
     candidates.push_back(square);
+  }
+  if (has("num_slices_other_beam") && has("slices_other_beam_Sigma_11_star")) {  // the 6D beam-beam lens
+    nlohmann::ordered_json lens = candidates.front();
+    lens["num_slices_other_beam"] = 1;
+    lens["slices_other_beam_num_particles"] = {1e10};
+    lens["slices_other_beam_Sigma_11_star"] = {value * value};
+    lens["slices_other_beam_Sigma_33_star"] = {0.5 * value * value};
+    candidates.push_back(lens);
   }
   return candidates;
 }

@@ -27,10 +27,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/math_helpers.hpp"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/transform.h"
-#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -909,10 +909,156 @@ Converted convert_space_charge_bigaussian(XElement& e) {
     const double v = e.num(top);
     const double w = def.at(field).get<double>();
     if (!(std::fabs(v - w) <= 1e-12 * std::fabs(w)))
-      throw InputError(e.at(e.key(top)), fmt::format("{} = {:.17g} disagrees with the element's {} = {:.17g}", top, v,
-                                                     field, w));
+      throw InputError(e.at(e.key(top)),
+                       fmt::format("{} = {:.17g} disagrees with the element's {} = {:.17g}", top, v, field, w));
   }
   e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
+/// xfields' numerical switches of the beam-beam lenses (min_sigma_diff: round formula below that size
+/// difference; threshold_singular: singular coupled shapes): fusetrack's field (fusetrack/device/beambeam6d.h)
+/// needs neither, so they are checked and not carried over.
+void read_beambeam_switches(XElement& e, std::initializer_list<const char*> fields) {
+  for (const char* f : fields) {
+    const double v = e.num(f);
+    if (!(std::isfinite(v) && v >= 0.0))
+      throw InputError(e.at(e.key(f)), fmt::format("must be finite and >= 0, got {}", v));
+  }
+}
+
+/// xfields BeamBeamBiGaussian2D (xfields/beam_elements/beambeam2d.py) -> BeamBeamBiGaussian2D
+/// (elements/beambeam_bigaussian_2d.h), field by field. Absent fields take the xfields constructor's
+/// defaults (Line.from_dict builds the element with them): scale_strength 1, other_beam_beta0 1,
+/// other_beam_Sigma_11 and _33 1 m^2, the others 0.
+Converted convert_beambeam_2d(XElement& e) {
+  Converted out;
+  json def = {{"type", "BeamBeamBiGaussian2D"}};
+  const std::pair<const char*, double> fields[] = {{"other_beam_q0", 0.0},       {"other_beam_num_particles", 0.0},
+                                                   {"other_beam_Sigma_11", 1.0}, {"other_beam_Sigma_33", 1.0},
+                                                   {"other_beam_Sigma_13", 0.0}, {"other_beam_beta0", 1.0},
+                                                   {"scale_strength", 1.0},      {"ref_shift_x", 0.0},
+                                                   {"ref_shift_y", 0.0},         {"other_beam_shift_x", 0.0},
+                                                   {"other_beam_shift_y", 0.0},  {"post_subtract_px", 0.0},
+                                                   {"post_subtract_py", 0.0}};
+  for (const auto& [f, default_value] : fields) {
+    const double v = e.num(f, default_value);
+    if (!std::isfinite(v)) throw InputError(e.at(e.key(f)), fmt::format("must be finite, got {}", v));
+    def[f] = v;
+  }
+  for (const char* f : {"other_beam_Sigma_11", "other_beam_Sigma_33"})
+    if (!(def[f].get<double>() > 0.0))
+      throw InputError(e.at(e.key(f)), fmt::format("the partner's variance must be > 0, got {}", def[f].get<double>()));
+  if (!(def["other_beam_num_particles"].get<double>() >= 0.0))
+    throw InputError(e.at(e.key("other_beam_num_particles")),
+                     fmt::format("must be >= 0, got {}", def["other_beam_num_particles"].get<double>()));
+  read_beambeam_switches(e, {"min_sigma_diff"});
+  e.read_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
+/// xfields BeamBeamBiGaussian3D (xfields/beam_elements/beambeam3d.py) -> BeamBeamBiGaussian3D
+/// (elements/beambeam_bigaussian_3d.h), field by field: the crossing from _sin_phi, _cos_phi, _tan_phi,
+/// _sin_alpha, _cos_alpha (phi = atan2(sin, cos), checked against the stored tangent), the shifts, the
+/// post_subtract terms and the boosted slice arrays (one entry per slice, num_slices_other_beam of them).
+/// Beamstrahlung, Bhabha scattering and luminosity recording are refused when switched on; their
+/// parameters are read only with their flag, as by xfields.
+Converted convert_beambeam_3d(XElement& e) {
+  constexpr size_t kMaxSlices = 8;  // FT_BEAMBEAM_3D_MAX_SLICES (elements/beambeam_bigaussian_3d.h)
+  Converted out;
+  json def = {{"type", "BeamBeamBiGaussian3D"}};
+  // The crossing angle and plane.
+  const auto angle = [&](const char* sin_f, const char* cos_f, double& value) {
+    if (!e.get(sin_f) && !e.get(cos_f)) return false;
+    const double s = e.num(sin_f), c = e.num(cos_f);
+    if (!(std::fabs(s * s + c * c - 1.0) < 1e-12))
+      throw InputError(e.at(e.key(sin_f)),
+                       fmt::format("{} = {:.17g} and {} = {:.17g} are not the sine and cosine of one angle "
+                                   "(sin^2 + cos^2 = {:.17g})",
+                                   e.key(sin_f), s, e.key(cos_f), c, s * s + c * c));
+    value = std::atan2(s, c);
+    return true;
+  };
+  double phi = 0.0, alpha = 0.0;
+  if (angle("sin_phi", "cos_phi", phi) && e.get("tan_phi")) {
+    const double t = e.num("tan_phi");
+    if (!(std::fabs(t - std::tan(phi)) <= 1e-12 * std::fabs(std::tan(phi)) + 1e-15))
+      throw InputError(e.at(e.key("tan_phi")),
+                       fmt::format("{} = {:.17g} disagrees with tan(atan2(_sin_phi, _cos_phi)) = {:.17g}",
+                                   e.key("tan_phi"), t, std::tan(phi)));
+  }
+  angle("sin_alpha", "cos_alpha", alpha);
+  def["phi"] = phi;
+  def["alpha"] = alpha;
+  // Scalars (xfields constructor defaults: scale_strength 1, the rest 0).
+  std::vector<std::pair<std::string, double>> scalars = {{"other_beam_q0", 0.0}, {"scale_strength", 1.0}};
+  for (const char* group : {"ref_shift_", "other_beam_shift_", "post_subtract_"})
+    for (const char* coordinate : {"x", "px", "y", "py", "zeta", "pzeta"})
+      scalars.emplace_back(std::string(group) + coordinate, 0.0);
+  for (const auto& [f, default_value] : scalars) {
+    const double v = e.num(f, default_value);
+    if (!std::isfinite(v)) throw InputError(e.at(e.key(f)), fmt::format("must be finite, got {}", v));
+    def[f] = v;
+  }
+  // Slices: every array has num_slices_other_beam entries.
+  static const char* const kSliceArrays[] = {
+      "slices_other_beam_num_particles",     "slices_other_beam_x_center_star",  "slices_other_beam_px_center_star",
+      "slices_other_beam_y_center_star",     "slices_other_beam_py_center_star", "slices_other_beam_zeta_center_star",
+      "slices_other_beam_pzeta_center_star", "slices_other_beam_Sigma_11_star",  "slices_other_beam_Sigma_12_star",
+      "slices_other_beam_Sigma_13_star",     "slices_other_beam_Sigma_14_star",  "slices_other_beam_Sigma_22_star",
+      "slices_other_beam_Sigma_23_star",     "slices_other_beam_Sigma_24_star",  "slices_other_beam_Sigma_33_star",
+      "slices_other_beam_Sigma_34_star",     "slices_other_beam_Sigma_44_star"};
+  for (const char* f :
+       {"slices_other_beam_num_particles", "slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_33_star"})
+    if (!e.get(f)) throw InputError(e.at(f), "required field is missing (one entry per partner slice)");
+  const std::vector<double> counts = e.array("slices_other_beam_num_particles");
+  const size_t n = counts.size();
+  if (e.get("num_slices_other_beam")) {
+    const long long declared = e.integer("num_slices_other_beam");
+    if (declared != static_cast<long long>(n))
+      throw InputError(
+          e.at(e.key("num_slices_other_beam")),
+          fmt::format("{} slices declared, but slices_other_beam_num_particles has {} entries", declared, n));
+  }
+  if (n == 0) throw InputError(e.at(e.key("slices_other_beam_num_particles")), "no partner slice (empty array)");
+  if (n > kMaxSlices) {
+    e.unsupported("num_slices_other_beam",
+                  fmt::format("{} partner slices; fusetrack's BeamBeamBiGaussian3D holds at most {}", n, kMaxSlices));
+  }
+  def["num_slices_other_beam"] = static_cast<int>(n);
+  for (const char* f : kSliceArrays) {
+    std::vector<double> values = e.array(f);
+    if (!e.get(f)) values.assign(n, 0.0);
+    if (values.size() != n)
+      throw InputError(e.at(e.key(f)), fmt::format("{} entries for {} partner slices", values.size(), n));
+    for (size_t i = 0; i < n; ++i)
+      if (!std::isfinite(values[i]))
+        throw InputError(e.at(fmt::format("{}[{}]", e.key(f), i)), fmt::format("must be finite, got {}", values[i]));
+    def[f] = values;
+  }
+  for (const char* f : {"slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_33_star"})
+    for (size_t i = 0; i < n; ++i)
+      if (!(def[f][i].get<double>() > 0.0))
+        throw InputError(e.at(fmt::format("{}[{}]", e.key(f), i)),
+                         fmt::format("the partner slice's variance must be > 0, got {}", def[f][i].get<double>()));
+  for (size_t i = 0; i < n; ++i)
+    if (!(counts[i] >= 0.0))
+      throw InputError(e.at(fmt::format("{}[{}]", e.key("slices_other_beam_num_particles"), i)),
+                       fmt::format("must be >= 0, got {}", counts[i]));
+  // Effects fusetrack does not model: refused when on; their parameters matter only then.
+  e.require_zero("flag_beamstrahlung", "beamstrahlung is not modelled by fusetrack");
+  e.require_zero("flag_bhabha", "Bhabha scattering is not modelled by fusetrack");
+  e.require_zero("flag_luminosity", "luminosity recording is not modelled by fusetrack");
+  for (const char* f :
+       {"slices_other_beam_zeta_bin_width_beamstrahlung", "slices_other_beam_zeta_bin_width_star_beamstrahlung",
+        "slices_other_beam_sqrtSigma_11_beamstrahlung", "slices_other_beam_sqrtSigma_33_beamstrahlung",
+        "slices_other_beam_sqrtSigma_55_beamstrahlung", "other_beam_sigma_55_star_beamstrahlung", "compt_x_min",
+        "compt_scale", "flag_beamsize_effect"})
+    e.ignore(f);
+  read_beambeam_switches(e, {"min_sigma_diff", "threshold_singular"});
+  e.read_alignment();
   out.def = std::move(def);
   return out;
 }
@@ -958,6 +1104,10 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     out = convert_octupole(e, cv);
   } else if (c == "SpaceChargeBiGaussian") {
     out = convert_space_charge_bigaussian(e);
+  } else if (c == "BeamBeamBiGaussian2D") {
+    out = convert_beambeam_2d(e);
+  } else if (c == "BeamBeamBiGaussian3D") {
+    out = convert_beambeam_3d(e);
   } else {
     return false;
   }
