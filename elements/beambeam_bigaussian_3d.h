@@ -23,6 +23,9 @@
 // The tracked particle's charge is the reference q0 (fusetrack has no per-particle charge ratio chi).
 // At most FT_BEAMBEAM_3D_MAX_SLICES slices: the parameter block of an element must fit the GPU's staged
 // kernel (32 blocks in 48 KiB of shared memory); the slice arrays beyond num_slices_other_beam must be 0.
+// More slices are consecutive lenses (the Xsuite importer writes them so): the shifts and the boost of one
+// cancel against the next one's, so lenses holding slices 0..7, 8..15, ... in order, the post_subtract
+// terms on the last, are the map of one lens with all the slices (to rounding).
 // Not modelled (the Xsuite importer refuses them when switched on): beamstrahlung, Bhabha scattering and
 // luminosity recording; xfields' numerical switches min_sigma_diff and threshold_singular are not needed
 // (beambeam6d.h evaluates the field at every aspect ratio and handles uncoupled slices exactly).

@@ -267,6 +267,65 @@ TEST_CASE("BeamBeamBiGaussian3D: symplectic with crossing angle, hourglass, coup
   }
 }
 
+TEST_CASE("BeamBeamBiGaussian3D: consecutive lenses of the slices equal one lens of them all") {
+  // Slices 0..2 in one lens (no post_subtract), 3..4 in the next: boost, shifts and their inverses
+  // cancel between the two, so the pair is the five-slice lens.
+  const double beta0 = kBetaHalf;
+  BeamBeamBiGaussian3D all = with_defaults_3d();
+  all.other_beam_q0 = 1.0;
+  all.phi = 0.01;
+  all.alpha = 0.4;
+  all.num_slices_other_beam = 5;
+  for (int i = 0; i < 5; ++i) {
+    all.slices_other_beam_num_particles[i] = 2e10 * (1 + i);
+    all.slices_other_beam_zeta_center_star[i] = 0.04 - 0.02 * i;
+    all.slices_other_beam_x_center_star[i] = 1e-5 * i;
+    all.slices_other_beam_Sigma_11_star[i] = 1e-6 * (1.0 + 0.1 * i);
+    all.slices_other_beam_Sigma_12_star[i] = 1e-6;
+    all.slices_other_beam_Sigma_22_star[i] = 1e-4;
+    all.slices_other_beam_Sigma_33_star[i] = 0.5e-6;
+    all.slices_other_beam_Sigma_44_star[i] = 1e-4;
+  }
+  all.ref_shift_x = 2e-4;
+  all.other_beam_shift_y = -1e-4;
+  all.ref_shift_pzeta = 1e-4;
+  all.post_subtract_px = 3e-7;
+  all.post_subtract_pzeta = 1e-9;
+  BeamBeamBiGaussian3D head = all, tail = all;
+  head.num_slices_other_beam = 3;
+  tail.num_slices_other_beam = 2;
+  double* head_arrays[] = {head.slices_other_beam_num_particles, head.slices_other_beam_zeta_center_star,
+                           head.slices_other_beam_x_center_star, head.slices_other_beam_Sigma_11_star,
+                           head.slices_other_beam_Sigma_12_star, head.slices_other_beam_Sigma_22_star,
+                           head.slices_other_beam_Sigma_33_star, head.slices_other_beam_Sigma_44_star};
+  double* tail_arrays[] = {tail.slices_other_beam_num_particles, tail.slices_other_beam_zeta_center_star,
+                           tail.slices_other_beam_x_center_star, tail.slices_other_beam_Sigma_11_star,
+                           tail.slices_other_beam_Sigma_12_star, tail.slices_other_beam_Sigma_22_star,
+                           tail.slices_other_beam_Sigma_33_star, tail.slices_other_beam_Sigma_44_star};
+  for (int a = 0; a < 8; ++a) {
+    for (int i = 0; i < 2; ++i) tail_arrays[a][i] = tail_arrays[a][i + 3];
+    for (int i = 3; i < FT_BEAMBEAM_3D_MAX_SLICES; ++i) head_arrays[a][i] = 0.0;
+    for (int i = 2; i < FT_BEAMBEAM_3D_MAX_SLICES; ++i) tail_arrays[a][i] = 0.0;
+  }
+  head.post_subtract_px = head.post_subtract_pzeta = 0.0;
+  const ft_reference ref = reference_proton(beta0);
+  BeamBeamBiGaussian3D_prepare(all, ref);
+  BeamBeamBiGaussian3D_prepare(head, ref);
+  BeamBeamBiGaussian3D_prepare(tail, ref);
+  for (const Case& c : cases()) {
+    if (c.beta0 != beta0) continue;
+    const ft::ParticleView p0 = particle(c.x * 0.5, c.px, c.y * 0.5, c.py, c.zeta, c.delta, beta0);
+    const ft::ParticleView one = tracked(all, track_3d, p0);
+    const ft::ParticleView two = tracked(tail, track_3d, tracked(head, track_3d, p0));
+    const Vec6 a = canonical(one), b = canonical(two), z0 = canonical(p0);
+    for (int k = 0; k < 6; ++k) {
+      CAPTURE(k);
+      CHECK(std::fabs(a[k] - z0[k]) > 0.0);
+      CHECK(close(a[k], b[k], 1e-12, 1e-17));
+    }
+  }
+}
+
 TEST_CASE("BeamBeamBiGaussian2D and 3D: bad input names the element and the field") {
   const auto message = [](const std::string& type, const nlohmann::ordered_json& fields) {
     return ft::test::error_message([&] { ft::test::single_element_lattice(type, fields); });

@@ -110,19 +110,50 @@ TEST_CASE("Xsuite import: beam-beam options fusetrack does not model are refused
     CAPTURE(msg);
     CHECK(msg.find("other_beam_shift_zeta") != std::string::npos);
   }
-  {  // more slices than the element holds
-    json line = bb_line();
-    json& ho = line["elements"]["ho"];
-    for (auto& [k, v] : ho.items())
-      if (v.is_array())
-        v = json(std::vector<double>(
-            9, k.find("Sigma_11") != std::string::npos || k.find("Sigma_33") != std::string::npos ? 1e-10 : 0.0));
-    ho["num_slices_other_beam"] = 9;
-    const std::string msg = import_error(line);
-    CAPTURE(msg);
-    CHECK(msg.find("num_slices_other_beam") != std::string::npos);
-    CHECK(msg.find("at most 8") != std::string::npos);
+}
+
+TEST_CASE("Xsuite import: a lens of more than 8 slices becomes consecutive lenses of at most 8") {
+  json line = bb_line();
+  json& ho = line["elements"]["ho"];
+  const size_t n = 10;
+  for (auto& [k, v] : ho.items()) {
+    if (!v.is_array()) continue;
+    std::vector<double> values(n);
+    for (size_t i = 0; i < n; ++i) values[i] = v[i % 2].get<double>() * (1.0 + 0.01 * static_cast<double>(i));
+    if (k == "slices_other_beam_zeta_center_star")
+      for (size_t i = 0; i < n; ++i) values[i] = 0.04 - 0.008 * static_cast<double>(i);
+    v = values;
   }
+  ho["num_slices_other_beam"] = n;
+  std::vector<std::string> warnings;
+  ft::XsuiteImportOptions options;
+  options.warnings = &warnings;
+  const json doc = ft::xsuite_to_fusetrack(line, "bb_line.json", options);
+  CHECK(doc.at("sequence") == json::array({"d", "lr", "d", "ho", "ho/part2", "d"}));
+  const json& first = doc.at("elements").at("ho");
+  const json& second = doc.at("elements").at("ho/part2");
+  CHECK(first.at("num_slices_other_beam") == 8);
+  CHECK(second.at("num_slices_other_beam") == 2);
+  for (const auto& [k, v] : ho.items()) {
+    if (!v.is_array() || k.find("beamstrahlung") != std::string::npos) continue;
+    CAPTURE(k);
+    for (size_t i = 0; i < n; ++i) CHECK((i < 8 ? first.at(k)[i] : second.at(k)[i - 8]) == v[i]);
+  }
+  for (const char* c : {"x", "px", "y", "py", "zeta", "pzeta"}) {
+    const std::string f = std::string("post_subtract_") + c;
+    CAPTURE(f);
+    CHECK(first.at(f).get<double>() == 0.0);
+    CHECK(second.at(f) == ho.at(f));
+    for (const char* shift : {"ref_shift_", "other_beam_shift_"}) {
+      CHECK(first.at(std::string(shift) + c) == ho.at(std::string(shift) + c));
+      CHECK(second.at(std::string(shift) + c) == ho.at(std::string(shift) + c));
+    }
+  }
+  CHECK(first.at("phi") == second.at("phi"));
+  CHECK(first.at("alpha") == second.at("alpha"));
+  REQUIRE(warnings.size() == 1);
+  CHECK(warnings[0].find("consecutive lenses") != std::string::npos);
+  CHECK_NOTHROW(ft::lattice_from_json(doc, "bb_line.json", ft::test::builtin_registry()));
 }
 
 TEST_CASE("Xsuite import: bad beam-beam input names the element and the field") {

@@ -342,6 +342,9 @@ struct Converted {
   json def;
   double half_drift = 0.0;
   bool half_drift_exact = false;
+  // Elements that follow def in the sequence wherever it appears (NAME/part2, NAME/part3, ...): the
+  // pieces of a 6D beam-beam lens with more slices than one fusetrack element holds.
+  std::vector<json> continuation;
 };
 
 const std::map<std::string, long long> kDriftModels = {{"adaptive", 0}, {"expanded", 1}, {"exact", 2}};
@@ -964,8 +967,9 @@ Converted convert_beambeam_2d(XElement& e) {
 /// _sin_alpha, _cos_alpha (phi = atan2(sin, cos), checked against the stored tangent), the shifts, the
 /// post_subtract terms and the boosted slice arrays (one entry per slice, num_slices_other_beam of them).
 /// Beamstrahlung, Bhabha scattering and luminosity recording are refused when switched on; their
-/// parameters are read only with their flag, as by xfields.
-Converted convert_beambeam_3d(XElement& e) {
+/// parameters are read only with their flag, as by xfields. A lens of more slices than one fusetrack
+/// element holds becomes consecutive lenses (Converted::continuation).
+Converted convert_beambeam_3d(XElement& e, Converter& cv) {
   constexpr size_t kMaxSlices = 8;  // FT_BEAMBEAM_3D_MAX_SLICES (elements/beambeam_bigaussian_3d.h)
   Converted out;
   json def = {{"type", "BeamBeamBiGaussian3D"}};
@@ -1023,10 +1027,6 @@ Converted convert_beambeam_3d(XElement& e) {
           fmt::format("{} slices declared, but slices_other_beam_num_particles has {} entries", declared, n));
   }
   if (n == 0) throw InputError(e.at(e.key("slices_other_beam_num_particles")), "no partner slice (empty array)");
-  if (n > kMaxSlices) {
-    e.unsupported("num_slices_other_beam",
-                  fmt::format("{} partner slices; fusetrack's BeamBeamBiGaussian3D holds at most {}", n, kMaxSlices));
-  }
   def["num_slices_other_beam"] = static_cast<int>(n);
   for (const char* f : kSliceArrays) {
     std::vector<double> values = e.array(f);
@@ -1059,7 +1059,36 @@ Converted convert_beambeam_3d(XElement& e) {
     e.ignore(f);
   read_beambeam_switches(e, {"min_sigma_diff", "threshold_singular"});
   e.read_alignment();
-  out.def = std::move(def);
+  if (n <= kMaxSlices) {
+    out.def = std::move(def);
+    return out;
+  }
+  // More slices than one element holds: consecutive lenses of at most kMaxSlices slices each, every one
+  // with the shifts, boost and inverse boost (they cancel between two pieces: the same map to rounding),
+  // the post_subtract terms on the last one only.
+  for (size_t first = 0; first < n; first += kMaxSlices) {
+    const size_t count = std::min(kMaxSlices, n - first);
+    json piece = def;
+    piece["num_slices_other_beam"] = static_cast<int>(count);
+    for (const char* f : kSliceArrays) {
+      const std::vector<double> all = def[f].get<std::vector<double>>();
+      piece[f] =
+          std::vector<double>(all.begin() + static_cast<long>(first), all.begin() + static_cast<long>(first + count));
+    }
+    if (first + count < n)
+      for (const char* coordinate : {"x", "px", "y", "py", "zeta", "pzeta"})
+        piece[std::string("post_subtract_") + coordinate] = 0.0;
+    if (first == 0)
+      out.def = std::move(piece);
+    else
+      out.continuation.push_back(std::move(piece));
+  }
+  cv.note(
+      fmt::format("BeamBeamBiGaussian3D lenses with more than {} slices written as consecutive lenses of at most {} "
+                  "slices each (NAME, NAME/part2, ...; the same map to rounding): the sequence has more entries "
+                  "than element_names",
+                  kMaxSlices, kMaxSlices),
+      1);
   return out;
 }
 
@@ -1107,7 +1136,7 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
   } else if (c == "BeamBeamBiGaussian2D") {
     out = convert_beambeam_2d(e);
   } else if (c == "BeamBeamBiGaussian3D") {
-    out = convert_beambeam_3d(e);
+    out = convert_beambeam_3d(e, cv);
   } else {
     return false;
   }
@@ -1118,7 +1147,10 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
       e.unsupported(e.alignment().begin().key(),
                     "a misaligned thick Cavity is not modelled (its drift-kick-drift would have to move as one)");
     else
-      for (const auto& [k, v] : e.alignment().items()) out.def[k] = v;
+      for (const auto& [k, v] : e.alignment().items()) {
+        out.def[k] = v;
+        for (json& piece : out.continuation) piece[k] = v;
+      }
   }
   return true;
 }
@@ -1427,6 +1459,7 @@ FusetrackLine assemble_line(ConvertedDefinitions& definitions, const NameSequenc
     taken.insert(n);
   }
   std::unordered_map<std::string, std::string> half_drift_name;
+  std::unordered_map<std::string, std::vector<std::string>> continuation_names;
   // ordered_json's operator[] searches linearly: append to the underlying vector (names unique).
   auto& element_list = static_cast<json::object_t::Container&>(out.elements.get_ref<json::object_t&>());
   element_list.reserve(2 * definitions.order.size());
@@ -1442,12 +1475,22 @@ FusetrackLine assemble_line(ConvertedDefinitions& definitions, const NameSequenc
       out.thick_cavities += sequence.uses.at(name);
     }
     element_list.emplace_back(name, std::move(c.def));
+    for (size_t k = 0; k < c.continuation.size(); ++k) {
+      std::string pn = fmt::format("{}/part{}", name, k + 2);
+      while (taken.count(pn)) pn += "_";
+      taken.insert(pn);
+      continuation_names[name].push_back(pn);
+      element_list.emplace_back(pn, std::move(c.continuation[k]));
+    }
   }
   for (const std::string& name : sequence.names) {
     auto h = half_drift_name.find(name);
     if (h != half_drift_name.end()) out.sequence.push_back(h->second);
     out.sequence.push_back(name);
     if (h != half_drift_name.end()) out.sequence.push_back(h->second);
+    auto parts = continuation_names.find(name);
+    if (parts != continuation_names.end())
+      for (const std::string& pn : parts->second) out.sequence.push_back(pn);
   }
   return out;
 }
