@@ -31,6 +31,7 @@
 #include "fusetrack/error.h"
 #include "fusetrack/lattice_file.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/xsuite_import.h"
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
@@ -857,10 +858,12 @@ std::array<std::complex<double>, 4> eigenvalues_4x4(const M4& m) {
 
 TEST_CASE("HL-LHC at collision (beam-beam lenses as markers, crab cavities on): total tunes 62.31 and 60.32") {
   const std::string path = test::require_shared("lattices/xsuite/hllhc14_with_beambeam.json");
-  LatticeFileOptions files;
-  files.xsuite.replace_unknown_with_markers = true;
   const auto t0 = std::chrono::steady_clock::now();
-  const Lattice lattice = load_lattice(path, test::builtin_registry(), files);
+  // The bare machine: the beam-beam lenses (BeamBeamBiGaussian2D, BeamBeamBiGaussian3D) replaced by markers.
+  nlohmann::ordered_json doc = xsuite_to_fusetrack(parse_json_file(path), path, {});
+  for (auto& [name, def] : doc["elements"].items())
+    if (def["type"].get<std::string>().rfind("BeamBeamBiGaussian", 0) == 0) def = {{"type", "Marker"}};
+  const Lattice lattice = lattice_from_json(doc, path, test::builtin_registry());
   OpticsOptions options;
   options.force_4d = true;
   const LinearOptics o = compute_linear_optics(lattice, options);
