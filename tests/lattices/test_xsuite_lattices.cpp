@@ -305,45 +305,6 @@ TEST_CASE("PS Booster (Xsuite): import, counts, circumference, 10 turns") {
   check_tracks_10_turns(l.lattice);
 }
 
-TEST_CASE("HL-LHC with beam-beam lenses (Xsuite): import, lens fields, 10 turns without loss") {
-  const std::string path = shared_lattice("hllhc14_with_beambeam.json");
-  std::vector<std::string> warnings;
-  ft::XsuiteImportOptions options;
-  options.warnings = &warnings;
-  const json xsuite = ft::parse_json_file(path);
-  const json converted = ft::xsuite_to_fusetrack(xsuite, path, options);
-  const ft::Lattice lattice = ft::lattice_from_json(converted, path, builtin_registry());
-  const json& xs_elements = xsuite.at("line").at("elements");
-  std::map<std::string, size_t> count;
-  for (const auto& entry : lattice.sequence()) ++count[lattice.definitions()[entry.definition].type->name];
-  CHECK(count["BeamBeamBiGaussian2D"] == 180);
-  CHECK(count["BeamBeamBiGaussian3D"] == 44);
-  CHECK(lattice.sequence().size() == xsuite.at("line").at("element_names").size());
-  // Every lens keeps its Xsuite fields; the crossing angle is atan2 of the stored sine and cosine.
-  size_t lenses = 0;
-  for (uint32_t d = 0; d < lattice.definitions().size(); ++d) {
-    const std::string& type = lattice.definitions()[d].type->name;
-    if (type.rfind("BeamBeamBiGaussian", 0) != 0) continue;
-    const json& xe = xs_elements.at(lattice.definitions()[d].name);
-    CAPTURE(lattice.definitions()[d].name);
-    ++lenses;
-    if (type == "BeamBeamBiGaussian2D") {
-      for (const char* f : {"other_beam_Sigma_11", "other_beam_Sigma_33", "other_beam_shift_x", "post_subtract_py"})
-        CHECK(lattice.field(d, f) == xs_field(xe, f));
-      CHECK(lattice.field(d, "other_beam_q0") * lattice.field(d, "other_beam_num_particles") ==
-            xs_field(xe, "other_beam_q0") * xs_field(xe, "other_beam_num_particles"));
-    } else {
-      CHECK(std::fabs(std::sin(lattice.field(d, "phi")) - xs_field(xe, "_sin_phi")) < 1e-18);
-      CHECK(std::fabs(std::cos(lattice.field(d, "alpha")) - xs_field(xe, "_cos_alpha")) < 1e-15);
-      CHECK(lattice.field(d, "slices_other_beam_Sigma_11_star", 0) ==
-            xe.at("slices_other_beam_Sigma_11_star")[0].get<double>());
-      CHECK(lattice.field(d, "ref_shift_py") == xs_field(xe, "ref_shift_py"));
-    }
-  }
-  CHECK(lenses == 224);
-  check_tracks_10_turns(lattice);
-}
-
 TEST_CASE("CLIC damping ring (Xsuite): import, counts, circumference, 10 turns") {
   const std::string path = shared_lattice("clic_damping_ring.json");
   const Loaded l = load(path);

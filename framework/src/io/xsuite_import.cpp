@@ -342,9 +342,6 @@ struct Converted {
   json def;
   double half_drift = 0.0;
   bool half_drift_exact = false;
-  // Elements that follow def in the sequence wherever it appears (NAME/part2, NAME/part3, ...): the
-  // pieces of a 6D beam-beam lens with more slices than one fusetrack element holds.
-  std::vector<json> continuation;
 };
 
 const std::map<std::string, long long> kDriftModels = {{"adaptive", 0}, {"expanded", 1}, {"exact", 2}};
@@ -365,15 +362,28 @@ const std::map<std::string, long long> kEdgeModels = {
 const std::map<std::string, long long> kRBendModels = {{"adaptive", 0}, {"curved-body", 1}, {"straight-body", 2}};
 const std::map<std::string, long long> kEdgeSides = {{"entry", 0}, {"exit", 1}};
 
-void require_no_radiation(XElement& e, const Converter& cv) {
-  // Radiation (and the tapering that goes with it) is compiled out by XTRACK_MULTIPOLE_NO_SYNRAD.
+/// xtrack's radiation_flag (0 off, 1 mean, 2 quantum) as the element's `radiation` field
+/// (elements/radiation.h) where the fusetrack type radiates (def given: Bend, Multipole,
+/// ThickMultipole); refused elsewhere. Radiation (and the tapering that goes with it) is compiled
+/// out by XTRACK_MULTIPOLE_NO_SYNRAD.
+void import_radiation(XElement& e, const Converter& cv, json* def) {
   if (cv.config.no_synrad) {
     e.ignore("radiation_flag");
     e.ignore("delta_taper");
-  } else {
-    e.require_zero("radiation_flag", "synchrotron radiation is not modelled by fusetrack");
-    if (e.integer("radiation_flag") != 0) e.ignore("delta_taper");
+    return;
   }
+  if (!def) {
+    e.require_zero("radiation_flag", "synchrotron radiation is modelled in Bend, Multipole and Octupole only");
+    return;
+  }
+  const long long flag = e.integer("radiation_flag");
+  if (flag == 0) return;
+  if (flag != 1 && flag != 2) {
+    e.unsupported("radiation_flag", "expected 0 (off), 1 (mean) or 2 (quantum)");
+    return;
+  }
+  e.require_zero("delta_taper", "tapering (delta_taper) is not modelled");
+  (*def)["radiation"] = static_cast<int>(flag);
 }
 
 Converted convert_drift(XElement& e, Converter& cv, bool exact_class) {
@@ -422,10 +432,10 @@ Converted convert_multipole(XElement& e, Converter& cv) {
   e.ignore("model");
   e.ignore("integrator");
   e.ignore("num_multipole_kicks");
-  require_no_radiation(e, cv);
   e.require_no_alignment();
   out.def = {{"type", "Multipole"}, {"knl", knl},       {"ksl", ksl},
              {"hxl", hxl},          {"length", length}, {"order", static_cast<int>(order)}};
+  import_radiation(e, cv, &out.def);
   return out;
 }
 
@@ -690,7 +700,7 @@ int thick_magnet_kicks(XElement& e, Converter& cv, long long default_model, cons
   e.ignore("main_order");
   e.ignore("main_is_skew");
   for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, nullptr);
   e.require_no_alignment();
   const long long kicks = e.integer("num_multipole_kicks");
   if (kicks < 0 || kicks > 100000)
@@ -832,7 +842,7 @@ Converted convert_bend(XElement& e, Converter& cv, bool rbend) {
     def[pre + "hgap"] = e.num(pre + "hgap");
     def[pre + "fint"] = e.num(pre + "fint");
   }
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, &def);
   e.require_no_alignment();
   out.def = std::move(def);
   return out;
@@ -859,7 +869,7 @@ Converted convert_octupole(XElement& e, Converter& cv) {
   for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
   json def = {{"type", "ThickMultipole"}, {"length", length}, {"kn", kn}, {"ks", ks}};
   thick_magnet_integrator(e, 3, def);  // OCTUPOLE_DEFAULT_INTEGRATOR: uniform
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, &def);
   e.require_no_alignment();
   out.def = std::move(def);
   return out;
@@ -920,175 +930,98 @@ Converted convert_space_charge_bigaussian(XElement& e) {
   return out;
 }
 
-/// xfields' numerical switches of the beam-beam lenses (min_sigma_diff: round formula below that size
-/// difference; threshold_singular: singular coupled shapes): fusetrack's field (fusetrack/device/beambeam6d.h)
-/// needs neither, so they are checked and not carried over.
-void read_beambeam_switches(XElement& e, std::initializer_list<const char*> fields) {
-  for (const char* f : fields) {
-    const double v = e.num(f);
-    if (!(std::isfinite(v) && v >= 0.0))
-      throw InputError(e.at(e.key(f)), fmt::format("must be finite and >= 0, got {}", v));
-  }
-}
-
-/// xfields BeamBeamBiGaussian2D (xfields/beam_elements/beambeam2d.py) -> BeamBeamBiGaussian2D
-/// (elements/beambeam_bigaussian_2d.h), field by field. Absent fields take the xfields constructor's
-/// defaults (Line.from_dict builds the element with them): scale_strength 1, other_beam_beta0 1,
-/// other_beam_Sigma_11 and _33 1 m^2, the others 0.
+/// xfields BeamBeamBiGaussian2D (weak-strong beam-beam, 4D; xfields/beam_elements/beambeam2d.py) into
+/// fusetrack's element of the same name and fields (elements/beambeam_bigaussian_2d.h). to_dict omits
+/// fields equal to their xobjects default, 0 for every field of the class: an absent scale_strength is 0
+/// (the lens switched off), an absent size or other_beam_beta0 is 0 and refused by the element, naming it.
 Converted convert_beambeam_2d(XElement& e) {
   Converted out;
   json def = {{"type", "BeamBeamBiGaussian2D"}};
-  const std::pair<const char*, double> fields[] = {{"other_beam_q0", 0.0},       {"other_beam_num_particles", 0.0},
-                                                   {"other_beam_Sigma_11", 1.0}, {"other_beam_Sigma_33", 1.0},
-                                                   {"other_beam_Sigma_13", 0.0}, {"other_beam_beta0", 1.0},
-                                                   {"scale_strength", 1.0},      {"ref_shift_x", 0.0},
-                                                   {"ref_shift_y", 0.0},         {"other_beam_shift_x", 0.0},
-                                                   {"other_beam_shift_y", 0.0},  {"post_subtract_px", 0.0},
-                                                   {"post_subtract_py", 0.0}};
-  for (const auto& [f, default_value] : fields) {
-    const double v = e.num(f, default_value);
-    if (!std::isfinite(v)) throw InputError(e.at(e.key(f)), fmt::format("must be finite, got {}", v));
-    def[f] = v;
-  }
-  for (const char* f : {"other_beam_Sigma_11", "other_beam_Sigma_33"})
-    if (!(def[f].get<double>() > 0.0))
-      throw InputError(e.at(e.key(f)), fmt::format("the partner's variance must be > 0, got {}", def[f].get<double>()));
-  if (!(def["other_beam_num_particles"].get<double>() >= 0.0))
-    throw InputError(e.at(e.key("other_beam_num_particles")),
-                     fmt::format("must be >= 0, got {}", def["other_beam_num_particles"].get<double>()));
-  read_beambeam_switches(e, {"min_sigma_diff"});
-  e.read_alignment();
+  for (const char* f : {"other_beam_num_particles", "other_beam_q0", "other_beam_Sigma_11", "other_beam_Sigma_13",
+                        "other_beam_Sigma_33", "ref_shift_x", "ref_shift_y", "other_beam_shift_x", "other_beam_shift_y",
+                        "post_subtract_px", "post_subtract_py", "min_sigma_diff"})
+    def[f] = e.num(f);
+  def["scale_strength"] = e.num("scale_strength");
+  def["other_beam_beta0"] = e.num("other_beam_beta0");
+  e.require_no_alignment();
   out.def = std::move(def);
   return out;
 }
 
-/// xfields BeamBeamBiGaussian3D (xfields/beam_elements/beambeam3d.py) -> BeamBeamBiGaussian3D
-/// (elements/beambeam_bigaussian_3d.h), field by field: the crossing from _sin_phi, _cos_phi, _tan_phi,
-/// _sin_alpha, _cos_alpha (phi = atan2(sin, cos), checked against the stored tangent), the shifts, the
-/// post_subtract terms and the boosted slice arrays (one entry per slice, num_slices_other_beam of them).
-/// Beamstrahlung, Bhabha scattering and luminosity recording are refused when switched on; their
-/// parameters are read only with their flag, as by xfields. A lens of more slices than one fusetrack
-/// element holds becomes consecutive lenses (Converted::continuation).
-Converted convert_beambeam_3d(XElement& e, Converter& cv) {
-  constexpr size_t kMaxSlices = 8;  // FT_BEAMBEAM_3D_MAX_SLICES (elements/beambeam_bigaussian_3d.h)
+/// xfields BeamBeamBiGaussian3D (weak-strong beam-beam, 6D synchro-beam map; xfields/beam_elements/beambeam3d.py)
+/// into fusetrack's element of the same name (elements/beambeam_bigaussian_3d.h). The crossing is stored by
+/// xfields as _sin_phi, _cos_phi, _tan_phi, _sin_alpha, _cos_alpha: phi = atan2(sin, cos), with the tangent
+/// checked against them. Every slice array must hold num_slices_other_beam entries. Beamstrahlung, Bhabha
+/// scattering and the luminosity record are not modelled: their flags must be 0.
+Converted convert_beambeam_3d(XElement& e) {
+  constexpr long long kMaxSlices = 32;  // FT_BEAMBEAM_3D_MAX_SLICES (elements/beambeam_bigaussian_3d.h)
   Converted out;
   json def = {{"type", "BeamBeamBiGaussian3D"}};
-  // The crossing angle and plane.
-  const auto angle = [&](const char* sin_f, const char* cos_f, double& value) {
-    if (!e.get(sin_f) && !e.get(cos_f)) return false;
-    const double s = e.num(sin_f), c = e.num(cos_f);
-    if (!(std::fabs(s * s + c * c - 1.0) < 1e-12))
-      throw InputError(e.at(e.key(sin_f)),
-                       fmt::format("{} = {:.17g} and {} = {:.17g} are not the sine and cosine of one angle "
-                                   "(sin^2 + cos^2 = {:.17g})",
-                                   e.key(sin_f), s, e.key(cos_f), c, s * s + c * c));
-    value = std::atan2(s, c);
-    return true;
+  const auto angle = [&](const char* sin_name, const char* cos_name) {
+    const double s = e.num(sin_name), c = e.num(cos_name, 1.0);
+    if (!(std::isfinite(s) && std::isfinite(c) && (s != 0.0 || c != 0.0)))
+      throw InputError(e.at(e.key(cos_name)), fmt::format("{} = {:.17g} and {} = {:.17g} give no angle",
+                                                          e.key(sin_name), s, e.key(cos_name), c));
+    if (!(std::fabs(s * s + c * c - 1.0) <= 1e-12))
+      throw InputError(e.at(e.key(sin_name)),
+                       fmt::format("{}^2 + {}^2 = {:.17g}, not 1", e.key(sin_name), e.key(cos_name), s * s + c * c));
+    return std::atan2(s, c);
   };
-  double phi = 0.0, alpha = 0.0;
-  if (angle("sin_phi", "cos_phi", phi) && e.get("tan_phi")) {
+  const double phi = angle("sin_phi", "cos_phi");
+  const double alpha = angle("sin_alpha", "cos_alpha");
+  if (e.get("tan_phi")) {
     const double t = e.num("tan_phi");
-    if (!(std::fabs(t - std::tan(phi)) <= 1e-12 * std::fabs(std::tan(phi)) + 1e-15))
+    if (!(std::fabs(t - std::tan(phi)) <= 1e-12 * (1.0 + std::fabs(t))))
       throw InputError(e.at(e.key("tan_phi")),
                        fmt::format("{} = {:.17g} disagrees with tan(atan2(_sin_phi, _cos_phi)) = {:.17g}",
                                    e.key("tan_phi"), t, std::tan(phi)));
   }
-  angle("sin_alpha", "cos_alpha", alpha);
   def["phi"] = phi;
   def["alpha"] = alpha;
-  // Scalars (xfields constructor defaults: scale_strength 1, the rest 0).
-  std::vector<std::pair<std::string, double>> scalars = {{"other_beam_q0", 0.0}, {"scale_strength", 1.0}};
-  for (const char* group : {"ref_shift_", "other_beam_shift_", "post_subtract_"})
-    for (const char* coordinate : {"x", "px", "y", "py", "zeta", "pzeta"})
-      scalars.emplace_back(std::string(group) + coordinate, 0.0);
-  for (const auto& [f, default_value] : scalars) {
-    const double v = e.num(f, default_value);
-    if (!std::isfinite(v)) throw InputError(e.at(e.key(f)), fmt::format("must be finite, got {}", v));
-    def[f] = v;
-  }
-  // Slices: every array has num_slices_other_beam entries.
-  static const char* const kSliceArrays[] = {
-      "slices_other_beam_num_particles",     "slices_other_beam_x_center_star",  "slices_other_beam_px_center_star",
-      "slices_other_beam_y_center_star",     "slices_other_beam_py_center_star", "slices_other_beam_zeta_center_star",
-      "slices_other_beam_pzeta_center_star", "slices_other_beam_Sigma_11_star",  "slices_other_beam_Sigma_12_star",
-      "slices_other_beam_Sigma_13_star",     "slices_other_beam_Sigma_14_star",  "slices_other_beam_Sigma_22_star",
-      "slices_other_beam_Sigma_23_star",     "slices_other_beam_Sigma_24_star",  "slices_other_beam_Sigma_33_star",
-      "slices_other_beam_Sigma_34_star",     "slices_other_beam_Sigma_44_star"};
-  for (const char* f :
-       {"slices_other_beam_num_particles", "slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_33_star"})
-    if (!e.get(f)) throw InputError(e.at(f), "required field is missing (one entry per partner slice)");
-  const std::vector<double> counts = e.array("slices_other_beam_num_particles");
-  const size_t n = counts.size();
-  if (e.get("num_slices_other_beam")) {
-    const long long declared = e.integer("num_slices_other_beam");
-    if (declared != static_cast<long long>(n))
-      throw InputError(
-          e.at(e.key("num_slices_other_beam")),
-          fmt::format("{} slices declared, but slices_other_beam_num_particles has {} entries", declared, n));
-  }
-  if (n == 0) throw InputError(e.at(e.key("slices_other_beam_num_particles")), "no partner slice (empty array)");
+  def["other_beam_q0"] = e.num("other_beam_q0");
+  def["scale_strength"] = e.num("scale_strength");  // absent: xobjects' default 0, the lens switched off
+  for (const char* c : {"x", "px", "y", "py", "zeta", "pzeta"})
+    for (const char* group : {"ref_shift_", "other_beam_shift_", "post_subtract_"})
+      def[std::string(group) + c] = e.num(std::string(group) + c);
+  def["min_sigma_diff"] = e.num("min_sigma_diff", 1e-10);
+  def["threshold_singular"] = e.num("threshold_singular", 1e-28);
+  const long long n = e.integer("num_slices_other_beam");
+  if (n < 1 || n > kMaxSlices)
+    throw InputError(e.at(e.key("num_slices_other_beam")),
+                     fmt::format("{} slices; fusetrack's BeamBeamBiGaussian3D takes 1 to {}", n, kMaxSlices));
   def["num_slices_other_beam"] = static_cast<int>(n);
-  for (const char* f : kSliceArrays) {
-    std::vector<double> values = e.array(f);
-    if (!e.get(f)) values.assign(n, 0.0);
-    if (values.size() != n)
-      throw InputError(e.at(e.key(f)), fmt::format("{} entries for {} partner slices", values.size(), n));
-    for (size_t i = 0; i < n; ++i)
-      if (!std::isfinite(values[i]))
-        throw InputError(e.at(fmt::format("{}[{}]", e.key(f), i)), fmt::format("must be finite, got {}", values[i]));
-    def[f] = values;
-  }
-  for (const char* f : {"slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_33_star"})
-    for (size_t i = 0; i < n; ++i)
-      if (!(def[f][i].get<double>() > 0.0))
-        throw InputError(e.at(fmt::format("{}[{}]", e.key(f), i)),
-                         fmt::format("the partner slice's variance must be > 0, got {}", def[f][i].get<double>()));
-  for (size_t i = 0; i < n; ++i)
-    if (!(counts[i] >= 0.0))
-      throw InputError(e.at(fmt::format("{}[{}]", e.key("slices_other_beam_num_particles"), i)),
-                       fmt::format("must be >= 0, got {}", counts[i]));
-  // Effects fusetrack does not model: refused when on; their parameters matter only then.
-  e.require_zero("flag_beamstrahlung", "beamstrahlung is not modelled by fusetrack");
-  e.require_zero("flag_bhabha", "Bhabha scattering is not modelled by fusetrack");
-  e.require_zero("flag_luminosity", "luminosity recording is not modelled by fusetrack");
   for (const char* f :
-       {"slices_other_beam_zeta_bin_width_beamstrahlung", "slices_other_beam_zeta_bin_width_star_beamstrahlung",
-        "slices_other_beam_sqrtSigma_11_beamstrahlung", "slices_other_beam_sqrtSigma_33_beamstrahlung",
-        "slices_other_beam_sqrtSigma_55_beamstrahlung", "other_beam_sigma_55_star_beamstrahlung", "compt_x_min",
-        "compt_scale", "flag_beamsize_effect"})
-    e.ignore(f);
-  read_beambeam_switches(e, {"min_sigma_diff", "threshold_singular"});
-  e.read_alignment();
-  if (n <= kMaxSlices) {
-    out.def = std::move(def);
-    return out;
+       {"slices_other_beam_num_particles", "slices_other_beam_x_center_star", "slices_other_beam_px_center_star",
+        "slices_other_beam_y_center_star", "slices_other_beam_py_center_star", "slices_other_beam_zeta_center_star",
+        "slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_12_star", "slices_other_beam_Sigma_13_star",
+        "slices_other_beam_Sigma_14_star", "slices_other_beam_Sigma_22_star", "slices_other_beam_Sigma_23_star",
+        "slices_other_beam_Sigma_24_star", "slices_other_beam_Sigma_33_star", "slices_other_beam_Sigma_34_star",
+        "slices_other_beam_Sigma_44_star"}) {
+    if (!e.get(f))
+      throw InputError(e.at(f), fmt::format("required field is missing (num_slices_other_beam = {} entries)", n));
+    std::vector<double> v = e.array(f);
+    if (static_cast<long long>(v.size()) != n)
+      throw InputError(e.at(e.key(f)), fmt::format("{} entries, but num_slices_other_beam = {}", v.size(), n));
+    def[f] = std::move(v);
   }
-  // More slices than one element holds: consecutive lenses of at most kMaxSlices slices each, every one
-  // with the shifts, boost and inverse boost (they cancel between two pieces: the same map to rounding),
-  // the post_subtract terms on the last one only.
-  for (size_t first = 0; first < n; first += kMaxSlices) {
-    const size_t count = std::min(kMaxSlices, n - first);
-    json piece = def;
-    piece["num_slices_other_beam"] = static_cast<int>(count);
-    for (const char* f : kSliceArrays) {
-      const std::vector<double> all = def[f].get<std::vector<double>>();
-      piece[f] =
-          std::vector<double>(all.begin() + static_cast<long>(first), all.begin() + static_cast<long>(first + count));
-    }
-    if (first + count < n)
-      for (const char* coordinate : {"x", "px", "y", "py", "zeta", "pzeta"})
-        piece[std::string("post_subtract_") + coordinate] = 0.0;
-    if (first == 0)
-      out.def = std::move(piece);
+  // The partner slices' pzeta serves only xfields' Bhabha scattering; the beamstrahlung slice widths and
+  // sigma_55 only its beamstrahlung (refused below when switched on).
+  e.ignore("slices_other_beam_pzeta_center_star");
+  const bool beamstrahlung = e.integer("flag_beamstrahlung") != 0;
+  if (beamstrahlung) e.unsupported("flag_beamstrahlung", "beamstrahlung is not modelled");
+  for (const char* f : {"slices_other_beam_zeta_bin_width_star_beamstrahlung", "other_beam_sigma_55_star_beamstrahlung",
+                        "slices_other_beam_sqrtSigma_11_beamstrahlung", "slices_other_beam_sqrtSigma_33_beamstrahlung",
+                        "slices_other_beam_sqrtSigma_55_beamstrahlung"})
+    if (!beamstrahlung)
+      e.require_zero(f, "beamstrahlung is not modelled");
     else
-      out.continuation.push_back(std::move(piece));
-  }
-  cv.note(
-      fmt::format("BeamBeamBiGaussian3D lenses with more than {} slices written as consecutive lenses of at most {} "
-                  "slices each (NAME, NAME/part2, ...; the same map to rounding): the sequence has more entries "
-                  "than element_names",
-                  kMaxSlices, kMaxSlices),
-      1);
+      e.ignore(f);
+  e.require_zero("flag_bhabha", "Bhabha scattering is not modelled");
+  e.require_zero("flag_luminosity", "the luminosity record is not modelled");
+  e.require_zero("flag_beamsize_effect", "Bhabha scattering is not modelled");
+  for (const char* f : {"compt_x_min", "compt_scale"}) e.ignore(f);  // parameters of Bhabha scattering only
+  e.require_no_alignment();
+  out.def = std::move(def);
   return out;
 }
 
@@ -1136,7 +1069,7 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
   } else if (c == "BeamBeamBiGaussian2D") {
     out = convert_beambeam_2d(e);
   } else if (c == "BeamBeamBiGaussian3D") {
-    out = convert_beambeam_3d(e, cv);
+    out = convert_beambeam_3d(e);
   } else {
     return false;
   }
@@ -1147,10 +1080,7 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
       e.unsupported(e.alignment().begin().key(),
                     "a misaligned thick Cavity is not modelled (its drift-kick-drift would have to move as one)");
     else
-      for (const auto& [k, v] : e.alignment().items()) {
-        out.def[k] = v;
-        for (json& piece : out.continuation) piece[k] = v;
-      }
+      for (const auto& [k, v] : e.alignment().items()) out.def[k] = v;
   }
   return true;
 }
@@ -1459,7 +1389,6 @@ FusetrackLine assemble_line(ConvertedDefinitions& definitions, const NameSequenc
     taken.insert(n);
   }
   std::unordered_map<std::string, std::string> half_drift_name;
-  std::unordered_map<std::string, std::vector<std::string>> continuation_names;
   // ordered_json's operator[] searches linearly: append to the underlying vector (names unique).
   auto& element_list = static_cast<json::object_t::Container&>(out.elements.get_ref<json::object_t&>());
   element_list.reserve(2 * definitions.order.size());
@@ -1475,22 +1404,12 @@ FusetrackLine assemble_line(ConvertedDefinitions& definitions, const NameSequenc
       out.thick_cavities += sequence.uses.at(name);
     }
     element_list.emplace_back(name, std::move(c.def));
-    for (size_t k = 0; k < c.continuation.size(); ++k) {
-      std::string pn = fmt::format("{}/part{}", name, k + 2);
-      while (taken.count(pn)) pn += "_";
-      taken.insert(pn);
-      continuation_names[name].push_back(pn);
-      element_list.emplace_back(pn, std::move(c.continuation[k]));
-    }
   }
   for (const std::string& name : sequence.names) {
     auto h = half_drift_name.find(name);
     if (h != half_drift_name.end()) out.sequence.push_back(h->second);
     out.sequence.push_back(name);
     if (h != half_drift_name.end()) out.sequence.push_back(h->second);
-    auto parts = continuation_names.find(name);
-    if (parts != continuation_names.end())
-      for (const std::string& pn : parts->second) out.sequence.push_back(pn);
   }
   return out;
 }
