@@ -438,16 +438,19 @@ namespace {
 /// thread runs them from there. Lost particles keep helping with the loads; a block stops when
 /// all its particles are lost. The arithmetic is the switch kernel's: results are identical.
 std::string staged_kernel(const KernelSource& src) {
+  // A type whose parameter block exceeds kMaxStagedWords (a sliced beam-beam lens: kilobytes) is read from
+  // global memory where it runs, so the block's static shared memory stays within the launch limit; its word
+  // count is written as 0 (nothing staged) and the kernel points its function at the global block.
+  constexpr uint32_t kMaxStagedWords = 64;
   uint32_t slot_words = 1;
+  std::vector<uint32_t> all_words;
+  for (const auto* type : src.types) all_words.push_back((type->param_size + 7) / 8);
+  for (uint32_t w : src.transformed_words) all_words.push_back(w);
   std::string words = "{";
-  for (size_t k = 0; k < src.types.size(); ++k) {
-    const uint32_t w = (src.types[k]->param_size + 7) / 8;
+  for (size_t k = 0; k < all_words.size(); ++k) {
+    const uint32_t w = all_words[k] <= kMaxStagedWords ? all_words[k] : 0;
     slot_words = std::max(slot_words, w);
     words += fmt::format("{}{}", k ? ", " : "", w);
-  }
-  for (uint32_t w : src.transformed_words) {
-    slot_words = std::max(slot_words, w);
-    words += fmt::format("{}{}", words.size() > 1 ? ", " : "", w);
   }
   words += "}";
   std::string s = R"(
@@ -497,7 +500,9 @@ extern "C" __global__ void __launch_bounds__(128) fusetrack_track(
       if (active) {
         for (int el = 0; el < count; ++el) {
           const unsigned int cur = s_step[el];
-          const unsigned char* prm = reinterpret_cast<const unsigned char*>(s_param + el * kSlotWords);
+          const unsigned char* prm = kParamWords[cur >> 24] == 0
+                                         ? params + ((cur & 0xffffffu) << 3)
+                                         : reinterpret_cast<const unsigned char*>(s_param + el * kSlotWords);
           switch (cur >> 24) {
 )";
   s += switch_cases(src, "            ");
