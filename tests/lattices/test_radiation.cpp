@@ -12,6 +12,7 @@
 #include "fusetrack/optics.h"
 #include "fusetrack/radiation_integrals.h"
 #include "support/lattice_builders.h"
+#include "support/radiation_ring.h"
 
 // The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_radiation.
 namespace test_radiation {
@@ -24,31 +25,6 @@ constexpr double kPi = 3.141592653589793;
 // literature value, not the code's constants).
 constexpr double kCGamma = 8.8462782e-5 * 1e-27;  // m / eV^3
 constexpr double kElectronMass = 510998.95;       // eV
-
-/// A small isomagnetic electron ring: 8 FODO cells of thick quadrupoles (k = +-4 m^-2) and two sector
-/// bends (1 m, pi / 8, num_slices `bend_steps`), one cavity (harmonic 40) at the start, at the total energy
-/// `energy` [eV] and with the lattice-wide radiation switch `radiation`.
-json small_ring(double energy, const char* radiation, double voltage, int bend_steps) {
-  const double p0c = std::sqrt(energy * energy - kElectronMass * kElectronMass);
-  json doc = {{"fusetrack_lattice", 1},
-              {"reference", {{"mass0", kElectronMass}, {"q0", -1.0}, {"p0c", p0c}}},
-              {"radiation", radiation}};
-  json elements = json::object();
-  elements["qf"] = {{"type", "ThickMultipole"}, {"length", 0.2}, {"kn", {0.0, 4.0}}, {"num_slices", 2}};
-  elements["qd"] = {{"type", "ThickMultipole"}, {"length", 0.2}, {"kn", {0.0, -4.0}}, {"num_slices", 2}};
-  elements["b"] = {{"type", "Bend"}, {"length", 1.0}, {"angle", kPi / 8}, {"num_slices", bend_steps}};
-  elements["d"] = {{"type", "Drift"}, {"length", 0.25}};
-  elements["rf"] = {{"type", "Cavity"}, {"voltage", voltage}, {"harmonic", 40.0}, {"lag", 180.0}};
-  doc["elements"] = elements;
-  json sequence = json::array({"rf"});
-  for (int c = 0; c < 8; ++c)
-    for (const char* e : {"qf", "d", "b", "d", "qd", "d", "b", "d"}) sequence.push_back(e);
-  doc["sequence"] = sequence;
-  return doc;
-}
-
-/// The cavity's lag [deg] that gives back U0 [eV] at the synchronous phase, on the stable side of 180.
-double synchronous_lag(double voltage, double u0) { return 180.0 - std::asin(u0 / voltage) * 180.0 / kPi; }
 
 /// Least-squares slope of log(values) against the turn, values averaged over windows of `window` turns
 /// (the invariants of a slightly mismatched ellipse oscillate at twice the tune; whole periods average it out).
@@ -114,7 +90,7 @@ TEST_CASE("radiation: one turn of the MBA ring loses C_gamma E^4 / rho, and I2 =
 TEST_CASE("radiation: damping times of a tracked particle against the radiation integrals'") {
   // U0 / E = 4e-3 (tau_y = 500 turns) at 4.86 GeV: the damping shows in 1500 turns of a 65-element ring.
   const double energy = 4.86e9, voltage = 20e6;
-  json doc = small_ring(energy, "off", voltage, 4);
+  json doc = ft::test::radiation_test_ring(energy, "off", voltage, 4);
   const Lattice plain = lattice_from_json(doc, "small_ring.json", ft::test::builtin_registry());
   const RadiationIntegrals r = radiation_integrals(plain);
   // Isomagnetic: I2 = 2 pi / rho, I3 = 2 pi / rho^2; sector bends without gradient: I4 = int D h^3 > 0.
@@ -124,7 +100,7 @@ TEST_CASE("radiation: damping times of a tracked particle against the radiation 
   CHECK(std::fabs(r.j_x + r.j_y + r.j_zeta - 4.0) < 1e-12);  // Robinson's theorem
 
   doc["radiation"] = "mean";
-  doc["elements"]["rf"]["lag"] = synchronous_lag(voltage, r.energy_loss_per_turn);
+  doc["elements"]["rf"]["lag"] = ft::test::radiation_synchronous_lag(voltage, r.energy_loss_per_turn);
   const Lattice ring = lattice_from_json(doc, "small_ring_radiating.json", ft::test::builtin_registry());
   // Optics of the ring without radiation (Twiss at the start), closed orbit of the radiating ring.
   const LinearOptics o = compute_linear_optics(plain);
@@ -172,6 +148,39 @@ TEST_CASE("radiation: damping times of a tracked particle against the radiation 
   // plane-by-plane integrals leave out.
   CHECK(o.dx > 0.1);
   CHECK(std::fabs(tau_z / r.damping_turns_zeta - 1.0) < 0.05);
+}
+
+}  // namespace test_radiation
+
+namespace test_radiation {
+
+TEST_CASE("radiation: the energy variance of one bend's passage is Sands' quantum diffusion (thick and thin)") {
+  // d<delta^2>/ds = (55 / (24 sqrt 3)) r_e lambda_c gamma^5 |h|^3 (Sands, SLAC-121, eq. 5.46), over 1 m of
+  // h = pi / 8 at 4.86 GeV; 20,000 particles at distinct coordinates (the random numbers' counter): the
+  // variance's statistical error is sqrt(2 / 20000) = 1%.
+  for (const bool thin : {false, true}) {
+    json doc = ft::test::radiation_test_ring(4.86e9, "quantum", 0.0, 2, thin);
+    doc["sequence"] = json::array({thin ? "bt" : "b"});
+    doc["elements"].erase("rf");
+    const Lattice bend = lattice_from_json(doc, "bend.json", ft::test::builtin_registry());
+    const size_t n = 20000;
+    Particles p(n, bend.reference().beta0());
+    for (size_t i = 0; i < n; ++i) p.set(i, 1e-9 * static_cast<double>(i), 0, 0, 0, 0, 0);
+    TrackOptions options;
+    options.turns = 1;
+    make_cpu_backend(bend)->track(p, options);
+    double average = 0.0;
+    for (size_t i = 0; i < n; ++i) average += p.delta[i] / static_cast<double>(n);
+    const double spread = ft::test::rms_delta(p);
+    const double gamma = 4.86e9 / kElectronMass, h = kPi / 8;
+    const double variance =
+        55.0 / (24.0 * std::sqrt(3.0)) * 2.8179403262e-15 * 3.8615926796e-13 * std::pow(gamma, 5) * h * h * h;
+    // The mean loss: C_gamma E^3 / (2 pi) h^2 L (the particles start on the axis).
+    const double loss = kCGamma * std::pow(4.86e9, 3) / (2 * kPi) * h * h;
+    CAPTURE(thin);
+    CHECK(std::fabs(spread * spread / variance - 1.0) < 0.04);
+    CHECK(std::fabs(-average / loss - 1.0) < 0.01);
+  }
 }
 
 }  // namespace test_radiation
