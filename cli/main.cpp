@@ -22,6 +22,8 @@ int main(int argc, char** argv) {
   ft::cli::add_collide_command(app);
   ft::cli::add_errors_command(app);
   ft::cli::add_spacecharge_command(app);
+  ft::cli::add_momentum_acceptance_command(app);
+  ft::cli::add_fma_command(app);
   ft::cli::add_radiation_command(app);
   try {
     app.parse(argc, argv);

@@ -38,6 +38,8 @@ TEST_CASE("fusetrack info --markdown: the table names every built-in element typ
                            "LongitudinalImpedance",
                            "LongitudinalDrift",
                            "SpaceChargeBiGaussian",
+                           "BeamBeamBiGaussian2D",
+                           "BeamBeamBiGaussian3D",
                            "SpaceChargePIC",
                            "TransverseWake",
                            "TransverseDamper"}) {

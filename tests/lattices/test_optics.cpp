@@ -1,4 +1,4 @@
-// Linear optics from the one-turn map (framework/src/optics.cpp) against thin-lens results written
+// Linear optics from the one-turn map (framework/src/analysis/optics/) against thin-lens results written
 // out here: the closed orbit of a ring with a steering error, the natural chromaticity
 // xi = -(1/4 pi) sum k1l beta, the sextupole chromaticity +(1/4 pi) sum k2l beta D, dispersion and
 // momentum compaction alpha_c = (1/C) sum theta D of thin bends (Wolski 2014, sec. 3.2-3.4;

@@ -19,15 +19,19 @@
 #include <array>
 #include <chrono>
 #include <cmath>
+#include <complex>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
 
 #include "fusetrack/error.h"
+#include "fusetrack/lattice_file.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/xsuite_import.h"
 #include "support/lattice_builders.h"
 #include "support/process.h"
 
@@ -564,7 +568,10 @@ TEST_CASE("Weak-focusing ring of thick combined-function sector bends: constant 
     CAPTURE(model);
     const double tol = model == 2 ? 1e-9 : 1e-5;
     RingBuilder b;
-    b.define("b", {{"type", "Bend"}, {"length", length}, {"angle", angle}, {"k1", -n_index / (radius * radius)},
+    b.define("b", {{"type", "Bend"},
+                   {"length", length},
+                   {"angle", angle},
+                   {"k1", -n_index / (radius * radius)},
                    {"model", model}});
     for (int i = 0; i < bends; ++i) b.doc["sequence"].push_back("b");
     const TwissTable t = compute_twiss_table(b.lattice("weak_focusing"), linear_options());
@@ -619,7 +626,9 @@ TEST_CASE("Dispersion along a ring of thin bends: periodic thin-lens values at Q
   check_start_against_linear_optics(t, compute_linear_optics(lattice, linear_options()), 1e-9);
 }
 
-TEST_CASE("Coupled ring (skew quadrupole, tilted quadrupole): Mais-Ripken betas against the one-turn matrix at every element") {
+TEST_CASE(
+    "Coupled ring (skew quadrupole, tilted quadrupole): Mais-Ripken betas against the one-turn matrix at every "
+    "element") {
   const RingBuilder b = coupled_ring(0.02, 20.0);
   const Lattice lattice = b.lattice("coupled");
   const TwissTable t = compute_twiss_table(lattice, linear_options());
@@ -720,6 +729,188 @@ TEST_CASE("On the difference resonance (Qx = Qy and a skew quadrupole): fully mi
   check_periodic(t, 1e-8);
 }
 
+// ---- total tunes ----
+
+/// Thin FODO ring (16 cells, k1l = +0.22 / -0.16 1/m): fractional tunes 0.330 and 0.364 (0.03 apart,
+/// near the difference resonance), with one skew quadrupole k1sl at the end.
+RingBuilder close_tune_ring(double k1sl) {
+  RingBuilder b = thin_fodo(kCells, 0.22, 0.16);
+  b.define("skew", {{"type", "Multipole"}, {"knl", {0.0, 0.0}}, {"ksl", {0.0, k1sl}}});
+  b.add("skew", thin(0.0, k1sl));
+  return b;
+}
+
+/// Full phase advances (mu_x, mu_y) [turns] of an uncoupled ring from the element matrices
+/// (Courant-Snyder propagation, each element's atan2 step), started at the periodic solution.
+std::array<double, 2> uncoupled_phase_advance(const RingBuilder& b) {
+  const M4& m = b.partial_products().back().m;
+  Twiss2 tw[2];
+  for (size_t p = 0; p < 2; ++p) {
+    const size_t o = 2 * p;
+    const double c = 0.5 * (m[o][o] + m[o + 1][o + 1]);
+    const double s = std::copysign(std::sqrt(1.0 - c * c), m[o][o + 1]);
+    tw[p] = {m[o][o + 1] / s, (m[o][o] - m[o + 1][o + 1]) / (2.0 * s), 0.0};
+  }
+  for (const Map& e : b.maps) {
+    tw[0] = propagate(tw[0], e.m[0][0], e.m[0][1], e.m[1][0], e.m[1][1]);
+    tw[1] = propagate(tw[1], e.m[2][2], e.m[2][3], e.m[3][2], e.m[3][3]);
+  }
+  return {tw[0].mu, tw[1].mu};
+}
+
+/// Fractional eigen-tunes of the 4x4 one-turn matrix of the test's element matrices (tr M and tr M^2,
+/// acos in [0, 1/2]: these rings have m12, m34 > 0), the one nearest `q_near` first.
+std::array<double, 2> matrix_eigen_tunes(const RingBuilder& b, double q_near) {
+  const ModeOptics mo = mode_optics(b.partial_products().back().m);
+  double q[2];
+  for (size_t k = 0; k < 2; ++k) q[k] = std::acos(mo.cos_mu[k]) / (2.0 * kPi);
+  if (std::fabs(q[1] - q_near) < std::fabs(q[0] - q_near)) std::swap(q[0], q[1]);
+  return {q[0], q[1]};
+}
+
+TEST_CASE(
+    "Total tunes of a coupled ring: the matrix's eigen-tunes plus the uncoupled ring's phase-advance integers, "
+    "continuous as the skew quadrupole vanishes") {
+  const RingBuilder none = close_tune_ring(0.0);
+  const std::array<double, 2> mu0 = uncoupled_phase_advance(none);
+  const double nx = std::floor(mu0[0]), ny = std::floor(mu0[1]);
+  REQUIRE(nx == 3.0);  // Qx ~ 3.33, Qy ~ 1.36: the integers differ, the fractions are close
+  REQUIRE(ny == 1.0);
+  const TwissTable t0 = compute_twiss_table(none.lattice("uncoupled"), linear_options());
+  CHECK(t0.max_coupling == 0.0);
+  CHECK(std::fabs(t0.qx_total - mu0[0]) < 1e-9);
+  CHECK(std::fabs(t0.qy_total - mu0[1]) < 1e-9);
+
+  // The skew quadrupole from strong (tune split 0.05 against 0.03 uncoupled) to 1e-6.
+  double last_dx = std::numeric_limits<double>::infinity(), last_dy = last_dx;
+  for (double k1sl : {2e-2, 1e-2, 3e-3, 1e-3, 1e-4, 1e-5, 1e-6}) {
+    CAPTURE(k1sl);
+    const RingBuilder b = close_tune_ring(k1sl);
+    const Lattice lattice = b.lattice("coupled");
+    const LinearOptics o = compute_linear_optics(lattice, linear_options());
+    const TwissTable t = compute_twiss_table(lattice, o, linear_options());
+    // The summary's fractional tunes are the eigen-tunes of the one-turn matrix.
+    const auto q = matrix_eigen_tunes(b, mu0[0] - nx);
+    CHECK(std::fabs(o.qx - q[0]) < 1e-9);
+    CHECK(std::fabs(o.qy - q[1]) < 1e-9);
+    // Total tunes: those fractions and the integers of the uncoupled ring (no resonance crossed),
+    // equal to the accumulated phase advance of each mode.
+    CHECK(t.qx_total == doctest::Approx(nx + q[0]).epsilon(1e-12));
+    CHECK(t.qy_total == doctest::Approx(ny + q[1]).epsilon(1e-12));
+    CHECK(std::fabs(t.q1 - t.qx_total) < 1e-9);
+    CHECK(std::fabs(t.q2 - t.qy_total) < 1e-9);
+    // Continuity: the coupled total tunes approach the uncoupled ones as k1sl -> 0 (shift ~ k1sl^2).
+    const double dx = std::fabs(t.qx_total - mu0[0]), dy = std::fabs(t.qy_total - mu0[1]);
+    CHECK(dx <= last_dx);
+    CHECK(dy <= last_dy);
+    last_dx = dx;
+    last_dy = dy;
+    if (k1sl == 2e-2) {
+      CHECK(std::fabs(t.qy_total - t.qx_total) > 0.04);  // really coupled: the modes repel
+      CHECK(t.max_coupling > 0.05);
+      // The tunes of tracked particles (NAFF on 1024 turns) are those of the summary.
+      const TrackedTunes tr = tunes_by_tracking(lattice, o, 1024, linear_options());
+      CHECK(std::fabs(tr.qx - o.qx) < 1e-6);
+      CHECK(std::fabs(tr.qy - o.qy) < 1e-6);
+    }
+  }
+  CHECK(last_dx < 1e-9);
+  CHECK(last_dy < 1e-9);
+}
+
+/// The eigenvalues of a real 4x4 matrix: Durand-Kerner iteration on det(M - z) (complex Gaussian
+/// elimination, no characteristic polynomial), started on a circle of radius 1.1.
+std::array<std::complex<double>, 4> eigenvalues_4x4(const M4& m) {
+  using C = std::complex<double>;
+  auto det = [&](C z) {
+    std::array<std::array<C, 4>, 4> a{};
+    for (size_t i = 0; i < 4; ++i)
+      for (size_t k = 0; k < 4; ++k) a[i][k] = m[i][k] - (i == k ? z : C(0.0));
+    C d = 1.0;
+    for (size_t c = 0; c < 4; ++c) {
+      size_t p = c;
+      for (size_t r = c + 1; r < 4; ++r)
+        if (std::abs(a[r][c]) > std::abs(a[p][c])) p = r;
+      if (p != c) {
+        std::swap(a[p], a[c]);
+        d = -d;
+      }
+      d *= a[c][c];
+      for (size_t r = c + 1; r < 4; ++r) {
+        const C f = a[r][c] / a[c][c];
+        for (size_t k = c; k < 4; ++k) a[r][k] -= f * a[c][k];
+      }
+    }
+    return d;
+  };
+  std::array<C, 4> z{};
+  for (size_t k = 0; k < 4; ++k) z[k] = std::polar(1.1, 0.4 + 1.5 * static_cast<double>(k));
+  for (int it = 0; it < 500; ++it) {
+    for (size_t k = 0; k < 4; ++k) {
+      C den = 1.0;
+      for (size_t j = 0; j < 4; ++j)
+        if (j != k) den *= z[k] - z[j];
+      z[k] -= det(z[k]) / den;
+    }
+  }
+  return z;
+}
+
+TEST_CASE("HL-LHC at collision (beam-beam lenses replaced by markers, crab cavities on): total tunes 62.31 and 60.32") {
+  const std::string path = test::require_shared("lattices/xsuite/hllhc14_with_beambeam.json");
+  const auto t0 = std::chrono::steady_clock::now();
+  // The beam-beam lenses become markers: the optics of the bare ring.
+  nlohmann::ordered_json doc;
+  {
+    std::ifstream in(path);
+    in >> doc;
+  }
+  for (auto& [name, element] : doc.at("line").at("elements").items())
+    if (element.at("__class__").get<std::string>().rfind("BeamBeam", 0) == 0)
+      element = nlohmann::ordered_json{{"__class__", "Marker"}};
+  const Lattice lattice = lattice_from_json(xsuite_to_fusetrack(doc, path, {}), path, test::builtin_registry());
+  OpticsOptions options;
+  options.force_4d = true;
+  const LinearOptics o = compute_linear_optics(lattice, options);
+  const TwissTable t = compute_twiss_table(lattice, o, options);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  MESSAGE(
+      fmt::format("HL-LHC: {} elements, optics and table in {:.2f} s, Q {:.10f} {:.10f}, coupling {:.3g}, checks "
+                  "{:.1e} {:.1e} {:.1e}",
+                  t.size() - 1, seconds, t.qx_total, t.qy_total, t.max_coupling, t.orbit_closure, t.matrix_mismatch,
+                  t.periodicity_error));
+  // The working point of the HL-LHC v1.4 collision optics, Q = (62.31, 60.32); the crab cavities
+  // (zeta-dependent kicks, which make the 4D map slightly non-symplectic) move it by < 1e-5.
+  CHECK(std::fabs(t.qx_total - 62.31) < 1e-5);
+  CHECK(std::fabs(t.qy_total - 60.32) < 1e-5);
+  // The fractions are the eigen-tunes of the one-turn matrix, the integers the phase advance.
+  CHECK(t.qx_total - 62.0 == doctest::Approx(o.qx).epsilon(1e-12));
+  CHECK(t.qy_total - 60.0 == doctest::Approx(o.qy).epsilon(1e-12));
+  CHECK(std::fabs(t.q1 - t.qx_total) < 1e-7);
+  CHECK(std::fabs(t.q2 - t.qy_total) < 1e-7);
+  CHECK(t.max_coupling > 1e-3);  // a coupled ring
+  CHECK(t.periodicity_error < 1e-9);
+  // The crab cavities make the 4D map (delta frozen) slightly non-symplectic: its eigenvalues leave
+  // the unit circle (|lambda| - 1 ~ 1e-6) and the Edwards-Teng formula. The summary's tunes are the
+  // arguments of the eigenvalues (found here by another method) and those of tracked particles.
+  M4 m{};
+  for (size_t i = 0; i < 4; ++i)
+    for (size_t k = 0; k < 4; ++k) m[i][k] = o.map_4d.matrix[i][k];
+  double q_matrix[2] = {-1.0, -1.0}, off_circle = 0.0;
+  for (const auto& z : eigenvalues_4x4(m)) {
+    if (z.imag() <= 0.0) continue;
+    const double q = std::arg(z) / (2.0 * kPi);
+    q_matrix[std::fabs(q - o.qx) < std::fabs(q - o.qy) ? 0 : 1] = q;
+    off_circle = std::max(off_circle, std::fabs(std::abs(z) - 1.0));
+  }
+  MESSAGE(fmt::format("HL-LHC 4D map: eigenvalues off the unit circle by {:.2e}", off_circle));
+  CHECK(std::fabs(o.qx - q_matrix[0]) < 1e-10);
+  CHECK(std::fabs(o.qy - q_matrix[1]) < 1e-10);
+  const TrackedTunes tracked = tunes_by_tracking(lattice, o, 256, options);
+  CHECK(std::fabs(tracked.qx - o.qx) < 1e-9);
+  CHECK(std::fabs(tracked.qy - o.qy) < 1e-9);
+}
+
 TEST_CASE("Twiss table of a ring with RF (6D closed orbit): the same transverse optics as in 4D") {
   const Lattice lattice = test::bundled_lattice("sextupole_rf_ring.json");
   const LinearOptics o6 = compute_linear_optics(lattice, OpticsOptions{});
@@ -798,8 +989,8 @@ TEST_CASE("Twiss table files: CSV round trip, NPZ read by NumPy, bad extension")
     CAPTURE(out);
     REQUIRE(rc == 0);
     // Python's repr of a float and fmt's "{}" are both the shortest round-trip form.
-    const std::string expect = fmt::format("_start {} {} {} {} {}\n", t.name[3], t.type[3], t.size(), t.beta_1y[5],
-                                           t.mu_y.back());
+    const std::string expect =
+        fmt::format("_start {} {} {} {} {}\n", t.name[3], t.type[3], t.size(), t.beta_1y[5], t.mu_y.back());
     CHECK(out == expect);
     read_back = true;
     break;

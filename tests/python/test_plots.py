@@ -6,6 +6,7 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from conftest import BUILD_DIR, lattice_path, run_cli
@@ -14,7 +15,7 @@ pytestmark = pytest.mark.plots
 pytest.importorskip("matplotlib")
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
-PLOT_MODULES = ("collective", "collide", "da", "footprint", "optics")
+PLOT_MODULES = ("collective", "collide", "da", "fma", "footprint", "momentum_acceptance", "optics")
 
 
 def assert_images(directory, names):
@@ -78,6 +79,50 @@ def test_da_study_plot(tmp_path):
                         "-o", tmp_path / "study")
     assert "warning" not in stderr, stderr
     assert_images(tmp_path / "study", ["da_study.png"])
+
+
+def test_fma_end_to_end(tmp_path):
+    # The optics from the one-turn matrix (`fusetrack optics`), independent of NAFF.
+    optics_file = tmp_path / "optics.json"
+    run_cli("optics", lattice_path("sextupole_rf_ring.json"), "--tracking-turns", 0, "-o", optics_file)
+    with open(optics_file) as f:
+        optics = json.load(f)
+    qx, qy = optics["tunes"]["qx"], optics["tunes"]["qy"]
+    _, stderr = run_cli("fma", lattice_path("sextupole_rf_ring.json"), "--turns-per-window", 8, expect_rc=2)
+    assert "--turns-per-window" in stderr and "at least 16" in stderr, stderr
+    out = tmp_path / "fma"
+    stdout, stderr = run_cli("fma", lattice_path("sextupole_rf_ring.json"), "--turns-per-window", 256, "--angles", 2,
+                             "--angle-range", 30, 60, "--amplitudes", 8, "--amplitude-range", 0.0001, 0.025,
+                             "--device", "cpu", "--threads", 1, "-o", out)
+    assert "warning" not in stderr, stderr
+    table = np.atleast_1d(np.genfromtxt(out / "fma.csv", delimiter=",", names=True))
+    alive = table["lost_turn"] < 0
+    assert alive.any() and not alive.all()  # a regular core and losses beyond the aperture
+    assert np.isnan(table["diffusion"][~alive]).all()
+    smallest = np.argmin(table["amplitude"])
+    for key, q in (("qx1", qx), ("qx2", qx), ("qy1", qy), ("qy2", qy)):
+        assert abs(table[key][smallest] - q) < 1e-4, key
+    edge = alive & (table["amplitude"] >= 0.75 * table["amplitude"][alive].max())
+    assert table["diffusion"][smallest] < np.nanmax(table["diffusion"][edge]) - 3.0
+    assert_images(out, ["fma.png"])
+    os.remove(out / "fma.png")
+    assert "fma.png" in run_module("fma", out)
+    assert_images(out, ["fma.png"])
+
+
+def test_momentum_acceptance_plot(tmp_path):
+    out = tmp_path / "lma"
+    # zeta limited to half the RF wavelength (C = 161.6 m, h = 8): the bucket bounds the acceptance
+    stdout, stderr = run_cli("momentum-acceptance", lattice_path("sextupole_rf_ring.json"), "--at", "rf", "qd",
+                             "--limit", 0, 0, 0, 0, 10.1, 0, "-n", 100, "--precision", 1e-3, "--emittance-x", 1e-5,
+                             "--emittance-y", 1e-5, "--sigma-delta", 1e-3, "--sigma-zeta", 1.0,
+                             "--bunch-population", 1e11, "--device", "cpu", "--threads", 1, "-o", out)
+    assert "warning" not in stderr, stderr
+    assert "Touschek lifetime" in stdout
+    assert_images(out, ["momentum_acceptance.png"])
+    os.remove(out / "momentum_acceptance.png")
+    assert "momentum_acceptance.png" in run_module("momentum_acceptance", out)
+    assert_images(out, ["momentum_acceptance.png"])
 
 
 def test_optics_plot(tmp_path):

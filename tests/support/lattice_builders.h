@@ -1,8 +1,7 @@
 // Lattices built in tests: one element of a type (fields from JSON), or a bundled file.
 #pragma once
-#include <nlohmann/json.hpp>
-
 #include <algorithm>
+#include <nlohmann/json.hpp>
 #include <vector>
 
 #include "fusetrack/space_charge_install.h"
@@ -15,8 +14,8 @@ namespace ft::test {
 inline Lattice single_element_lattice(const std::string& type, const nlohmann::ordered_json& fields,
                                       ReferenceParticle ref = ReferenceParticle{938272088.16, 1.0, 2e9}) {
   Lattice lattice(ref);
-  const uint32_t d = lattice.define("element", builtin_registry().get(type, InputLocation("test")), fields,
-                                    InputLocation("test"));
+  const uint32_t d =
+      lattice.define("element", builtin_registry().get(type, InputLocation("test")), fields, InputLocation("test"));
   lattice.append(d);
   lattice.prepare();
   return lattice;
@@ -52,6 +51,37 @@ inline std::vector<nlohmann::ordered_json> sample_candidates(const ElementType& 
   auto has = [&](const char* name) {
     return std::any_of(type.fields.begin(), type.fields.end(), [&](const auto& f) { return f.name == name; });
   };
+  // Beam-beam lenses: a partner bunch of 1e11 protons, 1 cm x 5 mm (elliptic, the Bassetti-Erskine path), tried
+  // first so that the kick is not negligible; the 6D lens with two slices, hourglass, a coupled slice and a
+  // crossing angle.
+  if (has("other_beam_Sigma_11") && has("other_beam_num_particles")) {
+    nlohmann::ordered_json lens = candidates.front();
+    lens["other_beam_num_particles"] = 1e11;
+    lens["other_beam_q0"] = 1.0;
+    lens["other_beam_Sigma_11"] = 1e-4;
+    lens["other_beam_Sigma_33"] = 2.5e-5;
+    lens["other_beam_shift_x"] = 1e-3;
+    lens["post_subtract_px"] = 1e-7;
+    candidates.insert(candidates.begin(), lens);
+  }
+  if (has("num_slices_other_beam") && has("slices_other_beam_Sigma_11_star")) {
+    nlohmann::ordered_json lens = candidates.front();
+    lens["num_slices_other_beam"] = 2;
+    lens["other_beam_q0"] = 1.0;
+    lens["phi"] = 2e-3;
+    lens["alpha"] = 0.3;
+    lens["slices_other_beam_num_particles"] = {5e10, 5e10};
+    lens["slices_other_beam_zeta_center_star"] = {-0.05, 0.05};
+    lens["slices_other_beam_x_center_star"] = {1e-4, -1e-4};
+    lens["slices_other_beam_Sigma_11_star"] = {1e-4, 1.2e-4};
+    lens["slices_other_beam_Sigma_12_star"] = {-1e-6, -1e-6};
+    lens["slices_other_beam_Sigma_13_star"] = {0.0, 1e-5};
+    lens["slices_other_beam_Sigma_22_star"] = {1e-6, 1e-6};
+    lens["slices_other_beam_Sigma_33_star"] = {2.5e-5, 2.5e-5};
+    lens["slices_other_beam_Sigma_44_star"] = {1e-6, 1e-6};
+    lens["ref_shift_pzeta"] = 1e-5;
+    candidates.insert(candidates.begin(), lens);
+  }
   if (has("n_vertices") && has("x_vertices") && has("y_vertices")) {
     nlohmann::ordered_json square = candidates.front();
     square["n_vertices"] = 4;

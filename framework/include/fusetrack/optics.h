@@ -131,8 +131,10 @@ PlaneTwiss twiss_from_block(double m11, double m12, double m21, double m22);
 /// Fractional eigen-tunes (Qx, Qy) of a 4x4 (x, px, y, py) block of a symplectic matrix:
 /// 2 cos mu_{1,2} = (trA + trD)/2 +- sign(trA - trD) sqrt(((trA - trD)/2)^2 + det(B + adj C))
 /// (Edwards-Teng), mode 1 the one closer to the x block; exact for uncoupled matrices
-/// (including Qx = Qy). Q vs 1 - Q from the sign of m12 / m34 (MAD-X, exact when uncoupled).
-/// Throws ft::Error when a plane is unstable.
+/// (including Qx = Qy). A coupled block's roots are polished by Newton on its characteristic
+/// polynomial, so that a block slightly off symplectic (the 4D map with crab cavities) gets the
+/// arguments of its eigenvalues, the tunes of tracked particles. Q vs 1 - Q from the sign of
+/// m12 / m34 (MAD-X, exact when uncoupled). Throws ft::Error when a plane is unstable.
 std::array<double, 2> transverse_tunes(const Matrix6& m);
 
 /// 6D eigen-tunes (Qx, Qy, Qs) of a stable 6x6 symplectic one-turn matrix in (x, px, y, py, zeta,
@@ -326,7 +328,8 @@ struct TwissTable {
   /// Checks of the element-by-element pass: max |orbit at the end - orbit at the start| over x,
   /// px, y, py [m, 1]; max |product of the element Jacobians - 4D one-turn matrix| (rows x..zeta,
   /// columns x..zeta and delta) over max(1, max |entry|); max over the two modes of
-  /// |v(end) - e^{i mu} v(start)| / |v(start)| (periodicity of the eigenvectors).
+  /// |v(end) - |lambda| e^{i mu} v(start)| / |v(start)| (periodicity of the eigenvectors; lambda the
+  /// mode's eigenvalue, |lambda| = 1 for a symplectic map).
   double orbit_closure = 0.0, matrix_mismatch = 0.0, periodicity_error = 0.0;
 
   // Columns (size N + 1)

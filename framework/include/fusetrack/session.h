@@ -41,7 +41,7 @@ namespace ft {
 struct BackendChoice {
   std::string device = "auto";  // "auto" (the GPU when one is usable), "cpu" or "gpu"
   Dispatch dispatch = Dispatch::Auto;
-  std::string cache_dir;        // compiled-kernel cache; "" the default, "off" none
+  std::string cache_dir;  // compiled-kernel cache; "" the default, "off" none
 };
 
 /// "off" / "on" -> FmaMode; "auto" / "cpu" / "gpu" checked. Throws InputError naming `option`
@@ -70,6 +70,13 @@ struct GaussianBunchSpec {
 };
 Particles make_matched_gaussian(const Lattice& lattice, const GaussianBunchSpec& spec);
 
+/// The particles of a run through every variant of a lattice in one run (Backend::set_variants):
+/// `one` copied once per variant, variant after variant, each copy's `variant` column its index.
+Particles particles_per_variant(const Particles& one, size_t variants);
+
+/// The particles alive in each of `variants` variants, by their `variant` column.
+std::vector<size_t> alive_per_variant(const Particles& particles, size_t variants);
+
 /// The particles of the reproduction check: `count` particles of a square x-y grid of half-width
 /// `amplitude` [m] at momentum offset `delta`; on a collective lattice their zeta fills the middle
 /// of the first collective element's cuts (a low-discrepancy sequence) and delta alternates in sign.
@@ -80,8 +87,8 @@ Particles make_repro_particles(const Lattice& lattice, size_t count, double ampl
 
 /// One update of frozen space charge that follows the beam (TrackRunOptions::space_charge).
 struct SpaceChargeUpdate {
-  int64_t turn = 0;             // turns done when the beam was measured (the sizes used from then on)
-  size_t total = 0, alive = 0;  // macroparticles over all ranks
+  int64_t turn = 0;                             // turns done when the beam was measured (the sizes used from then on)
+  size_t total = 0, alive = 0;                  // macroparticles over all ranks
   double emittance_x = 0.0, emittance_y = 0.0;  // betatron rms emittances [m] (bunch_moments)
   double rms_delta = 0.0, rms_zeta = 0.0, mean_zeta = 0.0;
   double mean_sigma_x = 0.0, mean_sigma_y = 0.0;  // over the elements [m]
@@ -95,10 +102,10 @@ struct SpaceChargeUpdate {
 /// every element call; GPU: Backend::parameters_changed, the switch kernel's table uploaded again,
 /// a baked kernel recompiled). Tracking runs in pieces of K turns between the updates.
 struct SpaceChargeFollowOptions {
-  int64_t every = 0;          // K; 0: off
-  Lattice* lattice = nullptr; // the lattice run_tracking tracks (the same object), changed in place
-  double intensity = -1.0;    // real particles of the whole bunch; < 0: the elements' number_of_particles
-  OpticsOptions optics;       // for the elements' beta and D (Twiss table)
+  int64_t every = 0;           // K; 0: off
+  Lattice* lattice = nullptr;  // the lattice run_tracking tracks (the same object), changed in place
+  double intensity = -1.0;     // real particles of the whole bunch; < 0: the elements' number_of_particles
+  OpticsOptions optics;        // for the elements' beta and D (Twiss table)
   std::string label = "space_charge_update";  // names the option in error messages
   /// Called on the root process after each update (e.g. a line per update).
   std::function<void(const SpaceChargeUpdate&)> on_update;
@@ -140,16 +147,16 @@ struct TrackRunOptions {
 
 /// What a tracking run did.
 struct TrackRun {
-  double seconds = 0.0;         // tracking time (between barriers)
-  std::string backend;          // the backend's name
-  int ranks = 1;                // MPI ranks that shared the particles
-  bool root = true;             // this process holds the gathered particles and the monitor
-  int64_t reductions = 0;       // profile all-reduces over the ranks, and their time on this rank
+  double seconds = 0.0;    // tracking time (between barriers)
+  std::string backend;     // the backend's name
+  int ranks = 1;           // MPI ranks that shared the particles
+  bool root = true;        // this process holds the gathered particles and the monitor
+  int64_t reductions = 0;  // profile all-reduces over the ranks, and their time on this rank
   double reduce_seconds = 0.0;
   std::vector<CollectiveSnapshot> collective;  // profiles and fields of the last turn
   std::vector<GridCollectiveReport> grid;      // space-charge grids: last grid, field, particles outside
   std::unique_ptr<BunchMonitor> monitor;       // when asked for (root only)
-  size_t total = 0, alive = 0;  // particles over all ranks, and those alive at the end
+  size_t total = 0, alive = 0;                 // particles over all ranks, and those alive at the end
   /// Where the time went on this rank (GPU backend; 0 on the CPU): kernel compile or cache load
   /// and collective set-up, host->device copies, kernels (as `fusetrack bench` times them),
   /// device->host copies. seconds - (setup + upload + kernel + download) is the rest (waits at
@@ -181,10 +188,10 @@ struct DaJobOptions {
   int64_t checkpoint_every = 0;  // turns between checkpoints (0: 1000)
   std::string part;              // job arrays: "i/N" (option `part_label`), "" for the whole scan
   std::string part_label = "part";
-  int64_t stop_after = 0;        // stop at the first checkpoint at or after this many turns (0: never)
+  int64_t stop_after = 0;  // stop at the first checkpoint at or after this many turns (0: never)
   FmaMode fma = FmaMode::Off;
   int threads = 0;
-  const std::atomic<bool>* stop = nullptr;  // set (e.g. by SIGINT) to stop after the current chunk
+  const std::atomic<bool>* stop = nullptr;             // set (e.g. by SIGINT) to stop after the current chunk
   std::function<void(const DaProgress&)> on_progress;  // on the process that reports (root)
 };
 
@@ -269,8 +276,8 @@ struct ReproOptions {
 struct CollectiveComparison {
   std::string element_name;
   bool counts_identical = false;
-  size_t field_equal = 0, field_size = 0;  // slices whose field is bitwise equal
-  double max_difference = 0.0, peak = 0.0; // [V]
+  size_t field_equal = 0, field_size = 0;   // slices whose field is bitwise equal
+  double max_difference = 0.0, peak = 0.0;  // [V]
 };
 
 struct ReproResult {
@@ -281,7 +288,7 @@ struct ReproResult {
   bool identical = false;  // particles, profiles and fields
   double cpu_seconds = 0.0;
   CudaRunStats gpu_stats;
-  Divergence divergence;   // where the first differing particle diverges (when not identical)
+  Divergence divergence;  // where the first differing particle diverges (when not identical)
 };
 
 /// Tracks `initial` on the CPU and on the GPU (which must be usable: DeviceError otherwise) and

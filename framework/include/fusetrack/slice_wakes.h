@@ -35,6 +35,7 @@
 #include <vector>
 
 #include "fusetrack/device/slice_moments.h"
+#include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/reduction.h"
 #include "fusetrack/transverse_wakes.h"
@@ -112,6 +113,14 @@ class MomentsCollectiveSolver {
   std::string take_warning();
 
  private:
+  // The constructor's steps, after the plugin's model is made: its values checked, the train's slice
+  // grid, the wake sources with their memory and long-range kernels, the feedback's low-pass.
+  void check_model(const InputLocation& where, const ReferenceParticle& ref, size_t macroparticles) const;
+  void set_train_grid(const Lattice& lattice, const InputLocation& where);
+  std::vector<std::shared_ptr<const wakes::WakeSource>> wake_sources(const InputLocation& where) const;
+  void set_wake_memory(const Lattice& lattice, const InputLocation& where);
+  void set_long_range_kernels(const ReferenceParticle& ref, double revolution_time);
+  void set_feedback_filter();
   /// The feedback bandwidth's low-pass of the kick table's centroids (model().feedback_bandwidth > 0) over
   /// `count` slices from `first`.
   void filter_centroids(int first, int count);
@@ -132,7 +141,9 @@ class MomentsCollectiveSolver {
   /// The kernel of the long-range table for k turns ago and d bunches ahead (component c).
   double long_range_kernel(int k, int d, int c) const {
     return m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(2 * m_bunches - 1) +
-                        static_cast<size_t>(d + m_bunches - 1)) * wakes::kComponents + static_cast<size_t>(c)];
+                        static_cast<size_t>(d + m_bunches - 1)) *
+                           wakes::kComponents +
+                       static_cast<size_t>(c)];
   }
 
   size_t m_sequence_index;
@@ -142,24 +153,24 @@ class MomentsCollectiveSolver {
   ft_moments_model m_model{};
   size_t m_macroparticles;
   double m_dt = 0.0;
-  double m_kick_per_volt = 0.0;       // q0 / (beta0 p0c) [1/V]
-  double m_energy_per_volt = 0.0;     // q0 / E0 [1/V]
+  double m_kick_per_volt = 0.0;    // q0 / (beta0 p0c) [1/V]
+  double m_energy_per_volt = 0.0;  // q0 / E0 [1/V]
   std::shared_ptr<const wakes::WakeSource> m_wake;
   std::unique_ptr<wakes::WakeMemory> m_memory;
   std::unique_ptr<SliceCentroidReducer> m_reducer;
   int m_bunches = 1, m_stride = 0, m_total_slices = 0;
-  double m_train_zeta_min = 0.0;      // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
-  std::vector<double> m_lr_kernel;    // train: [turn k][d + n_bunches - 1][component]
+  double m_train_zeta_min = 0.0;    // [m] the grid's lower edge (bunch n_bunches - 1's zeta_min)
+  std::vector<double> m_lr_kernel;  // train: [turn k][d + n_bunches - 1][component]
   std::pair<size_t, size_t> m_kicks_in_use{0, 0};
-  bool m_full_rank_sum = false;  // FUSETRACK_FULL_RANK_SUM: solve_over_ranks always sums the whole table
+  bool m_full_rank_sum = false;   // FUSETRACK_FULL_RANK_SUM: solve_over_ranks always sums the whole table
   bool m_kernels_cached = false;  // the own-wake kernel spectra made (the first solve fills the cache)
-  std::deque<std::vector<double>> m_lr_history;   // train: per stored turn (front: the last), per bunch Q, Qx, Qy
+  std::deque<std::vector<double>> m_lr_history;  // train: per stored turn (front: the last), per bunch Q, Qx, Qy
   /// The FFT convolution of a train: the long range as convolutions over the bunch index (slice_wakes.cpp).
   struct LongRangeFft;
   std::unique_ptr<LongRangeFft> m_lr_fft;
-  std::vector<double> m_lr_sums;                  // FFT mode: this turn's long-range sums [bunch][component]
-  std::deque<std::vector<double>> m_delayed;      // delay: the kick tables' centroids of the last turns
-  std::vector<double> m_filter_gaussian;          // bandwidth: the low-pass weights by slice distance + n - 1
+  std::vector<double> m_lr_sums;              // FFT mode: this turn's long-range sums [bunch][component]
+  std::deque<std::vector<double>> m_delayed;  // delay: the kick tables' centroids of the last turns
+  std::vector<double> m_filter_gaussian;      // bandwidth: the low-pass weights by slice distance + n - 1
   std::vector<wakes::SliceMoments> m_moments;
   std::vector<double> m_kicks;
   uint64_t m_warn_out_of_range = 0;

@@ -10,9 +10,9 @@
 #include <regex>
 #include <set>
 
+#include "core/math_helpers.hpp"
 #include "fusetrack/error.h"
 #include "fusetrack/monitor.h"
-#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -80,9 +80,9 @@ void validate(const Lattice& lattice, const SpaceChargeInstallOptions& o, const 
         throw InputError(option_at(file, fmt::format("--positions[{}]", i)),
                          fmt::format("position {:.17g} m is outside the ring [0, {:.17g}) m", p, c));
       if (i > 0 && !(p > o.positions[i - 1]))
-        throw InputError(option_at(file, fmt::format("--positions[{}]", i)),
-                         fmt::format("positions must increase strictly ({:.17g} m after {:.17g} m)", p,
-                                     o.positions[i - 1]));
+        throw InputError(
+            option_at(file, fmt::format("--positions[{}]", i)),
+            fmt::format("positions must increase strictly ({:.17g} m after {:.17g} m)", p, o.positions[i - 1]));
     }
   }
   auto positive = [&](double v, const char* field, const char* unit) {
@@ -106,8 +106,9 @@ void validate(const Lattice& lattice, const SpaceChargeInstallOptions& o, const 
     const char* node_fields[3] = {"--nodes[0]", "--nodes[1]", "--nodes[2]"};
     for (int d = 0; d < 3; ++d)
       if (o.pic_nodes[static_cast<size_t>(d)] < 2)
-        throw InputError(option_at(file, node_fields[d]),
-                         fmt::format("a grid needs at least 2 nodes per dimension, got {}", o.pic_nodes[static_cast<size_t>(d)]));
+        throw InputError(
+            option_at(file, node_fields[d]),
+            fmt::format("a grid needs at least 2 nodes per dimension, got {}", o.pic_nodes[static_cast<size_t>(d)]));
     positive(o.pic_extent_sigmas, "--extent-sigmas", "rms");
     non_negative(o.pic_fixed_sigmas, "--fixed-grid-sigmas", "rms");
   }
@@ -127,10 +128,9 @@ Placement place(const Lattice& lattice, const std::vector<double>& length, doubl
   p.s = p.requested = s;
   // First entry starting at or after s - tol.
   auto first_from = [&](double at) {
-    return static_cast<size_t>(
-        std::lower_bound(seq.begin(), seq.end(), at - kBoundaryTolerance,
-                         [](const SequenceEntry& e, double v) { return e.s < v; }) -
-        seq.begin());
+    return static_cast<size_t>(std::lower_bound(seq.begin(), seq.end(), at - kBoundaryTolerance,
+                                                [](const SequenceEntry& e, double v) { return e.s < v; }) -
+                               seq.begin());
   };
   const size_t lower = first_from(s);
   if (lower < seq.size() && seq[lower].s <= s + kBoundaryTolerance) {
@@ -153,94 +153,118 @@ Placement place(const Lattice& lattice, const std::vector<double>& length, doubl
   return p;
 }
 
-}  // namespace
+/// One installation: the kicks placed and named, the sequence with them, their definitions from the
+/// optics of the lattice with them at zero intensity, the description and the Laslett tune shifts.
+class SpaceChargeInstallation {
+ public:
+  SpaceChargeInstallation(const Lattice& lattice, const SpaceChargeInstallOptions& o, ElementRegistry& registry,
+                          const std::string& file)
+      : m_lattice(lattice), m_o(o), m_registry(registry), m_file(file) {}
 
-InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceChargeInstallOptions& o,
-                                          ElementRegistry& registry, const std::string& file) {
-  validate(lattice, o, file);
-  const double circumference = lattice.circumference();
-  const auto& seq = lattice.sequence();
-  std::vector<double> length(seq.size(), 0.0);
-  for (size_t e = 0; e < seq.size(); ++e)
-    if (lattice.element(e).type->thick) length[e] = lattice.field(seq[e].definition, "length");
-
-  std::vector<double> requested = o.positions;
-  if (requested.empty())
-    for (int64_t k = 0; k < o.elements; ++k)
-      requested.push_back(circumference * static_cast<double>(k) / static_cast<double>(o.elements));
-  const size_t n = requested.size();
-  std::vector<Placement> placements;
-  placements.reserve(n);
-  for (double s : requested) placements.push_back(place(lattice, length, s));
-
-  InstalledSpaceCharge out;
-  out.circumference = circumference;
-  out.kicks.resize(n);
-  json doc = lattice_to_json(lattice);
-  json& elements = doc["elements"];
-  for (size_t k = 0; k < n; ++k) {
-    SpaceChargeKick& kick = out.kicks[k];
-    kick.name = fmt::format("{}_{}", o.prefix, k);
-    if (elements.contains(kick.name))
-      throw InputError(option_at(file, "--prefix"),
-                       fmt::format("the element name '{}' is taken in the lattice: choose another prefix", kick.name));
-    kick.s = placements[k].s;
-    kick.requested_s = placements[k].requested;
-    kick.shift = kick.s - kick.requested_s;
+  InstalledSpaceCharge run() {
+    m_out.circumference = m_lattice.circumference();
+    place_kicks();
+    insert_into_sequence();
+    define_kicks(false);
+    take_beam_sizes_from_optics();
+    define_kicks(true);
+    describe();
+    laslett_tune_shifts();
+    return std::move(m_out);
   }
-  // Integration lengths: each element's share of the ring, (s_{k+1} - s_{k-1}) / 2, periodic.
-  for (size_t k = 0; k < n; ++k) {
-    if (n == 1) {
-      out.kicks[k].length = circumference;
-      continue;
+
+ private:
+  json& elements() { return m_doc["elements"]; }
+
+  /// The kicks at the positions asked for (or evenly spaced), moved to the nearest place allowed, named
+  /// and given their integration lengths: each element's share of the ring, (s_{k+1} - s_{k-1}) / 2, periodic.
+  void place_kicks() {
+    const double circumference = m_out.circumference;
+    const auto& seq = m_lattice.sequence();
+    m_length.assign(seq.size(), 0.0);
+    for (size_t e = 0; e < seq.size(); ++e)
+      if (m_lattice.element(e).type->thick) m_length[e] = m_lattice.field(seq[e].definition, "length");
+    std::vector<double> requested = m_o.positions;
+    if (requested.empty())
+      for (int64_t k = 0; k < m_o.elements; ++k)
+        requested.push_back(circumference * static_cast<double>(k) / static_cast<double>(m_o.elements));
+    const size_t n = requested.size();
+    m_placements.reserve(n);
+    for (double s : requested) m_placements.push_back(place(m_lattice, m_length, s));
+    m_out.kicks.resize(n);
+    m_doc = lattice_to_json(m_lattice);
+    for (size_t k = 0; k < n; ++k) {
+      SpaceChargeKick& kick = m_out.kicks[k];
+      kick.name = fmt::format("{}_{}", m_o.prefix, k);
+      if (elements().contains(kick.name))
+        throw InputError(
+            option_at(m_file, "--prefix"),
+            fmt::format("the element name '{}' is taken in the lattice: choose another prefix", kick.name));
+      kick.s = m_placements[k].s;
+      kick.requested_s = m_placements[k].requested;
+      kick.shift = kick.s - kick.requested_s;
     }
-    const double next = k + 1 < n ? out.kicks[k + 1].s : out.kicks[0].s + circumference;
-    const double prev = k > 0 ? out.kicks[k - 1].s : out.kicks[n - 1].s - circumference;
-    out.kicks[k].length = 0.5 * (next - prev);
-  }
-
-  // The new sequence: elements before entries, drifts split around the ones inside them.
-  std::vector<std::vector<size_t>> before(seq.size() + 1), inside(seq.size());
-  for (size_t k = 0; k < n; ++k) {
-    if (placements[k].inside >= 0)
-      inside[static_cast<size_t>(placements[k].inside)].push_back(k);
-    else
-      before[placements[k].before].push_back(k);
-  }
-  json sequence = json::array();
-  const json original_sequence = doc.at("sequence");
-  auto push_kick = [&](size_t k) {
-    out.kicks[k].sequence_index = sequence.size();
-    sequence.push_back(out.kicks[k].name);
-  };
-  for (size_t e = 0; e <= seq.size(); ++e) {
-    for (size_t k : before[e]) push_kick(k);
-    if (e == seq.size()) break;
-    const std::string& name = original_sequence[e].get_ref<const std::string&>();
-    if (inside[e].empty()) {
-      sequence.push_back(name);
-      continue;
-    }
-    const size_t pieces = inside[e].size() + 1;
-    const size_t split = out.split_drifts++;
-    double done = 0.0;
-    for (size_t j = 0; j < pieces; ++j) {
-      const double to = j + 1 < pieces ? placements[inside[e][j]].offset : length[e];
-      json piece = elements.at(name);
-      piece["length"] = to - done;
-      done = to;
-      const std::string pname = piece_name(name, split, j + 1, pieces);
-      if (elements.contains(pname))
-        throw InputError(element_at(file, e, name, lattice.element(e).type->name),
-                         fmt::format("the name '{}' for a piece of the split drift is taken", pname));
-      elements[pname] = piece;
-      sequence.push_back(pname);
-      if (j + 1 < pieces) push_kick(inside[e][j]);
+    for (size_t k = 0; k < n; ++k) {
+      if (n == 1) {
+        m_out.kicks[k].length = circumference;
+        continue;
+      }
+      const double next = k + 1 < n ? m_out.kicks[k + 1].s : m_out.kicks[0].s + circumference;
+      const double prev = k > 0 ? m_out.kicks[k - 1].s : m_out.kicks[n - 1].s - circumference;
+      m_out.kicks[k].length = 0.5 * (next - prev);
     }
   }
-  doc["sequence"] = sequence;
-  auto define_kicks = [&](bool final_values) {
-    for (const SpaceChargeKick& kick : out.kicks) {
+
+  /// The new sequence: elements before entries, drifts split around the ones inside them.
+  void insert_into_sequence() {
+    const auto& seq = m_lattice.sequence();
+    const size_t n = m_out.kicks.size();
+    std::vector<std::vector<size_t>> before(seq.size() + 1), inside(seq.size());
+    for (size_t k = 0; k < n; ++k) {
+      if (m_placements[k].inside >= 0)
+        inside[static_cast<size_t>(m_placements[k].inside)].push_back(k);
+      else
+        before[m_placements[k].before].push_back(k);
+    }
+    json sequence = json::array();
+    const json original_sequence = m_doc.at("sequence");
+    auto push_kick = [&](size_t k) {
+      m_out.kicks[k].sequence_index = sequence.size();
+      sequence.push_back(m_out.kicks[k].name);
+    };
+    for (size_t e = 0; e <= seq.size(); ++e) {
+      for (size_t k : before[e]) push_kick(k);
+      if (e == seq.size()) break;
+      const std::string& name = original_sequence[e].get_ref<const std::string&>();
+      if (inside[e].empty()) {
+        sequence.push_back(name);
+        continue;
+      }
+      const size_t pieces = inside[e].size() + 1;
+      const size_t split = m_out.split_drifts++;
+      double done = 0.0;
+      for (size_t j = 0; j < pieces; ++j) {
+        const double to = j + 1 < pieces ? m_placements[inside[e][j]].offset : m_length[e];
+        json piece = elements().at(name);
+        piece["length"] = to - done;
+        done = to;
+        const std::string pname = piece_name(name, split, j + 1, pieces);
+        if (elements().contains(pname))
+          throw InputError(element_at(m_file, e, name, m_lattice.element(e).type->name),
+                           fmt::format("the name '{}' for a piece of the split drift is taken", pname));
+        elements()[pname] = piece;
+        sequence.push_back(pname);
+        if (j + 1 < pieces) push_kick(inside[e][j]);
+      }
+    }
+    m_doc["sequence"] = sequence;
+  }
+
+  /// The kicks' definitions: `final_values` false, frozen elements of no intensity (they change nothing:
+  /// the optics of the lattice as it is); true, the elements asked for with the beam's sizes.
+  void define_kicks(bool final_values) {
+    const SpaceChargeInstallOptions& o = m_o;
+    for (const SpaceChargeKick& kick : m_out.kicks) {
       json def = {{"type", kType}, {"length", kick.length}};
       if (final_values && o.pic) {  // the optics were taken with frozen elements of zero intensity
         const double k = o.pic_fixed_sigmas;
@@ -257,15 +281,15 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
           def["x_max"] = kick.mean_x + k * kick.sigma_x;
           def["y_min"] = kick.mean_y - k * kick.sigma_y;
           def["y_max"] = kick.mean_y + k * kick.sigma_y;
-          def["zeta_min"] = out.z0 - k * o.sigma_zeta;
-          def["zeta_max"] = out.z0 + k * o.sigma_zeta;
+          def["zeta_min"] = m_out.z0 - k * o.sigma_zeta;
+          def["zeta_max"] = m_out.z0 + k * o.sigma_zeta;
         }
       } else if (final_values) {
         def["number_of_particles"] = o.intensity;
         def["sigma_z"] = o.sigma_zeta;
         def["sigma_x"] = kick.sigma_x;
         def["sigma_y"] = kick.sigma_y;
-        def["z0"] = out.z0;
+        def["z0"] = m_out.z0;
         def["mean_x"] = kick.mean_x;
         def["mean_y"] = kick.mean_y;
       } else {  // no intensity: changes nothing (optics of the lattice as it is)
@@ -274,65 +298,92 @@ InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceCha
         def["sigma_x"] = 1.0;
         def["sigma_y"] = 1.0;
       }
-      elements[kick.name] = def;
+      elements()[kick.name] = def;
     }
-  };
-  define_kicks(false);
-
-  // Optics at every element, on the lattice with the elements at zero intensity.
-  const Lattice probe = lattice_from_json(doc, file, registry);
-  const TwissTable table = compute_twiss_table(probe, o.optics);
-  const ReferenceParticle& ref = lattice.reference();
-  const double beta_gamma = ref.beta0() * ref.gamma0();
-  for (SpaceChargeKick& kick : out.kicks) {
-    const size_t row = kick.sequence_index + 1;  // at the exit of the (thin) element
-    kick.beta_x = table.beta_x[row];
-    kick.beta_y = table.beta_y[row];
-    kick.dx = table.dx[row];
-    kick.dy = table.dy[row];
-    kick.mean_x = table.x[row];
-    kick.mean_y = table.y[row];
-    kick.sigma_x = std::sqrt(kick.beta_x * o.eps_nx / beta_gamma + kick.dx * o.delta_rms * kick.dx * o.delta_rms);
-    kick.sigma_y = std::sqrt(kick.beta_y * o.eps_ny / beta_gamma + kick.dy * o.delta_rms * kick.dy * o.delta_rms);
-    if (!(kick.sigma_x > 0.0) || !(kick.sigma_y > 0.0) || !std::isfinite(kick.sigma_x) || !std::isfinite(kick.sigma_y))
-      throw InputError(element_at(file, kick.sequence_index, kick.name, kType, "sigma_x"),
-                       fmt::format("the optics give no beam size at s = {:.6f} m (beta_x {:.6g} m, beta_y {:.6g} m)",
-                                   kick.s, kick.beta_x, kick.beta_y));
   }
-  out.z0 = o.z0 ? *o.z0 : (table.six_d ? table.zeta[out.kicks[0].sequence_index + 1] : 0.0);
-  define_kicks(true);
-  const std::string kind =
-      o.pic ? fmt::format("particle-in-cell space-charge elements (SpaceChargePIC {}, {} x {} x {} nodes, {}", o.pic_model,
-                          o.pic_nodes[0], o.pic_nodes[1], o.pic_nodes[2],
+
+  /// Optics at every element, on the lattice with the elements at zero intensity: each kick's beta,
+  /// dispersion, closed orbit and rms sizes, and the bunch's centre z0.
+  void take_beam_sizes_from_optics() {
+    const Lattice probe = lattice_from_json(m_doc, m_file, m_registry);
+    const TwissTable table = compute_twiss_table(probe, m_o.optics);
+    const ReferenceParticle& ref = m_lattice.reference();
+    const double beta_gamma = ref.beta0() * ref.gamma0();
+    const SpaceChargeInstallOptions& o = m_o;
+    for (SpaceChargeKick& kick : m_out.kicks) {
+      const size_t row = kick.sequence_index + 1;  // at the exit of the (thin) element
+      kick.beta_x = table.beta_x[row];
+      kick.beta_y = table.beta_y[row];
+      kick.dx = table.dx[row];
+      kick.dy = table.dy[row];
+      kick.mean_x = table.x[row];
+      kick.mean_y = table.y[row];
+      kick.sigma_x = std::sqrt(kick.beta_x * o.eps_nx / beta_gamma + kick.dx * o.delta_rms * kick.dx * o.delta_rms);
+      kick.sigma_y = std::sqrt(kick.beta_y * o.eps_ny / beta_gamma + kick.dy * o.delta_rms * kick.dy * o.delta_rms);
+      if (!(kick.sigma_x > 0.0) || !(kick.sigma_y > 0.0) || !std::isfinite(kick.sigma_x) ||
+          !std::isfinite(kick.sigma_y))
+        throw InputError(element_at(m_file, kick.sequence_index, kick.name, kType, "sigma_x"),
+                         fmt::format("the optics give no beam size at s = {:.6f} m (beta_x {:.6g} m, beta_y {:.6g} m)",
+                                     kick.s, kick.beta_x, kick.beta_y));
+    }
+    m_out.z0 = o.z0 ? *o.z0 : (table.six_d ? table.zeta[m_out.kicks[0].sequence_index + 1] : 0.0);
+  }
+
+  /// The lattice's description names what was installed; its keys in a readable order.
+  void describe() {
+    const SpaceChargeInstallOptions& o = m_o;
+    const std::string kind =
+        o.pic
+            ? fmt::format("particle-in-cell space-charge elements (SpaceChargePIC {}, {} x {} x {} nodes, {}",
+                          o.pic_model, o.pic_nodes[0], o.pic_nodes[1], o.pic_nodes[2],
                           o.pic_fixed_sigmas > 0.0 ? fmt::format("grids fixed at +- {:.6g} rms", o.pic_fixed_sigmas)
                                                    : fmt::format("grids adapted to +- {:.6g} rms", o.pic_extent_sigmas))
             : std::string("frozen space-charge elements (SpaceChargeBiGaussian");
-  doc["description"] = fmt::format(
-      "{}{}{} {}, {} ... {}) installed by fusetrack spacecharge install: N = {:.6g}, eps_n = ({:.6g}, {:.6g}) m rad, "
-      "sigma_zeta = {:.6g} m, delta_rms = {:.6g}",
-      doc.contains("description") ? doc.at("description").get<std::string>() : std::string(),
-      doc.contains("description") ? "; " : "", n, kind, out.kicks.front().name,
-      out.kicks.back().name, o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms);
-  // A lattice_to_json document has no "description"; keep the key order readable.
-  out.lattice = json::object();
-  for (const char* key : {"fusetrack_lattice", "description", "reference", "plugins", "global_aperture", "elements",
-                          "sequence"})
-    if (doc.contains(key)) out.lattice[key] = doc.at(key);
-
-  // Laslett tune shifts (first order), the header's formula.
-  const double elementary_charge = 1.602176634e-19, epsilon0 = 8.8541878128e-12;
-  const double r0 = elementary_charge / (4.0 * kPi * epsilon0 * ref.mass0);
-  const double b2g3 = ref.beta0() * ref.beta0() * ref.gamma0() * ref.gamma0() * ref.gamma0();
-  const double factor =
-      -r0 * ref.q0 * ref.q0 * o.intensity / (std::pow(2.0 * kPi, 1.5) * o.sigma_zeta * b2g3);
-  double sum_x = 0.0, sum_y = 0.0;
-  for (const SpaceChargeKick& kick : out.kicks) {
-    sum_x += kick.beta_x * kick.length / (kick.sigma_x * (kick.sigma_x + kick.sigma_y));
-    sum_y += kick.beta_y * kick.length / (kick.sigma_y * (kick.sigma_x + kick.sigma_y));
+    m_doc["description"] = fmt::format(
+        "{}{}{} {}, {} ... {}) installed by fusetrack spacecharge install: N = {:.6g}, eps_n = ({:.6g}, {:.6g}) m rad, "
+        "sigma_zeta = {:.6g} m, delta_rms = {:.6g}",
+        m_doc.contains("description") ? m_doc.at("description").get<std::string>() : std::string(),
+        m_doc.contains("description") ? "; " : "", m_out.kicks.size(), kind, m_out.kicks.front().name,
+        m_out.kicks.back().name, o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms);
+    // A lattice_to_json document has no "description"; keep the key order readable.
+    m_out.lattice = json::object();
+    for (const char* key :
+         {"fusetrack_lattice", "description", "reference", "plugins", "global_aperture", "elements", "sequence"})
+      if (m_doc.contains(key)) m_out.lattice[key] = m_doc.at(key);
   }
-  out.laslett_dqx = factor * sum_x;
-  out.laslett_dqy = factor * sum_y;
-  return out;
+
+  /// Laslett tune shifts (first order), the header's formula.
+  void laslett_tune_shifts() {
+    const ReferenceParticle& ref = m_lattice.reference();
+    const double elementary_charge = 1.602176634e-19, epsilon0 = 8.8541878128e-12;
+    const double r0 = elementary_charge / (4.0 * kPi * epsilon0 * ref.mass0);
+    const double b2g3 = ref.beta0() * ref.beta0() * ref.gamma0() * ref.gamma0() * ref.gamma0();
+    const double factor = -r0 * ref.q0 * ref.q0 * m_o.intensity / (std::pow(2.0 * kPi, 1.5) * m_o.sigma_zeta * b2g3);
+    double sum_x = 0.0, sum_y = 0.0;
+    for (const SpaceChargeKick& kick : m_out.kicks) {
+      sum_x += kick.beta_x * kick.length / (kick.sigma_x * (kick.sigma_x + kick.sigma_y));
+      sum_y += kick.beta_y * kick.length / (kick.sigma_y * (kick.sigma_x + kick.sigma_y));
+    }
+    m_out.laslett_dqx = factor * sum_x;
+    m_out.laslett_dqy = factor * sum_y;
+  }
+
+  const Lattice& m_lattice;
+  const SpaceChargeInstallOptions& m_o;
+  ElementRegistry& m_registry;
+  const std::string& m_file;
+  json m_doc;                           // the lattice being built
+  std::vector<double> m_length;         // per sequence entry: its length (thick elements), else 0
+  std::vector<Placement> m_placements;  // per kick: where it goes
+  InstalledSpaceCharge m_out;
+};
+
+}  // namespace
+
+InstalledSpaceCharge install_space_charge(const Lattice& lattice, const SpaceChargeInstallOptions& o,
+                                          ElementRegistry& registry, const std::string& file) {
+  validate(lattice, o, file);
+  return SpaceChargeInstallation(lattice, o, registry, file).run();
 }
 
 json remove_space_charge(const Lattice& lattice, const std::string& file, size_t* removed) {
@@ -432,16 +483,17 @@ SpaceChargeBeamSizes::SpaceChargeBeamSizes(const Lattice& lattice, const OpticsO
 }
 
 std::vector<SpaceChargeSizes> SpaceChargeBeamSizes::sizes(const BunchMoments& m, size_t particles,
-                                                           double intensity) const {
+                                                          double intensity) const {
   if (!(intensity >= 0.0) || !std::isfinite(intensity)) {
     InputLocation at;
     at.field = "intensity";
     throw InputError(at, fmt::format("must be finite and >= 0, got {}", intensity));
   }
   if (m.alive < 2 || !(m.rms_zeta > 0.0) || !(m.emittance_x > 0.0) || !(m.emittance_y > 0.0))
-    throw Error(fmt::format("space-charge beam sizes: the beam ({} particles alive) has no size to take "
-                            "(rms zeta {}, emittances {} {})",
-                            m.alive, m.rms_zeta, m.emittance_x, m.emittance_y));
+    throw Error(
+        fmt::format("space-charge beam sizes: the beam ({} particles alive) has no size to take "
+                    "(rms zeta {}, emittances {} {})",
+                    m.alive, m.rms_zeta, m.emittance_x, m.emittance_y));
   const double n = intensity * static_cast<double>(m.alive) / static_cast<double>(particles);
   std::vector<SpaceChargeSizes> out;
   out.reserve(m_entries.size());

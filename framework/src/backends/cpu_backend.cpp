@@ -67,8 +67,8 @@ struct alignas(64) BlockBuffer {
 void apply_turn_end(ft_particle_block& b, const GlobalLimits& limits, int64_t turn, size_t n_elements) {
   for (int64_t i = 0; i < b.count; ++i) {
     if (b.state[i] <= 0) continue;
-    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
-                   b.state[i]};
+    ParticleView p{b.x[i],    b.px[i],  b.y[i],   b.py[i], b.zeta[i], b.delta[i],
+                   b.ptau[i], b.rpp[i], b.rvv[i], b.beta0, b.state[i]};
     apply_turn_limits(p, limits);
     if (p.state <= 0) {
       b.state[i] = p.state;
@@ -83,14 +83,14 @@ void apply_turn_end(ft_particle_block& b, const GlobalLimits& limits, int64_t tu
 /// applies in the line's frame), back out for every particle that went in (lost in the element or
 /// not, as xtrack's serial CPU and CUDA loops do), then the global limit. The fused GPU kernels do
 /// the same per particle: transform_entry, NAME_track, transform_exit, apply_element_limits.
-int track_transformed(ft_track_block_fn fn, const void* params, const unsigned char* transform,
-                      ft_particle_block& b, ft_error* err) {
+int track_transformed(ft_track_block_fn fn, const void* params, const unsigned char* transform, ft_particle_block& b,
+                      ft_error* err) {
   bool entered[kBlockSize];
   for (int64_t i = 0; i < b.count; ++i) {
     entered[i] = b.state[i] > 0;
     if (!entered[i]) continue;
-    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
-                   b.state[i]};
+    ParticleView p{b.x[i],    b.px[i],  b.y[i],   b.py[i], b.zeta[i], b.delta[i],
+                   b.ptau[i], b.rpp[i], b.rvv[i], b.beta0, b.state[i]};
     transform_entry(transform, p);
     b.x[i] = p.x;
     b.px[i] = p.px;
@@ -106,8 +106,8 @@ int track_transformed(ft_track_block_fn fn, const void* params, const unsigned c
   if (rc != 0) return rc;
   for (int64_t i = 0; i < b.count; ++i) {
     if (!entered[i]) continue;
-    ParticleView p{b.x[i], b.px[i], b.y[i], b.py[i], b.zeta[i], b.delta[i], b.ptau[i], b.rpp[i], b.rvv[i], b.beta0,
-                   b.state[i]};
+    ParticleView p{b.x[i],    b.px[i],  b.y[i],   b.py[i], b.zeta[i], b.delta[i],
+                   b.ptau[i], b.rpp[i], b.rvv[i], b.beta0, b.state[i]};
     transform_exit(transform, p);
     const bool alive = p.state > 0;
     apply_element_limits(p, limits);
@@ -187,6 +187,10 @@ class CpuBackend : public Backend {
   /// Turn by turn, split at the collective elements (TurnProgram): each segment in parallel
   /// over particle blocks, then the integer profile summed over threads and solved.
   void track_collective(Particles& particles, const TrackOptions& options);
+  /// The collective solvers of `program`, made again where their count, the FMA mode or the
+  /// macroparticle count changed (else kept: multi-turn wake memory).
+  void prepare_collective_solvers(const TurnProgram& program, FmaMode fma, size_t macroparticles);
+  class CollectiveRun;
 
   const Lattice& m_lattice;
   std::vector<const Lattice*> m_variants;  // set_variants; empty: m_lattice for every particle
@@ -225,7 +229,8 @@ void CpuBackend::track(Particles& particles, const TrackOptions& options) {
   for (size_t first = 0; first < n;) {
     const int32_t v = particle_variant(particles, first, n_variants);
     size_t count = 1;
-    while (count < kBlockSize && first + count < n && particle_variant(particles, first + count, n_variants) == v) ++count;
+    while (count < kBlockSize && first + count < n && particle_variant(particles, first + count, n_variants) == v)
+      ++count;
     blocks.push_back({first, count, v});
     first += count;
   }
@@ -339,170 +344,238 @@ void slice_moments_step(MomentsCollectiveSolver& m, const Particles& particles, 
     m.solve(all.data(), all.back());
 }
 
+/// One collective track() call: turn by turn, each segment of the TurnProgram in parallel over
+/// particle blocks (the kick of the collective element before it, its elements, the deposit of the
+/// profile after it), then the collective element's solve.
+class CpuBackend::CollectiveRun {
+ public:
+  CollectiveRun(CpuBackend& backend, const TurnProgram& program, Particles& particles, const TrackOptions& options)
+      : m_backend(backend),
+        m_lattice(backend.m_lattice),
+        m_program(program),
+        m_particles(particles),
+        m_options(options),
+        m_limits(m_lattice.limits()),
+        m_n_elements(m_lattice.sequence().size()),
+        m_n_collective(program.collective.size()),
+        m_n(particles.size()),
+        m_n_blocks((m_n + kBlockSize - 1) / kBlockSize),
+        m_threads(options.threads > 0 ? options.threads : omp_get_max_threads()),
+        m_local_counts(static_cast<size_t>(m_threads)),
+        m_fields(m_n_collective),
+        m_grids(m_n_collective),
+        m_grid_fields(m_n_collective),
+        m_moment_kicks(m_n_collective) {
+    for (size_t c = 0; c < m_n_collective; ++c) {
+      if (backend.m_grid_solvers[c]) {
+        m_grid_fields[c] = backend.m_grid_solvers[c]->field();
+        continue;
+      }
+      if (backend.m_moment_solvers[c]) {
+        m_moment_kicks[c] = backend.m_moment_solvers[c]->slice_kicks();
+        continue;
+      }
+      m_fields[c] = ft_slice_field{backend.m_snapshots[c].field.data(), backend.m_solvers[c]->grid()};
+      m_grids[c] = backend.m_solvers[c]->slice_grid();
+    }
+  }
+
+  void run() {
+    const int64_t every = m_options.callback_every > 0 ? m_options.callback_every : m_options.turns;
+    for (int64_t done = 0; done < m_options.turns;) {
+      const int64_t turn = m_options.first_turn + done;
+      for (size_t k = 0; k < m_program.segments.size(); ++k) run_segment(k, turn);
+      ++done;
+      if (m_options.callback && (done % every == 0 || done == m_options.turns) &&
+          !m_options.callback(done, m_particles))
+        break;
+    }
+  }
+
+ private:
+  /// Segment k of a turn: what its blocks do.
+  struct Step {
+    TurnProgram::Segment seg;
+    size_t k = 0;
+    int64_t turn = 0;
+    bool kick = false, turn_end = false;
+    bool deposit = false;  // the profile kind deposits in the block loop
+    bool grid_kick = false, moment_kick = false;
+  };
+
+  void run_segment(size_t k, int64_t turn) {
+    Step step;
+    step.seg = m_program.segments[k];
+    step.k = k;
+    step.turn = turn;
+    step.kick = k > 0;
+    step.turn_end = k == m_n_collective;
+    GridCollectiveSolver* const grid_solver = k < m_n_collective ? m_backend.m_grid_solvers[k].get() : nullptr;
+    MomentsCollectiveSolver* const moment_solver = k < m_n_collective ? m_backend.m_moment_solvers[k].get() : nullptr;
+    // The profile kind deposits in this loop; the grid and slice-moment kinds after it (the adapted
+    // grid needs the bunch's moments first).
+    step.deposit = k < m_n_collective && !grid_solver && !moment_solver;
+    step.grid_kick = step.kick && m_backend.m_grid_solvers[k - 1];
+    step.moment_kick = step.kick && m_backend.m_moment_solvers[k - 1];
+    const size_t n_slices = step.deposit ? static_cast<size_t>(m_grids[k].n_slices) : 0;
+    m_failed = false;
+    m_failure.clear();
+    for (auto& c : m_local_counts) c.assign(n_slices, 0);  // also for threads OpenMP does not start
+#pragma omp parallel num_threads(m_threads)
+    {
+      std::vector<uint64_t>& counts = m_local_counts[static_cast<size_t>(omp_get_thread_num())];
+#pragma omp for schedule(static)
+      for (size_t blk = 0; blk < m_n_blocks; ++blk) {
+        if (m_failed.load(std::memory_order_relaxed)) continue;
+        track_block(step, blk, counts);
+      }
+    }
+    if (m_failed) throw Error(m_failure);
+    if (step.deposit) solve_profile(k);
+    if (grid_solver) {
+      grid_space_charge_step(*grid_solver, m_particles, m_threads, m_options);
+      m_grid_fields[k] = grid_solver->field();
+    }
+    if (moment_solver) slice_moments_step(*moment_solver, m_particles, m_threads, m_options);
+  }
+
+  /// Block `blk` through segment step.k: the kick, the elements, the turn's end, the deposit.
+  void track_block(const Step& step, size_t blk, std::vector<uint64_t>& counts) {
+    const size_t first = blk * kBlockSize;
+    const size_t count = std::min(kBlockSize, m_n - first);
+    ft_particle_block b = m_particles.block(first, count);
+    bool any_alive = false;
+    for (size_t i = 0; i < count; ++i) any_alive |= b.state[i] > 0;
+    if (!any_alive) return;
+    b.limit_x = m_limits.x;
+    b.limit_y = m_limits.y;
+    b.turn = static_cast<int32_t>(step.turn);
+    if (step.kick && !collective_kick(step, b)) return;
+    for (size_t e = step.seg.begin; e < step.seg.end; ++e) {
+      const auto& entry = m_lattice.sequence()[e];
+      b.element_index = static_cast<int64_t>(e);
+      ft_error err{};
+      const ft_track_block_fn fn = m_lattice.definitions()[entry.definition].type->track_block;
+      const unsigned char* transform = transform_of(m_lattice, entry.definition);
+      if ((transform ? track_transformed(fn, m_lattice.params(entry.definition), transform, b, &err)
+                     : fn(m_lattice.params(entry.definition), &b, &err)) != 0) {
+        fail(e, step.turn, err.message);
+        break;
+      }
+    }
+    if (step.turn_end) apply_turn_end(b, m_limits, step.turn, m_n_elements);
+    if (step.deposit) {
+      for (size_t i = 0; i < count; ++i) {
+        if (b.state[i] <= 0) continue;
+        int bins[2];
+        unsigned long long weights[2];
+        const int m = profile_deposit(m_grids[step.k], b.zeta[i], bins, weights);
+        for (int q = 0; q < m; ++q) counts[static_cast<size_t>(bins[q])] += weights[q];
+      }
+    }
+  }
+
+  /// The kick of the collective element before segment step.k; false where it failed.
+  bool collective_kick(const Step& step, ft_particle_block& b) {
+    const size_t c = step.k - 1;
+    const size_t e = m_program.collective[c];
+    b.element_index = static_cast<int64_t>(e);
+    ft_error err{};
+    int rc;
+    if (step.grid_kick)
+      rc = m_backend.m_grid_solvers[c]->desc().grid_kick_block(m_backend.m_grid_solvers[c]->params(), &m_grid_fields[c],
+                                                               &b, &err);
+    else if (step.moment_kick)
+      rc = m_backend.m_moment_solvers[c]->desc().moments_kick_block(m_backend.m_moment_solvers[c]->params(),
+                                                                    &m_moment_kicks[c], &b, &err);
+    else
+      rc = m_backend.m_solvers[c]->desc().kick_block(m_backend.m_solvers[c]->params(), &m_fields[c], &b, &err);
+    if (rc == 0) return true;
+    fail(e, step.turn, err.message);
+    return false;
+  }
+
+  /// The first failure of a segment, kept to be thrown after the parallel loop.
+  void fail(size_t e, int64_t turn, const char* what) {
+    const auto& def = m_lattice.element(e);
+#pragma omp critical(ft_cpu_failure)
+    if (!m_failed.exchange(true))
+      m_failure = fmt::format("element #{} '{}' ({}, plugin {}) failed on the CPU at turn {}: {}", e, def.name,
+                              def.type->name, def.type->plugin->file(), turn, what);
+  }
+
+  /// The profile of collective element k summed over the threads (integer sums: exact, whatever the
+  /// number of threads and their order), over the ranks where asked, and solved.
+  void solve_profile(size_t k) {
+    std::vector<uint64_t>& total = m_backend.m_snapshots[k].counts;
+    std::fill(total.begin(), total.end(), 0);
+    for (int t = 0; t < m_threads; ++t) {
+      const std::vector<uint64_t>& c = m_local_counts[static_cast<size_t>(t)];
+      for (size_t s = 0; s < c.size(); ++s) total[s] += c[s];
+    }
+    if (m_options.reduce_profile) m_options.reduce_profile(total.data(), total.size());
+    m_backend.m_solvers[k]->solve(total.data(), m_backend.m_snapshots[k].field.data());
+  }
+
+  CpuBackend& m_backend;
+  const Lattice& m_lattice;
+  const TurnProgram& m_program;
+  Particles& m_particles;
+  const TrackOptions& m_options;
+  const GlobalLimits m_limits;
+  const size_t m_n_elements, m_n_collective, m_n, m_n_blocks;
+  const int m_threads;
+  std::vector<std::vector<uint64_t>> m_local_counts;  // per thread: the profile deposited
+  std::vector<ft_slice_field> m_fields;               // per collective element (profile kind)
+  std::vector<SliceGrid> m_grids;
+  std::vector<ft_grid_field> m_grid_fields;    // grid kind
+  std::vector<ft_slice_kicks> m_moment_kicks;  // slice-moment kind
+  std::atomic<bool> m_failed{false};
+  std::string m_failure;
+};
+
+void CpuBackend::prepare_collective_solvers(const TurnProgram& program, FmaMode fma, size_t macroparticles) {
+  const size_t n_collective = program.collective.size();
+  if (m_solvers.size() == n_collective && m_solver_fma == fma && m_solver_macroparticles == macroparticles) return;
+  m_solvers.clear();
+  m_grid_solvers.clear();
+  m_moment_solvers.clear();
+  for (size_t c = 0; c < n_collective; ++c) {
+    const bool grid = m_lattice.element(program.collective[c]).type->is_grid_collective();
+    const bool moments = m_lattice.element(program.collective[c]).type->is_moments_collective();
+    m_solvers.push_back(
+        grid || moments ? nullptr
+                        : std::make_unique<CollectiveSolver>(m_lattice, program.collective[c], fma, macroparticles));
+    m_moment_solvers.push_back(
+        moments ? std::make_unique<MomentsCollectiveSolver>(m_lattice, program.collective[c], macroparticles)
+                : nullptr);
+    m_grid_solvers.push_back(
+        grid ? std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c], fma, macroparticles) : nullptr);
+  }
+  m_solver_fma = fma;
+  m_solver_macroparticles = macroparticles;
+  m_snapshots.assign(n_collective, CollectiveSnapshot{});
+  for (size_t c = 0; c < n_collective; ++c) {
+    CollectiveSnapshot& snap = m_snapshots[c];
+    snap.sequence_index = program.collective[c];
+    if (!m_solvers[c]) continue;  // a grid or slice-moment element
+    snap.element_name = m_solvers[c]->element_name();
+    snap.grid = m_solvers[c]->grid();
+    snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
+    snap.field.assign(static_cast<size_t>(snap.grid.n_slices), 0.0);
+  }
+}
+
 void CpuBackend::track_collective(Particles& particles, const TrackOptions& options) {
   const size_t n_elements = m_lattice.sequence().size();
   if (options.element_begin != 0 || std::min(options.element_end, n_elements) != n_elements)
     throw Error("a lattice with collective elements is tracked whole turns at a time (no element ranges)");
   const TurnProgram program = TurnProgram::build(m_lattice);
-  const size_t n_collective = program.collective.size();
   const size_t macroparticles = options.macroparticles > 0 ? options.macroparticles : particles.size();
-  if (m_solvers.size() != n_collective || m_solver_fma != options.fma || m_solver_macroparticles != macroparticles) {
-    m_solvers.clear();
-    m_grid_solvers.clear();
-    m_moment_solvers.clear();
-    for (size_t c = 0; c < n_collective; ++c) {
-      const bool grid = m_lattice.element(program.collective[c]).type->is_grid_collective();
-      const bool moments = m_lattice.element(program.collective[c]).type->is_moments_collective();
-      m_solvers.push_back(grid || moments ? nullptr
-                                          : std::make_unique<CollectiveSolver>(m_lattice, program.collective[c],
-                                                                               options.fma, macroparticles));
-      m_moment_solvers.push_back(
-          moments ? std::make_unique<MomentsCollectiveSolver>(m_lattice, program.collective[c], macroparticles)
-                  : nullptr);
-      m_grid_solvers.push_back(grid ? std::make_unique<GridCollectiveSolver>(m_lattice, program.collective[c],
-                                                                             options.fma, macroparticles)
-                                    : nullptr);
-    }
-    m_solver_fma = options.fma;
-    m_solver_macroparticles = macroparticles;
-    m_snapshots.assign(n_collective, CollectiveSnapshot{});
-    for (size_t c = 0; c < n_collective; ++c) {
-      CollectiveSnapshot& snap = m_snapshots[c];
-      snap.sequence_index = program.collective[c];
-      if (!m_solvers[c]) continue;  // a grid or slice-moment element
-      snap.element_name = m_solvers[c]->element_name();
-      snap.grid = m_solvers[c]->grid();
-      snap.counts.assign(static_cast<size_t>(snap.grid.n_slices), 0);
-      snap.field.assign(static_cast<size_t>(snap.grid.n_slices), 0.0);
-    }
-  }
-
+  prepare_collective_solvers(program, options.fma, macroparticles);
   // rpp and rvv as the GPU's collective kernels recompute them (a no-op for particles made here).
   if (collective_energy_is_derived(m_lattice)) particles.derive_energy();
-  const GlobalLimits limits = m_lattice.limits();
-  const size_t n = particles.size();
-  const size_t n_blocks = (n + kBlockSize - 1) / kBlockSize;
-  const int threads = options.threads > 0 ? options.threads : omp_get_max_threads();
-  std::vector<std::vector<uint64_t>> local_counts(static_cast<size_t>(threads));
-  std::vector<ft_slice_field> fields(n_collective);
-  std::vector<SliceGrid> grids(n_collective);
-  std::vector<ft_grid_field> grid_fields(n_collective);
-  std::vector<ft_slice_kicks> moment_kicks(n_collective);
-  for (size_t c = 0; c < n_collective; ++c) {
-    if (m_grid_solvers[c]) {
-      grid_fields[c] = m_grid_solvers[c]->field();
-      continue;
-    }
-    if (m_moment_solvers[c]) {
-      moment_kicks[c] = m_moment_solvers[c]->slice_kicks();
-      continue;
-    }
-    fields[c] = ft_slice_field{m_snapshots[c].field.data(), m_solvers[c]->grid()};
-    grids[c] = m_solvers[c]->slice_grid();
-  }
-
-  const int64_t every = options.callback_every > 0 ? options.callback_every : options.turns;
-  for (int64_t done = 0; done < options.turns;) {
-    const int64_t turn = options.first_turn + done;
-    for (size_t k = 0; k < program.segments.size(); ++k) {
-      const TurnProgram::Segment seg = program.segments[k];
-      const bool kick = k > 0, turn_end = k == n_collective;
-      GridCollectiveSolver* const grid_solver = k < n_collective ? m_grid_solvers[k].get() : nullptr;
-      MomentsCollectiveSolver* const moment_solver = k < n_collective ? m_moment_solvers[k].get() : nullptr;
-      // The profile kind deposits in this loop; the grid and slice-moment kinds after it (the adapted
-      // grid needs the bunch's moments first).
-      const bool deposit = k < n_collective && !grid_solver && !moment_solver;
-      const bool grid_kick = kick && m_grid_solvers[k - 1];
-      const bool moment_kick = kick && m_moment_solvers[k - 1];
-      const size_t n_slices = deposit ? static_cast<size_t>(grids[k].n_slices) : 0;
-      std::atomic<bool> failed{false};
-      std::string failure;
-      for (auto& c : local_counts) c.assign(n_slices, 0);  // also for threads OpenMP does not start
-#pragma omp parallel num_threads(threads)
-      {
-        std::vector<uint64_t>& counts = local_counts[static_cast<size_t>(omp_get_thread_num())];
-#pragma omp for schedule(static)
-        for (size_t blk = 0; blk < n_blocks; ++blk) {
-          if (failed.load(std::memory_order_relaxed)) continue;
-          const size_t first = blk * kBlockSize;
-          const size_t count = std::min(kBlockSize, n - first);
-          ft_particle_block b = particles.block(first, count);
-          bool any_alive = false;
-          for (size_t i = 0; i < count; ++i) any_alive |= b.state[i] > 0;
-          if (!any_alive) continue;
-          b.limit_x = limits.x;
-          b.limit_y = limits.y;
-          b.turn = static_cast<int32_t>(turn);
-          auto fail = [&](size_t e, const char* what) {
-            const auto& def = m_lattice.element(e);
-#pragma omp critical(ft_cpu_failure)
-            if (!failed.exchange(true))
-              failure = fmt::format("element #{} '{}' ({}, plugin {}) failed on the CPU at turn {}: {}", e, def.name,
-                                    def.type->name, def.type->plugin->file(), turn, what);
-          };
-          if (kick) {
-            const size_t e = program.collective[k - 1];
-            b.element_index = static_cast<int64_t>(e);
-            ft_error err{};
-            int rc;
-            if (grid_kick)
-              rc = m_grid_solvers[k - 1]->desc().grid_kick_block(m_grid_solvers[k - 1]->params(), &grid_fields[k - 1],
-                                                                 &b, &err);
-            else if (moment_kick)
-              rc = m_moment_solvers[k - 1]->desc().moments_kick_block(m_moment_solvers[k - 1]->params(),
-                                                                      &moment_kicks[k - 1], &b, &err);
-            else
-              rc = m_solvers[k - 1]->desc().kick_block(m_solvers[k - 1]->params(), &fields[k - 1], &b, &err);
-            if (rc != 0) {
-              fail(e, err.message);
-              continue;
-            }
-          }
-          for (size_t e = seg.begin; e < seg.end; ++e) {
-            const auto& entry = m_lattice.sequence()[e];
-            b.element_index = static_cast<int64_t>(e);
-            ft_error err{};
-            const ft_track_block_fn fn = m_lattice.definitions()[entry.definition].type->track_block;
-            const unsigned char* transform = transform_of(m_lattice, entry.definition);
-            if ((transform ? track_transformed(fn, m_lattice.params(entry.definition), transform, b, &err)
-                           : fn(m_lattice.params(entry.definition), &b, &err)) != 0) {
-              fail(e, err.message);
-              break;
-            }
-          }
-          if (turn_end) apply_turn_end(b, limits, turn, n_elements);
-          if (deposit) {
-            for (size_t i = 0; i < count; ++i) {
-              if (b.state[i] <= 0) continue;
-              int bins[2];
-              unsigned long long weights[2];
-              const int m = profile_deposit(grids[k], b.zeta[i], bins, weights);
-              for (int q = 0; q < m; ++q) counts[static_cast<size_t>(bins[q])] += weights[q];
-            }
-          }
-        }
-      }
-      if (failed) throw Error(failure);
-      if (deposit) {
-        // Integer sums: exact, whatever the number of threads and their order.
-        std::vector<uint64_t>& total = m_snapshots[k].counts;
-        std::fill(total.begin(), total.end(), 0);
-        for (int t = 0; t < threads; ++t) {
-          const std::vector<uint64_t>& c = local_counts[static_cast<size_t>(t)];
-          for (size_t s = 0; s < c.size(); ++s) total[s] += c[s];
-        }
-        if (options.reduce_profile) options.reduce_profile(total.data(), total.size());
-        m_solvers[k]->solve(total.data(), m_snapshots[k].field.data());
-      }
-      if (grid_solver) {
-        grid_space_charge_step(*grid_solver, particles, threads, options);
-        grid_fields[k] = grid_solver->field();
-      }
-      if (moment_solver) slice_moments_step(*moment_solver, particles, threads, options);
-    }
-    ++done;
-    if (options.callback && (done % every == 0 || done == options.turns) && !options.callback(done, particles)) break;
-  }
+  CollectiveRun(*this, program, particles, options).run();
   for (auto& g : m_grid_solvers) {
     if (!g) continue;
     const std::string warning = g->take_warning();

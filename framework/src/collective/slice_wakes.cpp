@@ -34,6 +34,13 @@ std::vector<std::string> split_words(const char* text) {
   return words;
 }
 
+/// A bad value of a slice-moment element's field: InputError naming the element and the field.
+[[noreturn]] void bad_moments_field(const InputLocation& where, const char* field, const std::string& problem) {
+  InputLocation at = where;
+  at.field = field;
+  throw InputError(at, problem);
+}
+
 }  // namespace
 
 /// The long range of a train in the FFT mode: per stored turn k (0: this turn, the bunches ahead), component c
@@ -53,7 +60,8 @@ struct MomentsCollectiveSolver::LongRangeFft {
   /// The stored turns' part of component c's sum, from the oldest turn to the last (the solve's order).
   wakes::FftConvolver::Spectrum sum_over_stored(size_t c, size_t moment) const {
     wakes::FftConvolver::Spectrum sum(static_cast<size_t>(convolver.bins()), wakes::Complex(0.0, 0.0));
-    for (size_t k = history.size(); k >= 1; --k) wakes::FftConvolver::multiply_add(kernels[k][c], history[k - 1][moment], sum);
+    for (size_t k = history.size(); k >= 1; --k)
+      wakes::FftConvolver::multiply_add(kernels[k][c], history[k - 1][moment], sum);
     return sum;
   }
 };
@@ -83,61 +91,92 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
       if (armed) model.destroy = nullptr;
     }
   } guard{m_model};
-  auto bad = [&](const char* field, const std::string& problem) {
-    InputLocation at = where;
-    at.field = field;
-    throw InputError(at, problem);
-  };
+  check_model(where, ref, macroparticles);
+  set_train_grid(lattice, where);
+  m_kick_per_volt = ref.q0 / (ref.beta0() * ref.p0c);
+  m_energy_per_volt = ref.q0 / ref.energy0();
+
+  set_wake_memory(lattice, where);
+  m_moments.resize(static_cast<size_t>(m_bunches));
+  for (int b = 0; b < m_bunches; ++b)
+    m_moments[static_cast<size_t>(b)].time_offset =
+        b == 0 ? 0.0 : b * m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
+  m_reducer = std::make_unique<SliceCentroidReducer>(
+      slice_grid(), std::array<double, 4>{m_model.ranges[0], m_model.ranges[1], m_model.ranges[2], m_model.ranges[3]},
+      macroparticles);
+  m_kicks.assign(static_cast<size_t>(m_total_slices) * FT_SLICE_KICK_VALUES, 0.0);
+  m_full_rank_sum = std::getenv("FUSETRACK_FULL_RANK_SUM") != nullptr;
+  set_feedback_filter();
+  guard.armed = false;  // built: the destructor releases the model
+}
+
+void MomentsCollectiveSolver::check_model(const InputLocation& where, const ReferenceParticle& ref,
+                                          size_t macroparticles) const {
   const ft_profile_grid& g = m_model.grid;
-  if (g.n_slices < 1) bad("n_slices", fmt::format("must be at least 1, got {}", g.n_slices));
-  if (g.n_slices > (1 << 20)) bad("n_slices", fmt::format("{} slices is more than 2^20", g.n_slices));
+  if (g.n_slices < 1) bad_moments_field(where, "n_slices", fmt::format("must be at least 1, got {}", g.n_slices));
+  if (g.n_slices > (1 << 20))
+    bad_moments_field(where, "n_slices", fmt::format("{} slices is more than 2^20", g.n_slices));
   if (!(std::isfinite(g.zeta_min) && std::isfinite(g.zeta_max) && g.zeta_max > g.zeta_min))
-    bad("zeta_max", fmt::format("the cuts must satisfy zeta_min < zeta_max, got [{}, {}] m", g.zeta_min, g.zeta_max));
-  if (g.linear != 0) bad("n_slices", "slice moments bin to the nearest slice (linear must be 0)");
+    bad_moments_field(where, "zeta_max",
+                      fmt::format("the cuts must satisfy zeta_min < zeta_max, got [{}, {}] m", g.zeta_min, g.zeta_max));
+  if (g.linear != 0) bad_moments_field(where, "n_slices", "slice moments bin to the nearest slice (linear must be 0)");
   for (int k = 0; k < 4; ++k)
     if (!(m_model.ranges[k] > 0.0 && std::isfinite(m_model.ranges[k])))
-      bad("ranges", fmt::format("the declared moment ranges must be positive and finite, got {}", m_model.ranges[k]));
-  if (!std::isfinite(m_model.bunch_charge)) bad("intensity", "the bunch charge must be finite");
-  if (m_model.memory_turns < 0) bad("memory_turns", fmt::format("must be >= 0, got {}", m_model.memory_turns));
+      bad_moments_field(
+          where, "ranges",
+          fmt::format("the declared moment ranges must be positive and finite, got {}", m_model.ranges[k]));
+  if (!std::isfinite(m_model.bunch_charge)) bad_moments_field(where, "intensity", "the bunch charge must be finite");
+  if (m_model.memory_turns < 0)
+    bad_moments_field(where, "memory_turns", fmt::format("must be >= 0, got {}", m_model.memory_turns));
   if (!(m_model.feedback_bandwidth >= 0.0) || !std::isfinite(m_model.feedback_bandwidth))
-    bad("bandwidth", fmt::format("must be finite and >= 0, got {} Hz", m_model.feedback_bandwidth));
+    bad_moments_field(where, "bandwidth",
+                      fmt::format("must be finite and >= 0, got {} Hz", m_model.feedback_bandwidth));
   if (m_model.source_count < 0 || (m_model.source_count > 0 && !m_model.sources))
-    bad("sources", "the host model's source list is inconsistent");
+    bad_moments_field(where, "sources", "the host model's source list is inconsistent");
   if (macroparticles == 0) throw Error(fmt::format("collective element '{}': no macroparticles", m_name));
   if (!(ref.p0c > 0.0 && ref.beta0() > 0.0 && ref.energy0() > 0.0))
     throw InputError(where, "slice-moment elements need a reference particle with p0c > 0");
 
   if (m_model.feedback_delay < 0)
-    bad("delay", fmt::format("the feedback delay must be >= 0 turns, got {}", m_model.feedback_delay));
+    bad_moments_field(where, "delay",
+                      fmt::format("the feedback delay must be >= 0 turns, got {}", m_model.feedback_delay));
+}
+
+void MomentsCollectiveSolver::set_train_grid(const Lattice& lattice, const InputLocation& where) {
+  const ReferenceParticle& ref = lattice.reference();
+  const ft_profile_grid& g = m_model.grid;
   const int n = g.n_slices;
   // The train: bunch b at [zeta_min, zeta_max] - b spacing on one uniform grid (slice_wakes.h).
   m_bunches = std::max(1, m_model.n_bunches);
   m_stride = n;
   m_train_zeta_min = g.zeta_min;
-  const double revolution_time = lattice.circumference() / (ref.beta0() * kSpeedOfLight);
   if (m_bunches > 1) {
     const double length = g.zeta_max - g.zeta_min, spacing = m_model.bunch_spacing;
     const double stride = spacing / (length / n);
     if (!(std::isfinite(spacing) && spacing >= length))
-      bad("bunch_spacing", fmt::format("a train needs a spacing >= the cut length {} m, got {} m", length, spacing));
+      bad_moments_field(where, "bunch_spacing",
+                        fmt::format("a train needs a spacing >= the cut length {} m, got {} m", length, spacing));
     if (std::fabs(stride - std::round(stride)) > 1e-9 * stride)
-      bad("bunch_spacing", fmt::format("{} m is not a whole number of slice widths {} m ({} widths)", spacing,
-                                       length / n, stride));
+      bad_moments_field(
+          where, "bunch_spacing",
+          fmt::format("{} m is not a whole number of slice widths {} m ({} widths)", spacing, length / n, stride));
     if (std::round(stride) * (m_bunches - 1) + n > double(1 << 24))
-      bad("bunch_spacing", "the train's slice grid has more than 2^24 slices");
+      bad_moments_field(where, "bunch_spacing", "the train's slice grid has more than 2^24 slices");
     if (!((m_bunches - 1) * spacing + length <= lattice.circumference()))
-      bad("n_bunches", fmt::format("the train ({} bunches, {} m apart) is longer than the ring ({} m)", m_bunches,
-                                   spacing, lattice.circumference()));
+      bad_moments_field(where, "n_bunches",
+                        fmt::format("the train ({} bunches, {} m apart) is longer than the ring ({} m)", m_bunches,
+                                    spacing, lattice.circumference()));
     m_stride = static_cast<int>(std::round(stride));
     m_train_zeta_min = g.zeta_min - (m_bunches - 1) * spacing;
   }
   m_total_slices = (m_bunches - 1) * m_stride + n;
   m_dt = (g.zeta_max - g.zeta_min) / n / (ref.beta0() * kSpeedOfLight);
-  m_kick_per_volt = ref.q0 / (ref.beta0() * ref.p0c);
-  m_energy_per_volt = ref.q0 / ref.energy0();
+}
 
-  // The wake sources (ft::wakes), each component scaled by its factor and masked by the element's
-  // components. Table files are read here: their errors name the file and line, wrapped with the element.
+/// The wake sources (ft::wakes), each component scaled by its factor and masked by the element's
+/// components. Table files are read here: their errors name the file and line, wrapped with the element.
+std::vector<std::shared_ptr<const wakes::WakeSource>> MomentsCollectiveSolver::wake_sources(
+    const InputLocation& where) const {
   std::vector<std::shared_ptr<const wakes::WakeSource>> sources;
   for (int i = 0; i < m_model.source_count; ++i) {
     const ft_wake_source& s = m_model.sources[i];
@@ -153,85 +192,87 @@ MomentsCollectiveSolver::MomentsCollectiveSolver(const Lattice& lattice, size_t 
           sources.push_back(std::make_shared<wakes::ResistiveWall>(s.radius, s.length, s.conductivity, factors));
           break;
         case FT_WAKE_TABLE_PYHEADTAIL:
-          sources.push_back(masked_table(wakes::read_pyheadtail_table(s.table_path ? s.table_path : "",
-                                                                      split_words(s.table_columns)),
-                                         m_model.components));
+          sources.push_back(
+              masked_table(wakes::read_pyheadtail_table(s.table_path ? s.table_path : "", split_words(s.table_columns)),
+                           m_model.components));
           break;
         case FT_WAKE_TABLE_XSUITE:
           sources.push_back(
               masked_table(wakes::read_xsuite_table(s.table_path ? s.table_path : ""), m_model.components));
           break;
         default:
-          bad("sources", fmt::format("source {}: unknown wake source type {}", i, s.type));
+          bad_moments_field(where, "sources", fmt::format("source {}: unknown wake source type {}", i, s.type));
       }
     } catch (const std::exception& ex) {  // a table's InputError names its file, line and column
-      bad("sources", fmt::format("source {}: {}", i, ex.what()));
+      bad_moments_field(where, "sources", fmt::format("source {}: {}", i, ex.what()));
     }
   }
+  return sources;
+}
+
+void MomentsCollectiveSolver::set_wake_memory(const Lattice& lattice, const InputLocation& where) {
+  const ReferenceParticle& ref = lattice.reference();
+  const double revolution_time = lattice.circumference() / (ref.beta0() * kSpeedOfLight);
+  const int n = m_model.grid.n_slices;
+  std::vector<std::shared_ptr<const wakes::WakeSource>> sources = wake_sources(where);
   if (!sources.empty()) {
     m_wake = std::make_shared<wakes::WakeSum>(std::move(sources));
     if (m_model.memory_turns > 0 && !(revolution_time > 0.0))
-      bad("memory_turns", "multi-turn memory needs a ring with a positive circumference");
+      bad_moments_field(where, "memory_turns", "multi-turn memory needs a ring with a positive circumference");
     // A train: the exact memory holds the bunch's own wake of this turn only; the rest is long range.
     if (m_model.convolution != FT_WAKE_CONVOLUTION_DIRECT && m_model.convolution != FT_WAKE_CONVOLUTION_FFT)
-      bad("convolution", fmt::format("unknown convolution code {} (0: direct, 1: fft)", m_model.convolution));
+      bad_moments_field(where, "convolution",
+                        fmt::format("unknown convolution code {} (0: direct, 1: fft)", m_model.convolution));
     m_memory = std::make_unique<wakes::WakeMemory>(
         m_wake, m_dt, n, revolution_time, m_bunches > 1 ? 0 : m_model.memory_turns, std::vector<double>{0.0},
         m_model.convolution == FT_WAKE_CONVOLUTION_FFT ? wakes::Convolution::Fft : wakes::Convolution::Direct);
-    if (m_bunches > 1) {
-      // The long-range kernel at the delays d spacing / (beta0 c) + k T0 between the cut grids, for k turns
-      // ago (0 .. memory_turns) and d bunches ahead (-(n_bunches - 1) .. n_bunches - 1; used where > 0).
-      const int nd = 2 * m_bunches - 1;
-      const double bunch_dt = m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
-      m_lr_kernel.assign(static_cast<size_t>(m_model.memory_turns + 1) * static_cast<size_t>(nd) * wakes::kComponents,
-                         0.0);
-      for (int k = 0; k <= m_model.memory_turns; ++k)
-        for (int d = -(m_bunches - 1); d < m_bunches; ++d) {
-          if (k == 0 && d <= 0) continue;
-          const double delay = d * bunch_dt + k * revolution_time;
-          for (int c = 0; c < wakes::kComponents; ++c)
-            if (m_wake->has(static_cast<wakes::Component>(c)))
-              m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(nd) + static_cast<size_t>(d + m_bunches - 1)) *
-                              wakes::kComponents + static_cast<size_t>(c)] =
-                  m_wake->kernel(static_cast<wakes::Component>(c), delay, m_dt);
-        }
-      if (m_model.convolution == FT_WAKE_CONVOLUTION_FFT) {
-        m_lr_fft = std::make_unique<LongRangeFft>(m_bunches);
-        m_lr_fft->kernels.resize(static_cast<size_t>(m_model.memory_turns + 1));
-        std::vector<double> kernel(static_cast<size_t>(nd));
-        for (int k = 0; k <= m_model.memory_turns; ++k)
-          for (int c = 0; c < wakes::kComponents; ++c) {
-            if (!m_wake->has(static_cast<wakes::Component>(c))) continue;
-            for (int i = 0; i < nd; ++i) kernel[static_cast<size_t>(i)] = long_range_kernel(k, i - (m_bunches - 1), c);
-            m_lr_fft->kernels[static_cast<size_t>(k)][static_cast<size_t>(c)] =
-                m_lr_fft->convolver.transform(kernel.data(), nd);
-          }
+    if (m_bunches > 1) set_long_range_kernels(ref, revolution_time);
+  }
+}
+
+/// A train's long-range kernel at the delays d spacing / (beta0 c) + k T0 between the cut grids, for k turns
+/// ago (0 .. memory_turns) and d bunches ahead (-(n_bunches - 1) .. n_bunches - 1; used where > 0).
+void MomentsCollectiveSolver::set_long_range_kernels(const ReferenceParticle& ref, double revolution_time) {
+  const int nd = 2 * m_bunches - 1;
+  const double bunch_dt = m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
+  m_lr_kernel.assign(static_cast<size_t>(m_model.memory_turns + 1) * static_cast<size_t>(nd) * wakes::kComponents, 0.0);
+  for (int k = 0; k <= m_model.memory_turns; ++k)
+    for (int d = -(m_bunches - 1); d < m_bunches; ++d) {
+      if (k == 0 && d <= 0) continue;
+      const double delay = d * bunch_dt + k * revolution_time;
+      for (int c = 0; c < wakes::kComponents; ++c)
+        if (m_wake->has(static_cast<wakes::Component>(c)))
+          m_lr_kernel[(static_cast<size_t>(k) * static_cast<size_t>(nd) + static_cast<size_t>(d + m_bunches - 1)) *
+                          wakes::kComponents +
+                      static_cast<size_t>(c)] = m_wake->kernel(static_cast<wakes::Component>(c), delay, m_dt);
+    }
+  if (m_model.convolution == FT_WAKE_CONVOLUTION_FFT) {
+    m_lr_fft = std::make_unique<LongRangeFft>(m_bunches);
+    m_lr_fft->kernels.resize(static_cast<size_t>(m_model.memory_turns + 1));
+    std::vector<double> kernel(static_cast<size_t>(nd));
+    for (int k = 0; k <= m_model.memory_turns; ++k)
+      for (int c = 0; c < wakes::kComponents; ++c) {
+        if (!m_wake->has(static_cast<wakes::Component>(c))) continue;
+        for (int i = 0; i < nd; ++i) kernel[static_cast<size_t>(i)] = long_range_kernel(k, i - (m_bunches - 1), c);
+        m_lr_fft->kernels[static_cast<size_t>(k)][static_cast<size_t>(c)] =
+            m_lr_fft->convolver.transform(kernel.data(), nd);
       }
-    }
   }
-  m_moments.resize(static_cast<size_t>(m_bunches));
-  for (int b = 0; b < m_bunches; ++b)
-    m_moments[static_cast<size_t>(b)].time_offset =
-        b == 0 ? 0.0 : b * m_model.bunch_spacing / (ref.beta0() * kSpeedOfLight);
-  m_reducer = std::make_unique<SliceCentroidReducer>(slice_grid(),
-                                                     std::array<double, 4>{m_model.ranges[0], m_model.ranges[1],
-                                                                           m_model.ranges[2], m_model.ranges[3]},
-                                                     macroparticles);
-  m_kicks.assign(static_cast<size_t>(m_total_slices) * FT_SLICE_KICK_VALUES, 0.0);
-  m_full_rank_sum = std::getenv("FUSETRACK_FULL_RANK_SUM") != nullptr;
-  if (m_model.feedback_bandwidth > 0.0) {
-    // The feedback's Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the
-    // bandwidth f_c: sigma = sqrt(ln 2) / (2 pi f_c). It depends on the slice distance i - j only: its 2n - 1
-    // values, computed once (filter_centroids).
-    const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
-    const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
-    m_filter_gaussian.resize(static_cast<size_t>(2 * n - 1));
-    for (int m = -(n - 1); m <= n - 1; ++m) {
-      const double delay = static_cast<double>(m) * m_dt;
-      m_filter_gaussian[static_cast<size_t>(m + n - 1)] = std::exp(-delay * delay * inv_two_sigma2);
-    }
+}
+
+void MomentsCollectiveSolver::set_feedback_filter() {
+  if (!(m_model.feedback_bandwidth > 0.0)) return;
+  const int n = m_model.grid.n_slices;
+  // The feedback's Gaussian low-pass over the slices, H(f) = exp(-2 pi^2 f^2 sigma^2) = 1/sqrt(2) at the
+  // bandwidth f_c: sigma = sqrt(ln 2) / (2 pi f_c). It depends on the slice distance i - j only: its 2n - 1
+  // values, computed once (filter_centroids).
+  const double sigma = std::sqrt(std::log(2.0)) / (2.0 * 3.14159265358979323846 * m_model.feedback_bandwidth);
+  const double inv_two_sigma2 = 1.0 / (2.0 * sigma * sigma);
+  m_filter_gaussian.resize(static_cast<size_t>(2 * n - 1));
+  for (int m = -(n - 1); m <= n - 1; ++m) {
+    const double delay = static_cast<double>(m) * m_dt;
+    m_filter_gaussian[static_cast<size_t>(m + n - 1)] = std::exp(-delay * delay * inv_two_sigma2);
   }
-  guard.armed = false;  // built: the destructor releases the model
 }
 
 MomentsCollectiveSolver::~MomentsCollectiveSolver() {
@@ -438,7 +479,8 @@ void MomentsCollectiveSolver::solve_long_range_fft(const std::vector<double>& to
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c) {
     if (lr.kernels[0][c].empty()) continue;
     // The stored turns' part (prepared while the GPU ran, else now: the same operations), then this turn.
-    Spectrum sum = lr.stored_ready ? std::move(lr.stored_sum[c]) : lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
+    Spectrum sum = lr.stored_ready ? std::move(lr.stored_sum[c])
+                                   : lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
     wakes::FftConvolver::multiply_add(lr.kernels[0][c], now[static_cast<size_t>(wakes::kComponentMoment[c])], sum);
     lr.convolver.inverse(sum, c == 0 ? -1.0 : 1.0, out.data());
     for (size_t b = 0; b < bunches; ++b) m_lr_sums[b * wakes::kComponents + c] = out[b];
@@ -456,7 +498,8 @@ void MomentsCollectiveSolver::prepare_next_turn() {
   if (!m_lr_fft || m_lr_fft->stored_ready) return;
   LongRangeFft& lr = *m_lr_fft;
   for (size_t c = 0; c < static_cast<size_t>(wakes::kComponents); ++c)
-    if (!lr.kernels[0][c].empty()) lr.stored_sum[c] = lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
+    if (!lr.kernels[0][c].empty())
+      lr.stored_sum[c] = lr.sum_over_stored(c, static_cast<size_t>(wakes::kComponentMoment[c]));
   lr.stored_ready = true;
 }
 
@@ -480,7 +523,7 @@ void MomentsCollectiveSolver::add_long_range(int b, const std::vector<double>& t
     for (int s = 0; s < b; ++s) add(0, b - s, totals.data() + 3 * s);
   }
   std::vector<double>* out[wakes::kComponents] = {&kicks.longitudinal, &kicks.dipolar_x, &kicks.dipolar_y,
-                                                   &kicks.quadrupolar_x, &kicks.quadrupolar_y};
+                                                  &kicks.quadrupolar_x, &kicks.quadrupolar_y};
   for (int c = 0; c < wakes::kComponents; ++c) {
     if (!m_wake->has(static_cast<wakes::Component>(c))) continue;
     std::vector<double>& v = *out[c];

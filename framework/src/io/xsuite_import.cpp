@@ -27,10 +27,10 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/math_helpers.hpp"
 #include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/transform.h"
-#include "core/math_helpers.hpp"
 
 namespace ft {
 
@@ -922,9 +922,104 @@ Converted convert_space_charge_bigaussian(XElement& e) {
     const double v = e.num(top);
     const double w = def.at(field).get<double>();
     if (!(std::fabs(v - w) <= 1e-12 * std::fabs(w)))
-      throw InputError(e.at(e.key(top)), fmt::format("{} = {:.17g} disagrees with the element's {} = {:.17g}", top, v,
-                                                     field, w));
+      throw InputError(e.at(e.key(top)),
+                       fmt::format("{} = {:.17g} disagrees with the element's {} = {:.17g}", top, v, field, w));
   }
+  e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
+/// xfields BeamBeamBiGaussian2D (weak-strong beam-beam, 4D; xfields/beam_elements/beambeam2d.py) into
+/// fusetrack's element of the same name and fields (elements/beambeam_bigaussian_2d.h). to_dict omits
+/// fields equal to their xobjects default, 0 for every field of the class: an absent scale_strength is 0
+/// (the lens switched off), an absent size or other_beam_beta0 is 0 and refused by the element, naming it.
+Converted convert_beambeam_2d(XElement& e) {
+  Converted out;
+  json def = {{"type", "BeamBeamBiGaussian2D"}};
+  for (const char* f : {"other_beam_num_particles", "other_beam_q0", "other_beam_Sigma_11", "other_beam_Sigma_13",
+                        "other_beam_Sigma_33", "ref_shift_x", "ref_shift_y", "other_beam_shift_x", "other_beam_shift_y",
+                        "post_subtract_px", "post_subtract_py", "min_sigma_diff"})
+    def[f] = e.num(f);
+  def["scale_strength"] = e.num("scale_strength");
+  def["other_beam_beta0"] = e.num("other_beam_beta0");
+  e.require_no_alignment();
+  out.def = std::move(def);
+  return out;
+}
+
+/// xfields BeamBeamBiGaussian3D (weak-strong beam-beam, 6D synchro-beam map; xfields/beam_elements/beambeam3d.py)
+/// into fusetrack's element of the same name (elements/beambeam_bigaussian_3d.h). The crossing is stored by
+/// xfields as _sin_phi, _cos_phi, _tan_phi, _sin_alpha, _cos_alpha: phi = atan2(sin, cos), with the tangent
+/// checked against them. Every slice array must hold num_slices_other_beam entries. Beamstrahlung, Bhabha
+/// scattering and the luminosity record are not modelled: their flags must be 0.
+Converted convert_beambeam_3d(XElement& e) {
+  constexpr long long kMaxSlices = 32;  // FT_BEAMBEAM_3D_MAX_SLICES (elements/beambeam_bigaussian_3d.h)
+  Converted out;
+  json def = {{"type", "BeamBeamBiGaussian3D"}};
+  const auto angle = [&](const char* sin_name, const char* cos_name) {
+    const double s = e.num(sin_name), c = e.num(cos_name, 1.0);
+    if (!(std::isfinite(s) && std::isfinite(c) && (s != 0.0 || c != 0.0)))
+      throw InputError(e.at(e.key(cos_name)), fmt::format("{} = {:.17g} and {} = {:.17g} give no angle",
+                                                          e.key(sin_name), s, e.key(cos_name), c));
+    if (!(std::fabs(s * s + c * c - 1.0) <= 1e-12))
+      throw InputError(e.at(e.key(sin_name)),
+                       fmt::format("{}^2 + {}^2 = {:.17g}, not 1", e.key(sin_name), e.key(cos_name), s * s + c * c));
+    return std::atan2(s, c);
+  };
+  const double phi = angle("sin_phi", "cos_phi");
+  const double alpha = angle("sin_alpha", "cos_alpha");
+  if (e.get("tan_phi")) {
+    const double t = e.num("tan_phi");
+    if (!(std::fabs(t - std::tan(phi)) <= 1e-12 * (1.0 + std::fabs(t))))
+      throw InputError(e.at(e.key("tan_phi")),
+                       fmt::format("{} = {:.17g} disagrees with tan(atan2(_sin_phi, _cos_phi)) = {:.17g}",
+                                   e.key("tan_phi"), t, std::tan(phi)));
+  }
+  def["phi"] = phi;
+  def["alpha"] = alpha;
+  def["other_beam_q0"] = e.num("other_beam_q0");
+  def["scale_strength"] = e.num("scale_strength");  // absent: xobjects' default 0, the lens switched off
+  for (const char* c : {"x", "px", "y", "py", "zeta", "pzeta"})
+    for (const char* group : {"ref_shift_", "other_beam_shift_", "post_subtract_"})
+      def[std::string(group) + c] = e.num(std::string(group) + c);
+  def["min_sigma_diff"] = e.num("min_sigma_diff", 1e-10);
+  def["threshold_singular"] = e.num("threshold_singular", 1e-28);
+  const long long n = e.integer("num_slices_other_beam");
+  if (n < 1 || n > kMaxSlices)
+    throw InputError(e.at(e.key("num_slices_other_beam")),
+                     fmt::format("{} slices; fusetrack's BeamBeamBiGaussian3D takes 1 to {}", n, kMaxSlices));
+  def["num_slices_other_beam"] = static_cast<int>(n);
+  for (const char* f :
+       {"slices_other_beam_num_particles", "slices_other_beam_x_center_star", "slices_other_beam_px_center_star",
+        "slices_other_beam_y_center_star", "slices_other_beam_py_center_star", "slices_other_beam_zeta_center_star",
+        "slices_other_beam_Sigma_11_star", "slices_other_beam_Sigma_12_star", "slices_other_beam_Sigma_13_star",
+        "slices_other_beam_Sigma_14_star", "slices_other_beam_Sigma_22_star", "slices_other_beam_Sigma_23_star",
+        "slices_other_beam_Sigma_24_star", "slices_other_beam_Sigma_33_star", "slices_other_beam_Sigma_34_star",
+        "slices_other_beam_Sigma_44_star"}) {
+    if (!e.get(f))
+      throw InputError(e.at(f), fmt::format("required field is missing (num_slices_other_beam = {} entries)", n));
+    std::vector<double> v = e.array(f);
+    if (static_cast<long long>(v.size()) != n)
+      throw InputError(e.at(e.key(f)), fmt::format("{} entries, but num_slices_other_beam = {}", v.size(), n));
+    def[f] = std::move(v);
+  }
+  // The partner slices' pzeta serves only xfields' Bhabha scattering; the beamstrahlung slice widths and
+  // sigma_55 only its beamstrahlung (refused below when switched on).
+  e.ignore("slices_other_beam_pzeta_center_star");
+  const bool beamstrahlung = e.integer("flag_beamstrahlung") != 0;
+  if (beamstrahlung) e.unsupported("flag_beamstrahlung", "beamstrahlung is not modelled");
+  for (const char* f : {"slices_other_beam_zeta_bin_width_star_beamstrahlung", "other_beam_sigma_55_star_beamstrahlung",
+                        "slices_other_beam_sqrtSigma_11_beamstrahlung", "slices_other_beam_sqrtSigma_33_beamstrahlung",
+                        "slices_other_beam_sqrtSigma_55_beamstrahlung"})
+    if (!beamstrahlung)
+      e.require_zero(f, "beamstrahlung is not modelled");
+    else
+      e.ignore(f);
+  e.require_zero("flag_bhabha", "Bhabha scattering is not modelled");
+  e.require_zero("flag_luminosity", "the luminosity record is not modelled");
+  e.require_zero("flag_beamsize_effect", "Bhabha scattering is not modelled");
+  for (const char* f : {"compt_x_min", "compt_scale"}) e.ignore(f);  // parameters of Bhabha scattering only
   e.require_no_alignment();
   out.def = std::move(def);
   return out;
@@ -971,6 +1066,10 @@ bool convert_element(XElement& e, Converter& cv, Converted& out) {
     out = convert_octupole(e, cv);
   } else if (c == "SpaceChargeBiGaussian") {
     out = convert_space_charge_bigaussian(e);
+  } else if (c == "BeamBeamBiGaussian2D") {
+    out = convert_beambeam_2d(e);
+  } else if (c == "BeamBeamBiGaussian3D") {
+    out = convert_beambeam_3d(e);
   } else {
     return false;
   }

@@ -3,17 +3,18 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <filesystem>
 #include <numeric>
 
 #include "fusetrack/collective.h"
-#include "fusetrack/slice_wakes.h"
-#include "fusetrack/space_charge.h"
 #include "fusetrack/cuda_device.h"
 #include "fusetrack/error.h"
 #include "fusetrack/optics.h"
+#include "fusetrack/slice_wakes.h"
+#include "fusetrack/space_charge.h"
 
 namespace ft {
 
@@ -79,6 +80,25 @@ Particles make_matched_gaussian(const Lattice& lattice, const GaussianBunchSpec&
                        spec.sigma_delta, spec.seed);
 }
 
+Particles particles_per_variant(const Particles& one, size_t variants) {
+  Particles particles(0, one.beta0);
+  for (size_t v = 0; v < variants; ++v) append_particles(particles, one);
+  particles.variant.resize(particles.size());
+  for (size_t v = 0; v < variants; ++v)
+    std::fill(particles.variant.begin() + static_cast<long>(v * one.size()),
+              particles.variant.begin() + static_cast<long>((v + 1) * one.size()), static_cast<int32_t>(v));
+  return particles;
+}
+
+std::vector<size_t> alive_per_variant(const Particles& particles, size_t variants) {
+  std::vector<size_t> alive(variants, 0);
+  for (size_t i = 0; i < particles.size(); ++i) {
+    const size_t v = particles.variant.empty() ? 0 : static_cast<size_t>(particles.variant[i]);
+    if (particles.state[i] > 0 && v < variants) ++alive[v];
+  }
+  return alive;
+}
+
 Particles make_repro_particles(const Lattice& lattice, size_t count, double amplitude, double delta) {
   const size_t side = static_cast<size_t>(std::ceil(std::sqrt(static_cast<double>(count))));
   Particles initial =
@@ -131,9 +151,8 @@ void add_device_times(const Backend& backend, TrackRun& run) {
 /// Frozen space charge that follows the beam: one update at `turn` (session.h, SpaceChargeFollowOptions).
 /// Rank 0 takes the moments of the whole bunch (gathered in rank order) and computes the sizes; they
 /// reach every rank through a sum in which the other ranks add zeros (exact), so all apply the same.
-void update_space_charge(const Lattice& lattice, Backend& backend, const Particles& tracked,
-                         const TrackRunOptions& o, const SpaceChargeBeamSizes& follow, double intensity, int64_t turn,
-                         TrackRun& run) {
+void update_space_charge(const Lattice& lattice, Backend& backend, const Particles& tracked, const TrackRunOptions& o,
+                         const SpaceChargeBeamSizes& follow, double intensity, int64_t turn, TrackRun& run) {
   Communicator& comm = world();
   const bool parallel = comm.size() > 1;
   const size_t n = follow.elements();
@@ -174,7 +193,8 @@ void update_space_charge(const Lattice& lattice, Backend& backend, const Particl
     }
     comm.allreduce_sum(packet.data(), packet.size());
     ok = packet[0] == 1.0;
-    if (!ok && !comm.is_root()) failure = fmt::format("{}: the update at turn {} failed on rank 0", o.space_charge.label, turn);
+    if (!ok && !comm.is_root())
+      failure = fmt::format("{}: the update at turn {} failed on rank 0", o.space_charge.label, turn);
     if (ok && !comm.is_root()) {
       u.sizes.resize(n);
       for (size_t k = 0; k < n; ++k) {
@@ -231,158 +251,215 @@ void track_following(const Lattice& lattice, Backend& backend, Particles& tracke
   }
 }
 
-}  // namespace
+/// One run_tracking call. Several MPI ranks: each tracks a contiguous share of the particles; collective
+/// profiles are summed over the ranks every turn; rank 0 gathers the particles (unless each rank holds its
+/// own share) and holds the monitor.
+class TrackingRun {
+ public:
+  TrackingRun(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o)
+      : m_lattice(lattice),
+        m_backend(backend),
+        m_particles(particles),
+        m_o(o),
+        m_comm(world()),
+        m_parallel(m_comm.size() > 1),
+        m_is_share(o.particles_are_share || o.matched),
+        m_split_here(m_parallel && !m_is_share),
+        m_macroparticles(m_is_share ? o.total_particles : particles.size()) {
+    m_run.root = m_comm.is_root();
+    m_run.ranks = m_comm.size();
+    m_run.backend = backend.name();
+  }
 
-TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o) {
-  // Several MPI ranks: each tracks a contiguous share of the particles; collective profiles are
-  // summed over the ranks every turn; rank 0 gathers the particles (unless each rank holds its
-  // own share) and holds the monitor.
-  Communicator& comm = world();
-  TrackRun run;
-  run.root = comm.is_root();
-  run.ranks = comm.size();
-  run.backend = backend.name();
-  const bool parallel = comm.size() > 1;
-  const bool is_share = o.particles_are_share || o.matched;
-  const bool split_here = parallel && !is_share;
-  const size_t macroparticles = is_share ? o.total_particles : particles.size();
-  // Frozen space charge that follows the beam: its elements and intensity, checked before anything runs.
-  const SpaceChargeFollowOptions& sc = o.space_charge;
-  std::unique_ptr<SpaceChargeBeamSizes> follow;
-  double sc_intensity = 0.0;
-  if (sc.every != 0) {
-    if (sc.every < 0)
-      throw option_error(sc.label, fmt::format("must be a positive number of turns, got {}", sc.every));
-    if (sc.lattice != &lattice)
+  TrackRun run() {
+    check_space_charge_follow();
+    make_initial_share();
+    set_track_options();
+    attach_monitor();
+    add_on_turn();
+    track();
+    finish();
+    return std::move(m_run);
+  }
+
+ private:
+  Particles& tracked() { return m_split_here ? m_share_particles : m_particles; }
+
+  /// Frozen space charge that follows the beam: its elements and intensity, checked before anything runs.
+  void check_space_charge_follow() {
+    const SpaceChargeFollowOptions& sc = m_o.space_charge;
+    if (sc.every == 0) return;
+    if (sc.every < 0) throw option_error(sc.label, fmt::format("must be a positive number of turns, got {}", sc.every));
+    if (sc.lattice != &m_lattice)
       throw Error("run_tracking: space_charge.lattice must be the lattice that is tracked (it is changed in place)");
-    if (lattice.has_collective() && dynamic_cast<CudaBackend*>(&backend))
-      throw option_error(sc.label, "on the GPU a lattice with collective elements would restart their multi-turn "
-                                   "memory at every update (the backend is set up again): track it on the CPU "
-                                   "(--device cpu)");
+    if (m_lattice.has_collective() && dynamic_cast<CudaBackend*>(&m_backend))
+      throw option_error(sc.label,
+                         "on the GPU a lattice with collective elements would restart their multi-turn "
+                         "memory at every update (the backend is set up again): track it on the CPU "
+                         "(--device cpu)");
     try {
-      follow = std::make_unique<SpaceChargeBeamSizes>(lattice, sc.optics);
-      sc_intensity = sc.intensity >= 0.0 ? sc.intensity : follow->installed_intensity(lattice);
+      m_follow = std::make_unique<SpaceChargeBeamSizes>(m_lattice, sc.optics);
+      m_sc_intensity = sc.intensity >= 0.0 ? sc.intensity : m_follow->installed_intensity(m_lattice);
     } catch (const InputError& e) {  // the lattice's problem, reported with the option that needs it
       throw InputError(e.where(), fmt::format("{} (needed by {})", e.problem(), sc.label));
     }
-    if (!std::isfinite(sc_intensity))
-      throw option_error(sc.label, fmt::format("the bunch intensity must be finite, got {}", sc_intensity));
-    run.space_charge_elements = follow->entries();
+    if (!std::isfinite(m_sc_intensity))
+      throw option_error(sc.label, fmt::format("the bunch intensity must be finite, got {}", m_sc_intensity));
+    m_run.space_charge_elements = m_follow->entries();
   }
-  // A matched share: the GPU makes it on the device inside track_matched_share; any other
-  // backend gets it sampled here (also the GPU's when space charge follows the beam: tracked in pieces).
-  CudaBackend* const device_maker = o.matched && !follow ? dynamic_cast<CudaBackend*>(&backend) : nullptr;
-  if (o.matched && !device_maker) {
-    const auto t = std::chrono::steady_clock::now();
-    particles = o.matched->sample(o.threads);
-    run.initial_sums = longitudinal_sums(particles);
-    run.generate_seconds = elapsed_since(t);
-  }
-  if (run.root) {
-    const std::string idle = idle_ranks_notice(macroparticles, comm.size(), "particles");
-    if (!idle.empty()) fmt::print(stderr, "note: {}\n", idle);
-  }
-  Particles share_particles;
-  if (split_here) {
-    const Share share = share_of(particles.size(), comm.rank(), comm.size());
-    share_particles = slice_particles(particles, share.begin, share.end);
-  }
-  Particles& tracked = split_here ? share_particles : particles;
 
-  TrackOptions options;
-  options.turns = o.turns;
-  options.threads = o.threads;
-  options.fma = o.fma;
-  options.macroparticles = macroparticles;
-  options.warnings = run.root;  // the same counts on every rank: printed once
-  if (parallel)
-    options.reduce_profile = [&comm, &run](uint64_t* counts, size_t n) {
+  /// A matched share: the GPU makes it on the device inside track_matched_share; any other backend gets
+  /// it sampled here (also the GPU's when space charge follows the beam: tracked in pieces). Whole
+  /// particles given to several ranks: this rank's share cut out.
+  void make_initial_share() {
+    m_device_maker = m_o.matched && !m_follow ? dynamic_cast<CudaBackend*>(&m_backend) : nullptr;
+    if (m_o.matched && !m_device_maker) {
       const auto t = std::chrono::steady_clock::now();
-      comm.allreduce_sum(counts, n);
-      run.reduce_seconds += elapsed_since(t);
-      ++run.reductions;
-    };
-  // Monitors (and the progress bar, which also runs without them).
-  MonitorOptions mo;
-  mo.every = o.monitor_every;
-  mo.profile_every = o.profile_every;
-  mo.progress = o.progress;
-  mo.total_turns = o.turns;
-  if (!o.monitor) mo.every = std::max<int64_t>(1, o.turns / 200);  // progress only
-  auto monitor = std::make_unique<BunchMonitor>(lattice, mo);
-  // The monitor's first record (the initial particles; with particles made on the device, as soon
-  // as they are made).
-  std::function<void(const Particles&)> record_initial;
-  // Under MPI the progress bar alone is not worth a gather: it comes with the monitor only.
-  if (o.monitor || (!parallel && ProgressBar::wanted(mo.progress))) {
-    monitor->attach(options, backend);
-    record_initial = [&](const Particles& initial) {
-      if (parallel && is_share) {  // the monitor's first record sees the whole bunch
-        const Particles all = comm.gather(initial);
-        if (run.root) monitor->record(0, all, nullptr);
-      } else if (run.root) {
-        monitor->record(0, initial, nullptr);
+      m_particles = m_o.matched->sample(m_o.threads);
+      m_run.initial_sums = longitudinal_sums(m_particles);
+      m_run.generate_seconds = elapsed_since(t);
+    }
+    if (m_run.root) {
+      const std::string idle = idle_ranks_notice(m_macroparticles, m_comm.size(), "particles");
+      if (!idle.empty()) fmt::print(stderr, "note: {}\n", idle);
+    }
+    if (m_split_here) {
+      const Share share = share_of(m_particles.size(), m_comm.rank(), m_comm.size());
+      m_share_particles = slice_particles(m_particles, share.begin, share.end);
+    }
+  }
+
+  void set_track_options() {
+    m_options.turns = m_o.turns;
+    m_options.threads = m_o.threads;
+    m_options.fma = m_o.fma;
+    m_options.macroparticles = m_macroparticles;
+    m_options.warnings = m_run.root;  // the same counts on every rank: printed once
+    if (m_parallel)
+      m_options.reduce_profile = [this](uint64_t* counts, size_t n) {
+        const auto t = std::chrono::steady_clock::now();
+        m_comm.allreduce_sum(counts, n);
+        m_run.reduce_seconds += elapsed_since(t);
+        ++m_run.reductions;
+      };
+  }
+
+  /// Monitors (and the progress bar, which also runs without them).
+  void attach_monitor() {
+    MonitorOptions mo;
+    mo.every = m_o.monitor_every;
+    mo.profile_every = m_o.profile_every;
+    mo.progress = m_o.progress;
+    mo.total_turns = m_o.turns;
+    if (!m_o.monitor) mo.every = std::max<int64_t>(1, m_o.turns / 200);  // progress only
+    m_monitor = std::make_unique<BunchMonitor>(m_lattice, mo);
+    // Under MPI the progress bar alone is not worth a gather: it comes with the monitor only.
+    if (!(m_o.monitor || (!m_parallel && ProgressBar::wanted(mo.progress)))) return;
+    m_monitor->attach(m_options, m_backend);
+    // The monitor's first record (the initial particles; with particles made on the device, as soon
+    // as they are made).
+    m_record_initial = [this](const Particles& initial) {
+      if (m_parallel && m_is_share) {  // the monitor's first record sees the whole bunch
+        const Particles all = m_comm.gather(initial);
+        if (m_run.root) m_monitor->record(0, all, nullptr);
+      } else if (m_run.root) {
+        m_monitor->record(0, initial, nullptr);
       }
     };
-    if (!device_maker) record_initial(particles);
-    if (parallel) {  // the monitor sees the whole bunch, on rank 0
-      auto inner = options.callback;
-      options.callback = [inner, &comm](int64_t done, const Particles& local) {
+    if (!m_device_maker) m_record_initial(m_particles);
+    if (m_parallel) {  // the monitor sees the whole bunch, on rank 0
+      auto inner = m_options.callback;
+      Communicator& comm = m_comm;
+      m_options.callback = [inner, &comm](int64_t done, const Particles& local) {
         const Particles all = comm.gather(local);
         return comm.all(comm.is_root() ? inner(done, all) : true);
       };
     }
   }
-  if (o.on_turn) {  // on this rank's particles, around the monitor's callback (which gathers under MPI)
-    auto inner = options.callback;
-    const int64_t inner_every = options.callback_every > 0 ? options.callback_every : o.turns;
-    const int64_t every = std::max<int64_t>(1, o.on_turn_every), turns = o.turns;
-    options.callback_every = inner ? std::gcd(inner_every, every) : every;
-    options.callback = [inner, inner_every, every, turns, &o](int64_t done, const Particles& local) {
+
+  /// TrackRunOptions::on_turn on this rank's particles, around the monitor's callback (which gathers
+  /// under MPI).
+  void add_on_turn() {
+    if (!m_o.on_turn) return;
+    auto inner = m_options.callback;
+    const int64_t inner_every = m_options.callback_every > 0 ? m_options.callback_every : m_o.turns;
+    const int64_t every = std::max<int64_t>(1, m_o.on_turn_every), turns = m_o.turns;
+    m_options.callback_every = inner ? std::gcd(inner_every, every) : every;
+    const TrackRunOptions& o = m_o;
+    m_options.callback = [inner, inner_every, every, turns, &o](int64_t done, const Particles& local) {
       if (done % every == 0 || done == turns) o.on_turn(done, local);
       if (inner && (done % inner_every == 0 || done == turns)) return inner(done, local);
       return true;
     };
   }
-  comm.barrier();
-  const auto t0 = std::chrono::steady_clock::now();
-  uint64_t counts[2] = {0, 0};
-  if (device_maker) {
-    const CudaBackend::MatchedShareRun made =
-        device_maker->track_matched_share(*o.matched, particles, options, o.keep_particles, record_initial);
-    run.initial_sums = made.initial;
-    run.generated_on_device = runs_collective(lattice, options);
-    counts[0] = o.matched->count();
-    counts[1] = made.alive;
-  } else if (!follow) {
-    backend.track(tracked, options);
-    counts[0] = tracked.size();
-    counts[1] = tracked.alive_count();
-  } else {
-    track_following(lattice, backend, tracked, options, o, *follow, sc_intensity, run);
-    counts[0] = tracked.size();
-    counts[1] = tracked.alive_count();
+
+  /// The tracking between barriers; the particles' count and survivors over all ranks.
+  void track() {
+    m_comm.barrier();
+    const auto t0 = std::chrono::steady_clock::now();
+    uint64_t counts[2] = {0, 0};
+    if (m_device_maker) {
+      const CudaBackend::MatchedShareRun made = m_device_maker->track_matched_share(
+          *m_o.matched, m_particles, m_options, m_o.keep_particles, m_record_initial);
+      m_run.initial_sums = made.initial;
+      m_run.generated_on_device = runs_collective(m_lattice, m_options);
+      counts[0] = m_o.matched->count();
+      counts[1] = made.alive;
+    } else if (!m_follow) {
+      m_backend.track(tracked(), m_options);
+      counts[0] = tracked().size();
+      counts[1] = tracked().alive_count();
+    } else {
+      track_following(m_lattice, m_backend, tracked(), m_options, m_o, *m_follow, m_sc_intensity, m_run);
+      counts[0] = tracked().size();
+      counts[1] = tracked().alive_count();
+    }
+    m_comm.barrier();
+    m_run.seconds = elapsed_since(t0);
+    const double generated_on_host = m_run.generate_seconds;
+    add_device_times(m_backend, m_run);
+    if (!m_device_maker) m_run.generate_seconds = generated_on_host;
+    m_monitor->finish();
+    if (m_parallel) m_comm.allreduce_sum(counts, 2);
+    m_run.total = counts[0];
+    m_run.alive = counts[1];
   }
-  comm.barrier();
-  run.seconds = elapsed_since(t0);
-  const double generated_on_host = run.generate_seconds;
-  add_device_times(backend, run);
-  if (!device_maker) run.generate_seconds = generated_on_host;
-  monitor->finish();
-  if (parallel) comm.allreduce_sum(counts, 2);
-  run.total = counts[0];
-  run.alive = counts[1];
-  if (o.matched && parallel) {
-    double sums[5] = {run.initial_sums.count, run.initial_sums.zeta, run.initial_sums.zeta2, run.initial_sums.delta,
-                      run.initial_sums.delta2};
-    comm.allreduce_sum(sums, 5);
-    run.initial_sums = LongitudinalSums{sums[0], sums[1], sums[2], sums[3], sums[4]};
+
+  /// The matched bunch's sums and the particles gathered over the ranks; the collective reports.
+  void finish() {
+    if (m_o.matched && m_parallel) {
+      const LongitudinalSums& s = m_run.initial_sums;
+      double sums[5] = {s.count, s.zeta, s.zeta2, s.delta, s.delta2};
+      m_comm.allreduce_sum(sums, 5);
+      m_run.initial_sums = LongitudinalSums{sums[0], sums[1], sums[2], sums[3], sums[4]};
+    }
+    if (m_split_here) m_particles = m_comm.gather(m_share_particles);
+    m_run.collective = m_backend.collective_snapshots();
+    m_run.grid = m_backend.grid_reports();
+    if (m_o.monitor && m_run.root) m_run.monitor = std::move(m_monitor);
   }
-  if (split_here) particles = comm.gather(share_particles);
-  run.collective = backend.collective_snapshots();
-  run.grid = backend.grid_reports();
-  if (o.monitor && run.root) run.monitor = std::move(monitor);
-  return run;
+
+  const Lattice& m_lattice;
+  Backend& m_backend;
+  Particles& m_particles;
+  const TrackRunOptions& m_o;
+  Communicator& m_comm;
+  const bool m_parallel, m_is_share, m_split_here;
+  const size_t m_macroparticles;
+  TrackRun m_run;
+  std::unique_ptr<SpaceChargeBeamSizes> m_follow;  // sizes that follow the beam, where asked
+  double m_sc_intensity = 0.0;
+  CudaBackend* m_device_maker = nullptr;  // the GPU that makes the matched share on the device
+  Particles m_share_particles;            // this rank's share where the particles were whole
+  TrackOptions m_options;
+  std::unique_ptr<BunchMonitor> m_monitor;
+  std::function<void(const Particles&)> m_record_initial;
+};
+
+}  // namespace
+
+TrackRun run_tracking(const Lattice& lattice, Backend& backend, Particles& particles, const TrackRunOptions& o) {
+  return TrackingRun(lattice, backend, particles, o).run();
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -479,8 +556,7 @@ DaJobStatus DaJob::run(Backend& backend) {
     return DaJobStatus::StoppedAsAsked;
   if (!done) return DaJobStatus::Interrupted;
   if (m_job_part) {
-    write_da_part(m_scan, m_part.index, m_part.count, m_total, m_options.output, m_options.lattice_file,
-                  m_fingerprint);
+    write_da_part(m_scan, m_part.index, m_part.count, m_total, m_options.output, m_options.lattice_file, m_fingerprint);
     return DaJobStatus::PartWritten;
   }
   if (split()) {  // MPI: every rank holds the whole scan; rank 0 writes the results
@@ -514,8 +590,7 @@ DaJobStatus DaJob::run(Backend& backend) {
     if (m_scan.config.refine_resolution > 0) backend.set_variants(m_variants->pointers());
     m_study = summarize_da_study(m_scan, std::move(per_variant));
     m_summary = m_study.per_variant.at(m_study.worst_variant);
-    if (!m_options.output.empty())
-      write_da_study_results(m_scan, m_study, m_options.output, m_options.lattice_file);
+    if (!m_options.output.empty()) write_da_study_results(m_scan, m_study, m_options.output, m_options.lattice_file);
     return DaJobStatus::Finished;
   }
   m_summary = summarize_da(m_scan);

@@ -10,4 +10,5 @@ same from a shell:
 - ``collective``: ``fusetrack track --monitor``: bunch length, emittances, profiles
 - ``footprint``: ``fusetrack spacecharge footprint``: the tune footprint over resonance lines
 - ``collide``: ``fusetrack collide -o DIR``: luminosity, centroids, emittances, spectra
+- ``fma``: ``fusetrack fma -o DIR``: frequency map in tune and amplitude space, coloured by tune diffusion
 """
