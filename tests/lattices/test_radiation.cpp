@@ -12,6 +12,7 @@
 #include "fusetrack/optics.h"
 #include "fusetrack/radiation_integrals.h"
 #include "support/lattice_builders.h"
+#include "support/process.h"
 #include "support/radiation_ring.h"
 
 // The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_radiation.
@@ -150,6 +151,20 @@ TEST_CASE("radiation: damping times of a tracked particle against the radiation 
   CHECK(std::fabs(tau_z / r.damping_turns_zeta - 1.0) < 0.05);
 }
 
+TEST_CASE("radiation: the command prints and writes the integrals and the equilibrium") {
+  const std::string out = ft::test::write_temp_file("radiation.json", "");
+  const auto [rc, text] = ft::test::run_command(ft::test::fusetrack_binary() + " radiation " +
+                                                ft::test::source_path("lattices/mba_light_source.json") + " -o " + out);
+  CAPTURE(text);
+  REQUIRE(rc == 0);
+  CHECK(text.find("140 bends") != std::string::npos);
+  CHECK(text.find("partitions") != std::string::npos);
+  const json j = parse_json_file(out);
+  const double rho = 1.1 / (2 * kPi / 140);
+  CHECK(std::fabs(j["integrals"]["i2"].get<double>() - 2 * kPi / rho) < 1e-12);
+  CHECK(j["damping_partitions"]["y"] == 1.0);
+}
+
 }  // namespace test_radiation
 
 namespace test_radiation {
@@ -181,6 +196,20 @@ TEST_CASE("radiation: the energy variance of one bend's passage is Sands' quantu
     CHECK(std::fabs(spread * spread / variance - 1.0) < 0.04);
     CHECK(std::fabs(-average / loss - 1.0) < 0.01);
   }
+}
+
+TEST_CASE("radiation: the command prints and writes the integrals and the equilibrium") {
+  const std::string out = ft::test::write_temp_file("radiation.json", "");
+  const auto [rc, text] = ft::test::run_command(ft::test::fusetrack_binary() + " radiation " +
+                                                ft::test::source_path("lattices/mba_light_source.json") + " -o " + out);
+  CAPTURE(text);
+  REQUIRE(rc == 0);
+  CHECK(text.find("140 bends") != std::string::npos);
+  CHECK(text.find("partitions") != std::string::npos);
+  const json j = parse_json_file(out);
+  const double rho = 1.1 / (2 * kPi / 140);
+  CHECK(std::fabs(j["integrals"]["i2"].get<double>() - 2 * kPi / rho) < 1e-12);
+  CHECK(j["damping_partitions"]["y"] == 1.0);
 }
 
 }  // namespace test_radiation
