@@ -7,7 +7,7 @@
 //
 // Map, per particle (xfields' order):
 //  1. to the lens frame: x -= ref_shift_x + other_beam_shift_x, likewise px, y, py, zeta, and pzeta
-//     (pzeta = ptau beta0, shifted with ParticleView::add_to_energy);
+//     (pzeta = ptau / beta0);
 //  2. Lorentz boost by the half crossing angle phi in the plane alpha (Hirata, Moshammer, Ruggiero, Part.
 //     Accel. 40 (1993) 205, eqs. (2)-(5): bb6d_boost);
 //  3. for each slice, head first, the synchro-beam kick at the collision point S = (zeta - zeta_slice) / 2:
@@ -21,8 +21,10 @@
 // times the field of unit charge; for beta0 -> 1 the two are equal).
 // One source with the strong-strong collider: steps 2-4 are the functions of fusetrack/device/beambeam6d.h
 // (field: Bassetti & Erskine, CERN-ISR-TH/80-06 (1980), eq. (18), with fusetrack/device/faddeeva.h; round and
-// core forms there). As there, the boost and the kick act on delta (HMR's variable), where xfields passes
-// pzeta in its place; the two agree for beta0 -> 1 (pzeta - delta = O(delta / gamma0^2)).
+// core forms there). Unlike the collider, which acts on delta (HMR's variable), the lens passes pzeta in its
+// place, as xfields does: the boost, the kicks and the inverse boost are then canonical maps of the pair
+// (zeta, pzeta), so the lens is symplectic at any beta0 and tracks as Xsuite does the lines it imports (the
+// two choices agree for beta0 -> 1: pzeta - delta = O(delta / gamma0^2)).
 // min_sigma_diff and threshold_singular are xfields' numerical thresholds (round beam, singular coupled
 // slice); they are read and checked (>= 0), while the shared code picks its formulas by its own relative
 // criteria (beambeam6d.h header comment). xfields' beamstrahlung, Bhabha scattering and luminosity are
@@ -117,15 +119,15 @@
 FT_ELEMENT_STRUCT(BeamBeamBiGaussian3D, FT_BEAMBEAM_BIGAUSSIAN_3D_FIELDS)
 
 /// The slice arrays of BeamBeamBiGaussian3D in Bb6dSlice order (for the checks and the import).
-#define FT_BEAMBEAM_3D_FOR_EACH_SLICE_ARRAY(X)                                                                         \
-  X(slices_other_beam_num_particles)                                                                                   \
-  X(slices_other_beam_x_center_star)                                                                                   \
-  X(slices_other_beam_px_center_star)                                                                                  \
-  X(slices_other_beam_y_center_star) X(slices_other_beam_py_center_star) X(slices_other_beam_zeta_center_star)         \
-      X(slices_other_beam_Sigma_11_star) X(slices_other_beam_Sigma_12_star) X(slices_other_beam_Sigma_13_star)         \
-          X(slices_other_beam_Sigma_14_star) X(slices_other_beam_Sigma_22_star) X(slices_other_beam_Sigma_23_star)     \
-              X(slices_other_beam_Sigma_24_star) X(slices_other_beam_Sigma_33_star) X(slices_other_beam_Sigma_34_star) \
-                  X(slices_other_beam_Sigma_44_star)
+#define FT_BEAMBEAM_3D_FOR_EACH_SLICE_ARRAY(X)                                                                     \
+  X(slices_other_beam_num_particles)                                                                               \
+  X(slices_other_beam_x_center_star)                                                                               \
+  X(slices_other_beam_px_center_star)                                                                              \
+  X(slices_other_beam_y_center_star)                                                                               \
+  X(slices_other_beam_py_center_star) X(slices_other_beam_zeta_center_star) X(slices_other_beam_Sigma_11_star)     \
+      X(slices_other_beam_Sigma_12_star) X(slices_other_beam_Sigma_13_star) X(slices_other_beam_Sigma_14_star)     \
+          X(slices_other_beam_Sigma_22_star) X(slices_other_beam_Sigma_23_star) X(slices_other_beam_Sigma_24_star) \
+              X(slices_other_beam_Sigma_33_star) X(slices_other_beam_Sigma_34_star) X(slices_other_beam_Sigma_44_star)
 
 /// Slice i of the partner as beambeam6d.h takes it.
 FT_FUNCTION Bb6dSlice BeamBeamBiGaussian3D_slice(const BeamBeamBiGaussian3D& e, int i) {
@@ -267,18 +269,22 @@ FT_FUNCTION void BeamBeamBiGaussian3D_track(const BeamBeamBiGaussian3D& e, ft::P
   params.tan_phi = e.tan_phi;
   params.sin_alpha = e.sin_alpha;
   params.cos_alpha = e.cos_alpha;
-  if (e.shift_pzeta != 0.0) p.add_to_energy(-e.shift_pzeta);  // pzeta -= shift (add_to_energy adds to ptau beta0)
+  // The map acts on the canonical pair (zeta, pzeta = ptau / beta0), pzeta in the place of HMR's delta.
+  const double beta0 = p.beta0;
   double x = p.x - e.shift_x, px = p.px - e.shift_px, y = p.y - e.shift_y, py = p.py - e.shift_py;
-  double zeta = p.zeta - e.shift_zeta, delta = p.delta;
-  bb6d_boost(params, x, px, y, py, zeta, delta);
+  double zeta = p.zeta - e.shift_zeta, pzeta = p.ptau / beta0 - e.shift_pzeta;
+  bb6d_boost(params, x, px, y, py, zeta, pzeta);
   for (int i = 0; i < e.num_slices_other_beam; ++i) {
     const Bb6dSlice slice = BeamBeamBiGaussian3D_slice(e, i);
-    bb6d_kick_slice(params, slice, x, px, y, py, zeta, delta);
+    bb6d_kick_slice(params, slice, x, px, y, py, zeta, pzeta);
   }
-  bb6d_boost_inverse(params, x, px, y, py, zeta, delta);
-  p.update_delta(delta);
-  const double energy_back = e.shift_pzeta - e.subtract_pzeta;
-  if (energy_back != 0.0) p.add_to_energy(energy_back);
+  bb6d_boost_inverse(params, x, px, y, py, zeta, pzeta);
+  // The new energy: ptau = pzeta beta0, 1 + delta = sqrt(ptau^2 + 2 ptau / beta0 + 1) (no cancellation).
+  const double ptau = ((pzeta + e.shift_pzeta) - e.subtract_pzeta) * beta0;
+  const double ptau_terms = ptau * ptau + 2.0 * ptau / beta0;
+  p.ptau = ptau;
+  p.delta = ptau_terms / (sqrt(ptau_terms + 1.0) + 1.0);
+  p.set_derived_energy();
   p.x = (x + e.shift_x) - e.subtract_x;
   p.px = (px + e.shift_px) - e.subtract_px;
   p.y = (y + e.shift_y) - e.subtract_y;

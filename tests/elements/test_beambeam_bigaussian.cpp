@@ -1,8 +1,9 @@
 // Weak-strong beam-beam lenses (elements/beambeam_bigaussian_2d.h, elements/beambeam_bigaussian_3d.h): the 2D
 // kick against the closed-form field of a round Gaussian and against a quadrature of the Bassetti-Erskine
 // integral for flat and tall beams, the offsets and the post-subtracted kick, the 3D lens with one slice and no
-// crossing against the 2D lens, the symplecticity of the 6D map with a crossing angle and several coupled
-// slices, and bad input naming the field.
+// crossing against the 2D lens and its energy change against Hirata's formula, the symplecticity of the 6D map
+// with a crossing angle and several coupled slices (beta0 near 1 and 1/2), consecutive lenses against one lens
+// of all their slices, and bad input naming the field.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
@@ -206,53 +207,136 @@ TEST_CASE("BeamBeamBiGaussian3D: one slice and no crossing gives the transverse 
 }
 
 TEST_CASE("BeamBeamBiGaussian3D: the 6D map with a crossing angle and coupled slices is symplectic") {
-  const ft_reference ref = reference_proton(kBetaUltraRelativistic);
-  BeamBeamBiGaussian3D e = base_3d();
-  e.phi = 5e-3;
-  e.alpha = 0.4;
-  e.num_slices_other_beam = 3;
-  const double zeta_c[3] = {-0.04, 0.0, 0.05}, weight[3] = {0.3, 0.45, 0.25};
-  for (int i = 0; i < 3; ++i) {
-    e.slices_other_beam_num_particles[i] = weight[i] * 2e11;
-    e.slices_other_beam_zeta_center_star[i] = zeta_c[i];
-    e.slices_other_beam_x_center_star[i] = 1e-5 * (i - 1);
-    e.slices_other_beam_px_center_star[i] = 2e-6 * i;
-    e.slices_other_beam_y_center_star[i] = -5e-6 * i;
-    e.slices_other_beam_py_center_star[i] = -1e-6;
-    e.slices_other_beam_Sigma_11_star[i] = 4e-8 * (1.0 + 0.1 * i);
-    e.slices_other_beam_Sigma_12_star[i] = -2e-9;
-    e.slices_other_beam_Sigma_22_star[i] = 1e-8;
-    e.slices_other_beam_Sigma_33_star[i] = 1e-8;
-    e.slices_other_beam_Sigma_34_star[i] = 1e-9;
-    e.slices_other_beam_Sigma_44_star[i] = 2e-8;
-    if (i == 1) {  // a coupled slice
-      e.slices_other_beam_Sigma_13_star[i] = 5e-9;
-      e.slices_other_beam_Sigma_14_star[i] = 1e-10;
-      e.slices_other_beam_Sigma_23_star[i] = -2e-10;
-      e.slices_other_beam_Sigma_24_star[i] = 3e-10;
+  // In the canonical coordinates (x, px, y, py, zeta, pzeta), ultra-relativistic and at beta0 = 1/2.
+  for (const double beta0 : {kBetaUltraRelativistic, kBetaHalf}) {
+    CAPTURE(beta0);
+    const ft_reference ref = reference_proton(beta0);
+    BeamBeamBiGaussian3D e = base_3d();
+    e.phi = 5e-3;
+    e.alpha = 0.4;
+    e.num_slices_other_beam = 3;
+    const double zeta_c[3] = {-0.04, 0.0, 0.05}, weight[3] = {0.3, 0.45, 0.25};
+    for (int i = 0; i < 3; ++i) {
+      e.slices_other_beam_num_particles[i] = weight[i] * 2e11;
+      e.slices_other_beam_zeta_center_star[i] = zeta_c[i];
+      e.slices_other_beam_x_center_star[i] = 1e-5 * (i - 1);
+      e.slices_other_beam_px_center_star[i] = 2e-6 * i;
+      e.slices_other_beam_y_center_star[i] = -5e-6 * i;
+      e.slices_other_beam_py_center_star[i] = -1e-6;
+      e.slices_other_beam_Sigma_11_star[i] = 4e-8 * (1.0 + 0.1 * i);
+      e.slices_other_beam_Sigma_12_star[i] = -2e-9;
+      e.slices_other_beam_Sigma_22_star[i] = 1e-8;
+      e.slices_other_beam_Sigma_33_star[i] = 1e-8;
+      e.slices_other_beam_Sigma_34_star[i] = 1e-9;
+      e.slices_other_beam_Sigma_44_star[i] = 2e-8;
+      if (i == 1) {  // a coupled slice
+        e.slices_other_beam_Sigma_13_star[i] = 5e-9;
+        e.slices_other_beam_Sigma_14_star[i] = 1e-10;
+        e.slices_other_beam_Sigma_23_star[i] = -2e-10;
+        e.slices_other_beam_Sigma_24_star[i] = 3e-10;
+      }
+    }
+    e.ref_shift_x = 2e-5;
+    e.ref_shift_px = 1e-6;
+    e.ref_shift_zeta = 1e-4;
+    e.ref_shift_pzeta = 3e-5;
+    e.other_beam_shift_y = -1e-5;
+    e.post_subtract_px = 1e-8;
+    e.post_subtract_pzeta = -1e-9;
+    BeamBeamBiGaussian3D_prepare(e, ref);
+    const Vec6 points[] = {{1.5e-4, 2e-5, -8e-5, 1e-5, 0.02, 3e-4},
+                           {-2e-4, -1e-5, 1.2e-4, -3e-5, -0.03, -5e-4},
+                           {3e-5, 0.0, 2e-5, 0.0, 0.0, 0.0},
+                           {6e-4, 4e-5, -4e-4, 2e-5, 0.06, 1e-3}};
+    for (const Vec6& z : points) {
+      CAPTURE(z[0]);
+      const Mat6 m = jacobian(e, BeamBeamBiGaussian3D_track, z, ref.beta0, 1e-6);
+      // The lens acts: a kick (px gradient) and a change of energy with x (the longitudinal field).
+      CHECK(std::fabs(m[1][0]) > 1e-4);
+      CHECK(std::fabs(m[5][0]) > 1e-9);
+      const double err = symplecticity_error(m);
+      MESSAGE(fmt::format("beta0 {}: max |J^T S J - S| = {:.2e}", beta0, err));
+      CHECK(err < kSymplecticTolerance);
     }
   }
-  e.ref_shift_x = 2e-5;
-  e.ref_shift_px = 1e-6;
-  e.ref_shift_zeta = 1e-4;
-  e.ref_shift_pzeta = 3e-5;
-  e.other_beam_shift_y = -1e-5;
-  e.post_subtract_px = 1e-8;
-  e.post_subtract_pzeta = -1e-9;
-  BeamBeamBiGaussian3D_prepare(e, ref);
-  const Vec6 points[] = {{1.5e-4, 2e-5, -8e-5, 1e-5, 0.02, 3e-4},
-                         {-2e-4, -1e-5, 1.2e-4, -3e-5, -0.03, -5e-4},
-                         {3e-5, 0.0, 2e-5, 0.0, 0.0, 0.0},
-                         {6e-4, 4e-5, -4e-4, 2e-5, 0.06, 1e-3}};
-  for (const Vec6& z : points) {
-    CAPTURE(z[0]);
-    const Mat6 m = jacobian(e, BeamBeamBiGaussian3D_track, z, ref.beta0, 1e-6);
-    // The lens acts: a kick (px gradient) and a change of energy with x (the longitudinal field).
-    CHECK(std::fabs(m[1][0]) > 1e-4);
-    CHECK(std::fabs(m[5][0]) > 1e-9);
-    const double err = symplecticity_error(m);
-    MESSAGE(fmt::format("max |J^T S J - S| = {:.2e}", err));
-    CHECK(err < kSymplecticTolerance);
+}
+
+TEST_CASE("BeamBeamBiGaussian3D: one slice at the collision point changes pzeta by Hirata's energy kick") {
+  // No crossing, no hourglass, the particle at the slice centre (S = 0): after the transverse kick
+  // (dpx, dpy) of the slice, pzeta += (1/2) [dpx (px + dpx / 2) + dpy (py + dpy / 2)] (Hirata, Moshammer,
+  // Ruggiero 1993, eq. (13) with S = 0; xfields' dpzeta), pzeta = ptau / beta0, at beta0 = 1/2 too.
+  for (const double beta0 : {kBetaUltraRelativistic, kBetaHalf}) {
+    CAPTURE(beta0);
+    const ft_reference ref = reference_proton(beta0);
+    BeamBeamBiGaussian3D lens = base_3d();
+    lens.num_slices_other_beam = 1;
+    lens.slices_other_beam_num_particles[0] = 1e11;
+    lens.slices_other_beam_Sigma_11_star[0] = 4e-8;
+    lens.slices_other_beam_Sigma_33_star[0] = 1e-8;
+    BeamBeamBiGaussian3D_prepare(lens, ref);
+    for (const auto& [x, px] : {std::pair<double, double>{2e-4, 3e-5}, {-1e-4, -2e-5}, {5e-4, 1e-4}}) {
+      const ft::ParticleView p0 = particle(x, px, -0.5 * x, 0.5 * px, 0.0, 1e-4, beta0);
+      ft::ParticleView p = p0;
+      BeamBeamBiGaussian3D_track(lens, p);
+      const double dpx = p.px - p0.px, dpy = p.py - p0.py;
+      const double expected = 0.5 * (dpx * (p0.px + 0.5 * dpx) + dpy * (p0.py + 0.5 * dpy));
+      CHECK(std::fabs(dpx) > 1e-7);
+      CHECK(close(p.ptau / beta0 - p0.ptau / beta0, expected, 1e-6, 1e-18));
+      CHECK(close(p.delta, delta_from_ptau(p.ptau, beta0), 1e-15, 1e-19));
+      CHECK(p.zeta == p0.zeta);
+    }
+  }
+}
+
+TEST_CASE("BeamBeamBiGaussian3D: consecutive lenses of the slices equal one lens of them all") {
+  // Slices 0..2 in one lens (no post_subtract), 3..4 in the next: the boost, the shifts and their inverses
+  // cancel between the two, so the pair is the five-slice lens (to rounding).
+  const double beta0 = kBetaHalf;
+  const ft_reference ref = reference_proton(beta0);
+  BeamBeamBiGaussian3D all = base_3d(), head = base_3d(), tail = base_3d();
+  for (BeamBeamBiGaussian3D* e : {&all, &head, &tail}) {
+    e->phi = 0.01;
+    e->alpha = 0.4;
+    e->ref_shift_x = 2e-4;
+    e->other_beam_shift_y = -1e-4;
+    e->ref_shift_pzeta = 1e-4;
+  }
+  all.num_slices_other_beam = 5;
+  head.num_slices_other_beam = 3;
+  tail.num_slices_other_beam = 2;
+  for (int i = 0; i < 5; ++i) {
+    BeamBeamBiGaussian3D& part = i < 3 ? head : tail;
+    const int j = i < 3 ? i : i - 3;
+    for (BeamBeamBiGaussian3D* e : {&all, &part}) {
+      const int k = e == &all ? i : j;
+      e->slices_other_beam_num_particles[k] = 2e10 * (1 + i);
+      e->slices_other_beam_zeta_center_star[k] = 0.04 - 0.02 * i;
+      e->slices_other_beam_x_center_star[k] = 1e-5 * i;
+      e->slices_other_beam_Sigma_11_star[k] = 1e-6 * (1.0 + 0.1 * i);
+      e->slices_other_beam_Sigma_12_star[k] = 1e-6;
+      e->slices_other_beam_Sigma_22_star[k] = 1e-4;
+      e->slices_other_beam_Sigma_33_star[k] = 0.5e-6;
+      e->slices_other_beam_Sigma_44_star[k] = 1e-4;
+    }
+  }
+  all.post_subtract_px = tail.post_subtract_px = 3e-7;
+  all.post_subtract_pzeta = tail.post_subtract_pzeta = 1e-9;
+  BeamBeamBiGaussian3D_prepare(all, ref);
+  BeamBeamBiGaussian3D_prepare(head, ref);
+  BeamBeamBiGaussian3D_prepare(tail, ref);
+  for (const Case& c : cases()) {
+    if (c.beta0 != beta0) continue;
+    const ft::ParticleView p0 = particle(c.x * 0.5, c.px, c.y * 0.5, c.py, c.zeta, c.delta, beta0);
+    ft::ParticleView one = p0, two = p0;
+    BeamBeamBiGaussian3D_track(all, one);
+    BeamBeamBiGaussian3D_track(head, two);
+    BeamBeamBiGaussian3D_track(tail, two);
+    const Vec6 a = canonical(one), b = canonical(two), z0 = canonical(p0);
+    for (int k = 0; k < 6; ++k) {
+      CAPTURE(k);
+      CHECK(a[k] != z0[k]);
+      CHECK(close(a[k], b[k], 1e-12, 1e-17));
+    }
   }
 }
 

@@ -115,10 +115,13 @@ TEST_CASE("declared coordinates: every built-in element type's declaration match
       "sextupole": {"type": "Sextupole", "length": 0.2, "k2": 30.0},
       "space_charge": {"type": "SpaceChargeBiGaussian", "length": 1.0, "number_of_particles": 1e11,
                        "sigma_z": 0.3, "sigma_x": 1e-3, "sigma_y": 8e-4},
-      "shift": {"type": "XYShift", "dx": 1e-4, "dy": -2e-4}
+      "shift": {"type": "XYShift", "dx": 1e-4, "dy": -2e-4},
+      "lens_2d": {"type": "BeamBeamBiGaussian2D", "other_beam_q0": 1, "other_beam_num_particles": 1e11,
+                  "other_beam_Sigma_11": 1e-6, "other_beam_Sigma_33": 6e-7, "other_beam_Sigma_13": 1e-7,
+                  "other_beam_shift_x": 1e-4, "post_subtract_px": 1e-7}
     },
     "sequence": ["corrector", "drift_exact", "edge", "polygon", "racetrack", "rect", "rect_ellipse", "rf_multipole",
-                 "s_rotation", "sextupole", "space_charge", "shift"]
+                 "s_rotation", "sextupole", "space_charge", "shift", "lens_2d"]
   })"));
   std::set<std::string> checked;
   for (const std::string& file : files) {
