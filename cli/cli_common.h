@@ -69,5 +69,6 @@ void add_errors_command(CLI::App& app);
 void add_spacecharge_command(CLI::App& app);
 void add_momentum_acceptance_command(CLI::App& app);
 void add_fma_command(CLI::App& app);
+void add_radiation_command(CLI::App& app);
 
 }  // namespace ft::cli

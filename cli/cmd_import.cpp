@@ -106,7 +106,8 @@ void add_import_command(CLI::App& app) {
                 "replace Xsuite element classes fusetrack does not know by markers (with a warning) instead of "
                 "failing; this changes the physics");
   cmd->add_flag("--ignore-radiation", args->ignore_radiation,
-                "trackcpp files only: import a file with radiation_on set; fusetrack tracks without radiation");
+                "trackcpp files only: import a file with radiation_on set without radiation (otherwise radiation_on 1 "
+                "imports as \"radiation\": \"mean\", 2 as \"quantum\")");
   cmd->add_option("--trackcpp-header", args->trackcpp_header,
                   "trackcpp files only: use KEY=VALUE instead of the file's header line '% KEY ...' (cavity_on, "
                   "vchamber_on, radiation_on, energy, harmonic_number); repeatable")

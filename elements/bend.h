@@ -27,6 +27,9 @@
 //  Xsuite tracks an RBend with its default (curved-body) rbend_model as this Bend with
 //  edge angles increased by angle/2 (the importer does that).
 //
+//  Radiation (field `radiation`, radiation.h): at every kick of the body, from the whole field of the
+//    magnet at the particle (AT BndMPoleSymplectic4RadPass); none in the edges.
+//
 // Sources: xtrack/beam_elements/elements_src/bend.h, track_magnet.h, track_magnet_configure.h,
 // track_magnet_drift.h, track_magnet_kick.h, track_dipole_edge_linear.h, default_magnet_config.h;
 // AT atintegrators/BndMPoleSymplectic4Pass.c; MAD-8 physics manual eq. 5.15.
@@ -81,7 +84,8 @@
   DERIVED(double, r43_entry, "m^-1", "entry edge py += r43 y")                                                 \
   DERIVED(double, r21_exit, "m^-1", "exit edge px += r21 x")                                                   \
   DERIVED(double, r43_exit, "m^-1", "exit edge py += r43 y")                                                   \
-  FT_MAGNET_KICK_FIELDS(DERIVED)
+  FT_MAGNET_KICK_FIELDS(DERIVED)                                                                              \
+  FT_MAGNET_RADIATION_FIELDS(PARAM, DERIVED)
 
 FT_ELEMENT_STRUCT(Bend, FT_BEND_FIELDS)
 
@@ -90,7 +94,7 @@ FT_ELEMENT_STRUCT(Bend, FT_BEND_FIELDS)
 #include <cstdio>
 #include <stdexcept>
 #include <string>
-inline void Bend_prepare(Bend& e, const ft_reference& /*ref*/) {
+inline void Bend_prepare(Bend& e, const ft_reference& ref) {
   char msg[240];
   auto fail = [&msg](const char* text) {
     throw std::invalid_argument(std::string("Bend: ") + text);
@@ -163,6 +167,7 @@ inline void Bend_prepare(Bend& e, const ft_reference& /*ref*/) {
     h_k1l = e.h * k1l;
   }
   magnet_set_kick(e, knl, ksl, hl, h_k0l, h_k1l);
+  magnet_prepare_radiation(e, ref, "Bend", L, e.h, e.k0_body, e.k1_body);
 
   // Edges: xtrack's linear edge with k = k0 + knl[0] / length.
   const double k_edge = k0 + (std::fabs(L) > 1e-10 ? e.knl[0] / L : 0.0);
@@ -222,7 +227,8 @@ FT_FUNCTION void Bend_track(const Bend& e, ft::ParticleView& p) { bend_track(e, 
 inline void Bend_track_lanes(const Bend& e, ft::ParticleLanes& l) { bend_track(e, l); }
 #endif
 
-FT_ELEMENT_COORDINATES(Bend, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
+// Written: the energy coordinates too, for the radiation.
+FT_ELEMENT_COORDINATES(Bend, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_ENERGY)
 FT_REGISTER_ELEMENT(Bend, FT_BEND_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick sector bend with gradient and multipoles, edges with fringe fields; models: expanded "
                     "(AT BndMPoleSymplectic4Pass), xtrack rot-kick-rot and mat-kick-mat")

@@ -24,6 +24,7 @@
 // the symmetric ones satisfy M(-L) = M(L)^-1.
 #pragma once
 #include "fusetrack/device/element.h"
+#include "radiation.h"
 
 #define FT_MAGNET_MAX_ORDER 5
 
@@ -75,6 +76,16 @@ FT_FUNCTION void magnet_body_on_copy(ft::ParticleView& p, const Body& body) {
   DERIVED(double, kick_h_k0l, "m^-1", "h k0 L of the curvature term")               \
   DERIVED(double, kick_h_k1l, "m^-2", "h k1 L of the curvature terms")
 
+/// The radiation fields of a thick magnet (radiation.h), declared in its field list.
+#define FT_MAGNET_RADIATION_FIELDS(PARAM, DERIVED)                                                \
+  FT_RADIATION_FIELDS(PARAM, DERIVED)                                                             \
+  DERIVED(double, rad_length, "m", "length of the magnet (the kicks' lengths are w times it)")    \
+  DERIVED(double, rad_inv_length, "m^-1", "1 / length: the kick's integrated field to the field") \
+  DERIVED(double, rad_h, "m^-1", "curvature of the frame in the path-length factor 1 + h x")      \
+  DERIVED(double, rad_k0, "m^-1", "dipole field integrated in the body, not in the kick")         \
+  DERIVED(double, rad_k1, "m^-2", "gradient integrated in the body, not in the kick")             \
+  DERIVED(double, rad_quantum_share, "1", "1 / (sum of the positive kick weights of a slice)")
+
 #ifndef FT_DEVICE_COMPILE
 /// Fills the kick fields of a thick magnet from strengths integrated over the magnet.
 template <class E>
@@ -103,9 +114,11 @@ FT_FUNCTION void magnet_horner_step(double& re, double& im, double x, double y, 
   im = zim + ci;
 }
 
-/// The kick of weight w of a magnet E with the FT_MAGNET_KICK_FIELDS (see the header comment).
-template <class E>
-FT_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleView& p) {
+/// The kick of weight w of a magnet E with the FT_MAGNET_KICK_FIELDS (see the header comment);
+/// with kRadiation, the radiation of the kick (radiation.h) before it, the kick taken with the delta
+/// before the loss (AT bndthinkickrad).
+template <bool kRadiation, class E>
+FT_FUNCTION void magnet_kick_impl(const E& e, double w, ft::ParticleView& p) {
   const double x = p.x;
   const double y = p.y;
   double re = e.kick_re5;
@@ -126,8 +139,23 @@ FT_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleView& p) {
     dpx += e.kick_h_k1l * (0.5 * y * y - x * x);
     dpy += e.kick_h_k1l * x * y;
   }
+  if (kRadiation) {
+    // The magnet's whole field at the particle: the kick's sum and the part integrated in the body.
+    const double bx = im * e.rad_inv_length + e.rad_k1 * y;
+    const double by = re * e.rad_inv_length + e.rad_k0 + e.rad_k1 * x;
+    radiation_thick_kick(e.radiation, e.rad_mean, e.rad_quantum, e.radiation_seed, bx, by, e.rad_h, w * e.rad_length,
+                         w > 0.0 ? e.rad_quantum_share : 0.0, p);
+  }
   p.px += w * dpx;
   p.py += w * dpy;
+}
+
+template <class E>
+FT_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleView& p) {
+  if (e.radiation != FT_RADIATION_OFF)
+    magnet_kick_impl<true>(e, w, p);
+  else
+    magnet_kick_impl<false>(e, w, p);
 }
 
 /// Expanded drift (drift.h).
@@ -318,7 +346,11 @@ FT_LANES_FUNCTION void magnet_kick(const E& e, double w, ft::ParticleLanes& l) {
   // here once, they leave each loop without branches (GCC then vectorizes it without AVX-512's
   // masking, and computes no term that is not used).
   const E c = e;
-  const auto kick = [&c, w](ft::ParticleView& p) { magnet_kick(c, w, p); };
+  const auto kick = [&c, w](ft::ParticleView& p) { magnet_kick_impl<false>(c, w, p); };
+  if (c.radiation != FT_RADIATION_OFF) {
+    ft::for_each_lane(l, [&c, w](ft::ParticleView& p) { magnet_kick_impl<true>(c, w, p); });
+    return;
+  }
   if (c.kick_hl != 0.0) {
     if (c.kick_h_k1l != 0.0)
       ft::for_each_lane(l, kick);
@@ -349,6 +381,28 @@ FT_LANES_FUNCTION void magnet_combined_map(double s, double k0, double k1, doubl
 #include <cmath>
 #include <cstdio>
 #include <stdexcept>
+/// Fills the radiation fields of a thick magnet of the given length, frame curvature h and body fields
+/// k0, k1 (radiation.h), after checking the switch.
+template <class E>
+void magnet_prepare_radiation(E& e, const ft_reference& ref, const char* type, double length, double h, double k0,
+                              double k1) {
+  radiation_prepare(e, ref, type);
+  e.rad_length = length;
+  e.rad_inv_length = length != 0.0 ? 1.0 / length : 0.0;  // a zero-length magnet has no field to radiate in
+  e.rad_h = h;
+  e.rad_k0 = k0;
+  e.rad_k1 = k1;
+  double positive = 1.0;  // teapot and uniform: every kick has a positive weight summing to 1 per slice
+  if (e.integrator == FT_INTEGRATOR_FOREST_RUTH || e.integrator == FT_INTEGRATOR_YOSHIDA) {
+    const int row = e.integrator == FT_INTEGRATOR_FOREST_RUTH ? 0 : 1;
+    const int pairs = row == 0 ? 3 : 7;
+    positive = 0.0;
+    for (int j = 0; j < pairs; ++j)
+      if (ft_integrator_coefficients[row][2 * j + 1] > 0.0) positive += ft_integrator_coefficients[row][2 * j + 1];
+  }
+  e.rad_quantum_share = 1.0 / positive;
+}
+
 /// Checks the integrator and slice fields of a thick magnet; returns the number of kicks
 /// (Forest-Ruth: steps) to use. num_slices = 0 is automatic: 10 Forest-Ruth steps (AT's default
 /// NumIntSteps); for xtrack's integrators xtrack's rule: 1 kick for a straight magnet, else one

@@ -15,10 +15,16 @@
 // track_magnet_kick.h (track_magnet_kick_single_particle, kick_simple_single_coordinates);
 // xtrack/beam_elements/_common.py (inv_factorial_order = 1 / order!).
 //
+// Radiation (field `radiation`, radiation.h), as xtrack's Multipole with radiation_flag (multipole.h,
+// synrad_spectrum.h synrad_average_kick): for length > 0, with curv = |S| / length and the path
+// L_path = (length + hxl x) / 2 from the position at the kick, one half of the loss before the kick
+// (the kick then sees the new delta and scaled px, py) and the other after it.
+//
 // Integer fields are declared `int`: element.h maps them to FT_FIELD_INT32 through int32_t (the
 // same type as int on every supported host), and NVRTC has no int32_t without a prelude.
 #pragma once
 #include "fusetrack/device/element.h"
+#include "radiation.h"
 
 #define FT_MULTIPOLE_MAX_ORDER 5
 
@@ -32,14 +38,16 @@
   DERIVED(int, kick_order, "1", "order used by the kick")                                               \
   DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")                                          \
   DERIVED(double, h_knl0, "m^-1", "h knl[0], h = hxl / length (0 if length = 0)")                        \
-  DERIVED(double, h_k1l, "m^-2", "h knl[1] (0 below order 1)")
+  DERIVED(double, h_k1l, "m^-2", "h knl[1] (0 below order 1)")                                                        \
+  FT_RADIATION_FIELDS(PARAM, DERIVED)
 
 FT_ELEMENT_STRUCT(Multipole, FT_MULTIPOLE_FIELDS)
 
 #ifndef FT_DEVICE_COMPILE
 #include <cstdio>
 #include <stdexcept>
-inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
+inline void Multipole_prepare(Multipole& e, const ft_reference& ref) {
+  radiation_prepare(e, ref, "Multipole");
   if (e.order < -1 || e.order > FT_MULTIPOLE_MAX_ORDER) {
     char msg[160];
     std::snprintf(msg, sizeof(msg), "Multipole: order = %d is outside [-1, %d]", e.order, FT_MULTIPOLE_MAX_ORDER);
@@ -69,7 +77,8 @@ inline void Multipole_prepare(Multipole& e, const ft_reference& /*ref*/) {
 }
 #endif
 
-FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
+template <bool kRadiation>
+FT_FUNCTION void multipole_track(const Multipole& e, ft::ParticleView& p) {
   const double x = p.x;
   const double y = p.y;
 
@@ -86,22 +95,39 @@ FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
     re = e.knl[n] * inv_factorial + zre;
     im = e.ksl[n] * inv_factorial + zim;
   }
+  double curv = 0.0, path = 0.0;
+  if (kRadiation) {
+    curv = sqrt(re * re + im * im) / e.length;
+    path = 0.5 * (e.length + e.hxl * x);
+    radiation_thin_half(e.radiation, e.rad_mean, e.rad_quantum, e.radiation_seed, curv, path, p);
+  }
   p.px += -re;
   p.py += im;
 
   // Curvature of the reference trajectory; without bending every term is zero (up to the sign
   // of zero), so straight multipoles skip it.
-  if (e.hxl == 0.0) return;
-  double dpx = e.hxl * (1.0 + p.delta);
-  const double dzeta = -p.rv0v * e.hxl * x;  // rv0v = 1 / rvv
-  dpx += -e.h_knl0 * x;
-  dpx += e.h_k1l * (-x * x + 0.5 * y * y);
-  const double dpy = e.h_k1l * x * y;
-  p.px += dpx;
-  p.py += dpy;
-  p.zeta += dzeta;
+  if (e.hxl != 0.0) {
+    double dpx = e.hxl * (1.0 + p.delta);
+    const double dzeta = -p.rv0v * e.hxl * x;  // rv0v = 1 / rvv
+    dpx += -e.h_knl0 * x;
+    dpx += e.h_k1l * (-x * x + 0.5 * y * y);
+    const double dpy = e.h_k1l * x * y;
+    p.px += dpx;
+    p.py += dpy;
+    p.zeta += dzeta;
+  }
+  if (kRadiation) radiation_thin_half(e.radiation, e.rad_mean, e.rad_quantum, e.radiation_seed, curv, path, p);
 }
 
-FT_ELEMENT_COORDINATES(Multipole, FT_COORD_ALL, FT_COORD_PX | FT_COORD_PY | FT_COORD_ZETA)
+FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
+  // xtrack radiates only in a multipole of non-zero length (the curvature is the kick over it).
+  if (e.radiation != FT_RADIATION_OFF && e.length > 0.0)
+    multipole_track<true>(e, p);
+  else
+    multipole_track<false>(e, p);
+}
+
+// Written: the energy coordinates too, for the radiation.
+FT_ELEMENT_COORDINATES(Multipole, FT_COORD_ALL, FT_COORD_PX | FT_COORD_PY | FT_COORD_ZETA | FT_COORD_ENERGY)
 FT_REGISTER_ELEMENT(Multipole, FT_MULTIPOLE_FIELDS, FT_THIN, FT_WITH_PREPARE,
                     "Thin multipole kick with hxl curvature terms (xtrack Multipole, thin)")

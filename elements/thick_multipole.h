@@ -8,6 +8,8 @@
 //  integrators 1 (teapot), 2 (yoshida4), 3 (uniform): xtrack's schedules with num_slices kicks
 //    (0 = 1 kick, xtrack's automatic count for a straight magnet); 3 is xtrack's default
 //    Octupole/Sextupole model (drift-kick-drift-expanded, uniform).
+//  Radiation (field `radiation`, radiation.h): at every kick, from the field at the particle (AT
+//    StrMPoleSymplectic4RadPass).
 // Sources: AT atintegrators/StrMPoleSymplectic4Pass.c (strthinkick, fastdrift);
 // xtrack/beam_elements/elements_src/octupole.h, track_magnet.h, track_magnet_kick.h.
 #pragma once
@@ -21,12 +23,13 @@
   PARAM(int, integrator, 0, "1", "0: Forest-Ruth 4th order, 1: teapot, 2: yoshida4, 3: uniform (xtrack's)") \
   PARAM(int, num_slices, 0, "1", "Forest-Ruth steps, or kicks of xtrack's integrators; 0: automatic")  \
   DERIVED(int, num_kicks, "1", "Forest-Ruth steps or kicks used")                                        \
-  FT_MAGNET_KICK_FIELDS(DERIVED)
+  FT_MAGNET_KICK_FIELDS(DERIVED)                                                                                \
+  FT_MAGNET_RADIATION_FIELDS(PARAM, DERIVED)
 
 FT_ELEMENT_STRUCT(ThickMultipole, FT_THICK_MULTIPOLE_FIELDS)
 
 #ifndef FT_DEVICE_COMPILE
-inline void ThickMultipole_prepare(ThickMultipole& e, const ft_reference& /*ref*/) {
+inline void ThickMultipole_prepare(ThickMultipole& e, const ft_reference& ref) {
   e.num_kicks = magnet_num_kicks("ThickMultipole", e.integrator, e.num_slices, e.length, 0.0);
   double knl[FT_MAGNET_MAX_ORDER + 1], ksl[FT_MAGNET_MAX_ORDER + 1];
   for (int n = 0; n <= FT_MAGNET_MAX_ORDER; ++n) {
@@ -34,6 +37,7 @@ inline void ThickMultipole_prepare(ThickMultipole& e, const ft_reference& /*ref*
     ksl[n] = e.ks[n] * e.length;
   }
   magnet_set_kick(e, knl, ksl, 0.0, 0.0, 0.0);
+  magnet_prepare_radiation(e, ref, "ThickMultipole", e.length, 0.0, 0.0, 0.0);
 }
 #endif
 
@@ -61,7 +65,8 @@ FT_MAGNET_BODY_FUNCTION void ThickMultipole_track(const ThickMultipole& e, ft::P
 inline void ThickMultipole_track_lanes(const ThickMultipole& e, ft::ParticleLanes& l) { thick_multipole_track(e, l); }
 #endif
 
-FT_ELEMENT_COORDINATES(ThickMultipole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA)
+// Written: the energy coordinates too, for the radiation.
+FT_ELEMENT_COORDINATES(ThickMultipole, FT_COORD_ALL, FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_ENERGY)
 FT_REGISTER_ELEMENT(ThickMultipole, FT_THICK_MULTIPOLE_FIELDS, FT_THICK, FT_WITH_PREPARE,
                     "Thick straight multipole (k_n, j_n to n = 5), Forest-Ruth (AT StrMPoleSymplectic4Pass) or "
                     "xtrack's integrators")

@@ -85,6 +85,18 @@ TEST_CASE("negative length") {
   CHECK(msg.find("must not be negative") != std::string::npos);
 }
 
+TEST_CASE("radiation: an unknown lattice-wide mode and an element's out-of-range switch are named") {
+  const std::string mode = load_error("radiation_mode.json", std::string("{") + kReference + R"(,
+    "radiation": "on", "elements": {"d1": {"type": "Drift", "length": 1.0}}, "sequence": ["d1"]})");
+  CHECK(mode.find("radiation_mode.json") != std::string::npos);
+  CHECK(mode.find("field 'radiation'") != std::string::npos);
+  CHECK(mode.find("expected \"off\", \"mean\" or \"quantum\", got \"on\"") != std::string::npos);
+  const std::string field = load_error("radiation_field.json", std::string("{") + kReference + R"(,
+    "elements": {"b": {"type": "Bend", "length": 1.0, "angle": 0.1, "radiation": 3}}, "sequence": ["b"]})");
+  CHECK(field.find("'b' (Bend)") != std::string::npos);
+  CHECK(field.find("radiation = 3 is not one of 0 (off), 1 (mean), 2 (quantum)") != std::string::npos);
+}
+
 TEST_CASE("empty sequence") {
   const std::string msg = load_error("empty.json", std::string("{") + kReference + R"(,
     "elements": {"d1": {"type": "Drift", "length": 1.0}}, "sequence": []})");

@@ -490,10 +490,6 @@ TEST_CASE("trackcpp import: bad input names the file, the element, the field and
       {"identity_pass with a length",
        replace(kSmall, "pass_method drift_pass", "pass_method identity_pass"),
        {"element #0 'D' (identity_pass), field 'length': line 3: identity_pass with length 1 m"}},
-      {"radiation",
-       "% radiation_on 1\n" + kSmall,
-       {"small.txt, field 'radiation_on': line 1: radiation_on = 1: fusetrack tracks without synchrotron "
-        "radiation"}},
   };
   for (const Case& c : cases) {
     const std::string what = c.what;
@@ -649,8 +645,9 @@ TEST_CASE("trackcpp import: header words as trackcpp reads them") {
   SUBCASE("radiation_on: a number, 'true' = 1, any other word 0") {
     const Imported r = import_text("% energy 3e9 eV\n% radiation_on damping\nfam_name D\n");
     CHECK(contains(r.all(), "'% radiation_on damping' reads as 0"));
-    const std::string message = import_error("% energy 3e9 eV\n% radiation_on true\nfam_name D\n");
-    CHECK(contains(message, "line 2: radiation_on = 1"));
+    CHECK_FALSE(r.doc.contains("radiation"));
+    const Imported on = import_text("% energy 3e9 eV\n% radiation_on true\nfam_name D\n");
+    CHECK(on.doc["radiation"] == "mean");
   }
   SUBCASE("the key is the word after a lone '%': a glued '%energy' line is ignored") {
     std::vector<std::string> warnings;
@@ -680,12 +677,18 @@ TEST_CASE("trackcpp import: header values given by the import options replace th
   CHECK(doc["reference"]["p0c"] == std::sqrt((2.5e9 - mass0) * (2.5e9 + mass0)));
   CHECK(contains(doc["description"].get<std::string>(), "(energy, cavity_on, vchamber_on set by the import options)"));
 
-  // radiation_on=0 lets a file with radiation through without --ignore-radiation.
+  // radiation_on 1 (damping) imports as the lattice-wide "radiation": "mean", 2 (full) as "quantum";
+  // the header value radiation_on=0 and --ignore-radiation turn it off.
   const std::string radiating = "% energy 3e9 eV\n% radiation_on 2\nfam_name D\nlength 1\n";
-  CHECK(contains(import_error(radiating), "radiation_on = 2"));
+  CHECK(ft::trackcpp_to_fusetrack(radiating, "r.txt", ft::TrackcppImportOptions{})["radiation"] == "quantum");
   ft::TrackcppImportOptions no_radiation;
   ft::set_trackcpp_header_value(no_radiation.header, "radiation_on=0", "test");
-  CHECK(ft::trackcpp_to_fusetrack(radiating, "r.txt", no_radiation)["elements"]["D"]["length"] == 1.0);
+  const json off = ft::trackcpp_to_fusetrack(radiating, "r.txt", no_radiation);
+  CHECK(off["elements"]["D"]["length"] == 1.0);
+  CHECK_FALSE(off.contains("radiation"));
+  ft::TrackcppImportOptions ignored;
+  ignored.ignore_radiation = true;
+  CHECK_FALSE(ft::trackcpp_to_fusetrack(radiating, "r.txt", ignored).contains("radiation"));
 
   ft::TrackcppHeaderValues values;
   auto error_of = [&](const std::string& assignment) {

@@ -439,4 +439,27 @@ TEST_CASE("Replica elements resolve to their parent, quadrupoles and sextupoles 
   CHECK(contains(msg2, "Quadrupole.edge_entry_active"));
 }
 
+TEST_CASE("radiation_flag: kept on the magnets that radiate, refused with a reason elsewhere") {
+  // A line whose config does not compile the radiation out (Xsuite's default Line config does).
+  const auto radiating = [](const std::string& elements, const std::string& names) {
+    const std::string line = line_of(elements, names);
+    return line.substr(0, line.size() - 1) + R"(, "config": {"XTRACK_MULTIPOLE_NO_SYNRAD": false}})";
+  };
+  const json doc = convert(radiating(R"({"b": {"__class__": "Multipole", "knl": [0.01], "hxl": 0.01, "length": 1.0,
+                                         "radiation_flag": 2},
+                                   "s": {"__class__": "Bend", "length": 1.0, "angle": 0.01, "radiation_flag": 1}})",
+                                     R"(["b", "s"])"));
+  CHECK(doc["elements"]["b"]["radiation"] == 2);
+  CHECK(doc["elements"]["s"]["radiation"] == 1);
+  const std::string quad = convert_error(
+      radiating(R"({"q": {"__class__": "Quadrupole", "length": 0.5, "k1": 0.1, "radiation_flag": 1}})", R"(["q"])"));
+  CHECK(contains(quad, "radiation_flag"));
+  CHECK(contains(quad, "synchrotron radiation is modelled in Bend, Multipole and Octupole only"));
+  const std::string taper = convert_error(radiating(
+      R"({"b": {"__class__": "Multipole", "knl": [0.01], "hxl": 0.01, "length": 1.0, "radiation_flag": 1,
+              "delta_taper": 1e-3}})",
+      R"(["b"])"));
+  CHECK(contains(taper, "tapering (delta_taper) is not modelled"));
+}
+
 }  // namespace test_xsuite_import

@@ -96,7 +96,7 @@ struct TrackcppHeaderValues {
   std::optional<double> energy;  ///< total energy of an electron [eV]
   std::optional<long> harmonic_number;
   std::optional<bool> cavity_on;     ///< false: cavities tracked as drifts
-  std::optional<long> radiation_on;  ///< 0 off, 1 damping, 2 full (only 0 can be tracked)
+  std::optional<long> radiation_on;  ///< 0 off, 1 damping ("radiation": "mean"), 2 full ("quantum")
   std::optional<bool> vchamber_on;   ///< false: the elements' apertures are ignored
 };
 
@@ -106,8 +106,9 @@ struct TrackcppHeaderValues {
 void set_trackcpp_header_value(TrackcppHeaderValues& values, const std::string& assignment, const std::string& origin);
 
 struct TrackcppImportOptions {
-  /// Import a file with "radiation_on" set although fusetrack tracks without radiation (a warning
-  /// says so); without it such a file is refused.
+  /// Import a file with "radiation_on" set without radiation (a warning says so); without it the
+  /// lattice radiates: radiation_on 1 sets the document's "radiation" to "mean", 2 to "quantum"
+  /// (elements/radiation.h).
   bool ignore_radiation = false;
   /// Header values that replace the file's (cavity_on, vchamber_on, ...).
   TrackcppHeaderValues header;

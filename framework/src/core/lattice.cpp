@@ -490,20 +490,42 @@ GlobalLimits read_limits(const json& doc, const std::string& file) {
   return lim;
 }
 
+/// The top-level "radiation" switch: "off" (0, the default), "mean" (1) or "quantum" (2), the value
+/// of the field `radiation` of every element type that has it, where the element does not set it
+/// (elements/radiation.h).
+int read_radiation_switch(const json& doc, const std::string& file) {
+  if (!doc.contains("radiation")) return 0;
+  const json& r = doc.at("radiation");
+  InputLocation at{file};
+  at.field = "radiation";
+  static const char* const kModes[3] = {"off", "mean", "quantum"};
+  if (r.is_string())
+    for (int m = 0; m < 3; ++m)
+      if (r.get_ref<const std::string&>() == kModes[m]) return m;
+  throw InputError(at, fmt::format("expected \"off\", \"mean\" or \"quantum\", got {}", r.dump()));
+}
+
+bool has_field(const ElementType& type, const char* name) {
+  for (const auto& f : type.fields)
+    if (f.name == name) return true;
+  return false;
+}
+
 }  // namespace
 
 Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegistry& registry) {
   InputLocation top{file};
   if (!doc.is_object()) throw InputError(top, "a lattice file must hold a JSON object");
   static const std::set<std::string> known = {"fusetrack_lattice", "description", "reference", "plugins",
-                                              "global_aperture",   "elements",    "lines",     "sequence"};
+                                              "global_aperture",   "elements",    "lines",     "sequence",
+                                              "radiation"};
   for (const auto& [key, v] : doc.items()) {
     (void)v;
     if (!known.count(key)) {
       InputLocation at{file};
       at.field = key;
       throw InputError(at, "unknown top-level field; expected reference, elements, sequence and optionally "
-                           "lines, plugins, global_aperture, description");
+                           "lines, plugins, global_aperture, radiation, description");
     }
   }
   if (!doc.contains("reference")) {
@@ -547,6 +569,7 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
     at.field = "elements";
     throw InputError(at, "expected an object mapping element names to {\"type\": ..., fields...}");
   }
+  const int radiation = read_radiation_switch(doc, file);
   lattice.reserve(elements.size(), 0);
   long index = 0;
   const std::string* type_name = nullptr;  // the last type looked up, and what it resolved to
@@ -569,7 +592,13 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
       type = &registry.get(tn, where());
       type_name = &tn;
     }
-    lattice.define(name, *type, def, where());
+    if (radiation != 0 && !def.contains("radiation") && has_field(*type, "radiation")) {
+      json with_radiation = def;
+      with_radiation["radiation"] = radiation;
+      lattice.define(name, *type, with_radiation, where());
+    } else {
+      lattice.define(name, *type, def, where());
+    }
   }
   const json& sequence = doc.at("sequence");
   const json* lines = doc.contains("lines") ? &doc.at("lines") : nullptr;

@@ -57,9 +57,11 @@ Role role_of(const Lattice& lattice, uint32_t definition) {
   // (hxl = 0) there are no curvature terms and x, y, delta, zeta are untouched, so two adjacent
   // kicks are one with knl1 + knl2, ksl1 + ksl2 (elements/multipole.h). With hxl != 0 the terms
   // h knl[0] x and h knl[1] (...) with h = hxl / length only add up for equal h: xtrack's
-  // merge_consecutive_multipoles merges only hxl == 0 kicks, and so does this.
-  if (type.name == "Multipole" && !type.thick && has_input_fields(type, {"knl", "ksl", "hxl", "length", "order"}) &&
-      lattice.field(definition, "hxl") == 0.0) {
+  // merge_consecutive_multipoles merges only hxl == 0 kicks, and so does this. A radiating kick
+  // (elements/radiation.h) loses energy by the square of its kick over its length: kept as it is.
+  if (type.name == "Multipole" && !type.thick &&
+      has_input_fields(type, {"knl", "ksl", "hxl", "length", "order", "radiation", "radiation_seed"}) &&
+      lattice.field(definition, "hxl") == 0.0 && lattice.field(definition, "radiation") == 0.0) {
     // All of knl and ksl zero (and no bending): the kick adds zero to px and py, the element is the
     // identity (up to the sign of a zero): xtrack's remove_inactive_multipoles.
     const unsigned count = type.find_field("knl")->count;

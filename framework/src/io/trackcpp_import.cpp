@@ -902,16 +902,19 @@ void check_header(const Header& h, const std::string& file, const TrackcppImport
                 fmt::format("the beam energy {} eV must exceed the electron rest energy {:.10g} eV (trackcpp's energy "
                             "is the total energy of an electron)",
                             h.energy, kElectronRestEnergy));
-  if (h.radiation_on == 0) return;
-  if (!options.ignore_radiation)
-    fail_header(file, "radiation_on", h.radiation_line,
-                fmt::format("radiation_on = {}: fusetrack tracks without synchrotron radiation; set it to 0 (in the "
-                            "file, or with the header value radiation_on=0: `--trackcpp-header radiation_on=0`), or "
-                            "import with --ignore-radiation (then the tracking has no radiation damping)",
-                            h.radiation_on));
+  if (h.radiation_on == 0 || !options.ignore_radiation) return;
   if (options.warnings)
     options.warnings->push_back(fmt::format(
-        "{}: radiation_on = {} ignored: fusetrack tracks without synchrotron radiation", file, h.radiation_on));
+        "{}: radiation_on = {} ignored (--ignore-radiation): the lattice is tracked without synchrotron radiation",
+        file, h.radiation_on));
+}
+
+/// The lattice-wide radiation switch of trackcpp's radiation_on (elements/radiation.h): 1 (damping)
+/// is "mean", 2 (full) "quantum"; the magnets trackcpp radiates in (bnd_mpole_symplectic4_pass,
+/// str_mpole_symplectic4_pass) import as Bend and ThickMultipole, which radiate alike.
+void set_radiation_switch(json& document, const Header& h, const TrackcppImportOptions& options) {
+  if (h.radiation_on == 0 || options.ignore_radiation) return;
+  document["radiation"] = h.radiation_on == 1 ? "mean" : "quantum";
 }
 
 /// Throws, listing every pass method fusetrack does not import, if there is
@@ -988,7 +991,10 @@ json import_flat_file(const std::string& text, const std::string& file, const Tr
   for (size_t i = 0; i < flat.elements.size(); ++i)
     for (Entry& entry : converted[i]) sequence.push_back(namer.name(entry.base, flat.elements[i].index, entry.def));
   tally.emit(file, options.warnings);
-  return lattice_document(file, flat.header, flat.elements.size(), namer.take_definitions(), std::move(sequence));
+  json document =
+      lattice_document(file, flat.header, flat.elements.size(), namer.take_definitions(), std::move(sequence));
+  set_radiation_switch(document, flat.header, options);
+  return document;
 }
 
 }  // namespace

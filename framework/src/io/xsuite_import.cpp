@@ -362,15 +362,28 @@ const std::map<std::string, long long> kEdgeModels = {
 const std::map<std::string, long long> kRBendModels = {{"adaptive", 0}, {"curved-body", 1}, {"straight-body", 2}};
 const std::map<std::string, long long> kEdgeSides = {{"entry", 0}, {"exit", 1}};
 
-void require_no_radiation(XElement& e, const Converter& cv) {
-  // Radiation (and the tapering that goes with it) is compiled out by XTRACK_MULTIPOLE_NO_SYNRAD.
+/// xtrack's radiation_flag (0 off, 1 mean, 2 quantum) as the element's `radiation` field
+/// (elements/radiation.h) where the fusetrack type radiates (def given: Bend, Multipole,
+/// ThickMultipole); refused elsewhere. Radiation (and the tapering that goes with it) is compiled
+/// out by XTRACK_MULTIPOLE_NO_SYNRAD.
+void import_radiation(XElement& e, const Converter& cv, json* def) {
   if (cv.config.no_synrad) {
     e.ignore("radiation_flag");
     e.ignore("delta_taper");
-  } else {
-    e.require_zero("radiation_flag", "synchrotron radiation is not modelled by fusetrack");
-    if (e.integer("radiation_flag") != 0) e.ignore("delta_taper");
+    return;
   }
+  if (!def) {
+    e.require_zero("radiation_flag", "synchrotron radiation is modelled in Bend, Multipole and Octupole only");
+    return;
+  }
+  const long long flag = e.integer("radiation_flag");
+  if (flag == 0) return;
+  if (flag != 1 && flag != 2) {
+    e.unsupported("radiation_flag", "expected 0 (off), 1 (mean) or 2 (quantum)");
+    return;
+  }
+  e.require_zero("delta_taper", "tapering (delta_taper) is not modelled");
+  (*def)["radiation"] = static_cast<int>(flag);
 }
 
 Converted convert_drift(XElement& e, Converter& cv, bool exact_class) {
@@ -419,10 +432,10 @@ Converted convert_multipole(XElement& e, Converter& cv) {
   e.ignore("model");
   e.ignore("integrator");
   e.ignore("num_multipole_kicks");
-  require_no_radiation(e, cv);
   e.require_no_alignment();
   out.def = {{"type", "Multipole"}, {"knl", knl},       {"ksl", ksl},
              {"hxl", hxl},          {"length", length}, {"order", static_cast<int>(order)}};
+  import_radiation(e, cv, &out.def);
   return out;
 }
 
@@ -687,7 +700,7 @@ int thick_magnet_kicks(XElement& e, Converter& cv, long long default_model, cons
   e.ignore("main_order");
   e.ignore("main_is_skew");
   for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, nullptr);
   e.require_no_alignment();
   const long long kicks = e.integer("num_multipole_kicks");
   if (kicks < 0 || kicks > 100000)
@@ -829,7 +842,7 @@ Converted convert_bend(XElement& e, Converter& cv, bool rbend) {
     def[pre + "hgap"] = e.num(pre + "hgap");
     def[pre + "fint"] = e.num(pre + "fint");
   }
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, &def);
   e.require_no_alignment();
   out.def = std::move(def);
   return out;
@@ -856,7 +869,7 @@ Converted convert_octupole(XElement& e, Converter& cv) {
   for (const char* f : {"edge_entry_active", "edge_exit_active"}) e.require_zero(f, "fringe fields are not modelled");
   json def = {{"type", "ThickMultipole"}, {"length", length}, {"kn", kn}, {"ks", ks}};
   thick_magnet_integrator(e, 3, def);  // OCTUPOLE_DEFAULT_INTEGRATOR: uniform
-  require_no_radiation(e, cv);
+  import_radiation(e, cv, &def);
   e.require_no_alignment();
   out.def = std::move(def);
   return out;

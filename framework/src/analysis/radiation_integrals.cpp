@@ -1,0 +1,225 @@
+// Synchrotron radiation integrals from the optics along the ring (fusetrack/radiation_integrals.h
+// has the formulas and sources).
+#include "fusetrack/radiation_integrals.h"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "fusetrack/error.h"
+#include "fusetrack/registry.h"
+
+namespace ft {
+
+namespace {
+
+constexpr double kElectronRestEnergy = 510998.95;     // eV (CODATA 2018)
+constexpr double kElectronRadius = 2.8179403262e-15;  // m
+constexpr double kHbarC = 1.973269804e-7;             // eV m
+constexpr double kSpeedOfLight = 299792458.0;         // m/s
+constexpr int kSimpsonIntervals = 64;                 // even
+
+bool has_field(const ElementType& type, const char* name) {
+  for (const auto& f : type.fields)
+    if (f.name == name) return true;
+  return false;
+}
+
+/// The optics at one point: horizontal Twiss and dispersion.
+struct PlaneOptics {
+  double beta = 0.0, alpha = 0.0, d = 0.0, dp = 0.0;
+  double curly_h() const {
+    const double gamma = (1.0 + alpha * alpha) / beta;
+    return gamma * d * d + 2.0 * alpha * d * dp + beta * dp * dp;
+  }
+};
+
+/// A thin horizontal focusing kick px += r21 x (a pole face): D' += r21 D, alpha -= r21 beta.
+PlaneOptics thin_focus(PlaneOptics o, double r21) {
+  o.dp += r21 * o.d;
+  o.alpha -= r21 * o.beta;
+  return o;
+}
+
+/// The optics at s in a body of focusing K = h^2 + k1 and dispersion source h, from its entry o.
+PlaneOptics body_optics(const PlaneOptics& o, double K, double h, double s) {
+  double c, sn, cp, sp, disp, disp_p;  // C, S, C', S', the particular solution and its derivative
+  if (K > 0.0) {
+    const double r = std::sqrt(K);
+    c = std::cos(r * s), sn = std::sin(r * s) / r, cp = -K * sn, sp = c;
+    disp = h * (1.0 - c) / K, disp_p = h * sn;
+  } else if (K < 0.0) {
+    const double r = std::sqrt(-K);
+    c = std::cosh(r * s), sn = std::sinh(r * s) / r, cp = -K * sn, sp = c;
+    disp = h * (1.0 - c) / K, disp_p = h * sn;
+  } else {
+    c = 1.0, sn = s, cp = 0.0, sp = 1.0;
+    disp = h * s * s / 2.0, disp_p = h * s;
+  }
+  const double gamma = (1.0 + o.alpha * o.alpha) / o.beta;
+  PlaneOptics out;
+  out.beta = c * c * o.beta - 2.0 * c * sn * o.alpha + sn * sn * gamma;
+  out.alpha = -c * cp * o.beta + (c * sp + cp * sn) * o.alpha - sn * sp * gamma;
+  out.d = c * o.d + sn * o.dp + disp;
+  out.dp = cp * o.d + sp * o.dp + disp_p;
+  return out;
+}
+
+struct Integrals {
+  double i1 = 0.0, i2 = 0.0, i3 = 0.0, i4 = 0.0, i5 = 0.0;
+};
+
+/// A thick bend from the optics at its entry.
+Integrals thick_bend(const PlaneOptics& entry, double length, double angle, double k1, double e1, double e2) {
+  const double h = angle / length;
+  const double K = h * h + k1;
+  const PlaneOptics inside = thin_focus(entry, h * std::tan(e1));
+  double sum_d = 0.0, sum_h = 0.0;
+  PlaneOptics exit;
+  for (int j = 0; j <= kSimpsonIntervals; ++j) {
+    const double s = length * j / kSimpsonIntervals;
+    const PlaneOptics o = body_optics(inside, K, h, s);
+    const double w = (j == 0 || j == kSimpsonIntervals) ? 1.0 : (j % 2 == 1 ? 4.0 : 2.0);
+    sum_d += w * o.d;
+    sum_h += w * o.curly_h();
+    if (j == kSimpsonIntervals) exit = o;
+  }
+  const double step = length / kSimpsonIntervals / 3.0;
+  const double int_d = sum_d * step, int_h = sum_h * step;
+  const double h_abs3 = std::fabs(h) * h * h;
+  Integrals r;
+  r.i1 = h * int_d;
+  r.i2 = h * h * length;
+  r.i3 = h_abs3 * length;
+  r.i4 = h * (h * h + 2.0 * k1) * int_d - h * h * (entry.d * std::tan(e1) + exit.d * std::tan(e2));
+  r.i5 = h_abs3 * int_h;
+  return r;
+}
+
+/// A thin bend (hxl over `length`) at optics o.
+Integrals thin_bend(const PlaneOptics& o, double length, double hxl, double k1l) {
+  const double h = hxl / length;
+  Integrals r;
+  r.i1 = o.d * hxl;
+  r.i2 = h * hxl;
+  r.i3 = std::fabs(h) * h * hxl;
+  r.i4 = o.d * hxl * (h * h + 2.0 * k1l / length);
+  r.i5 = std::fabs(h) * h * h * length * o.curly_h();
+  return r;
+}
+
+}  // namespace
+
+size_t set_radiation(Lattice& lattice, RadiationMode mode) {
+  size_t count = 0;
+  for (uint32_t d = 0; d < lattice.definitions().size(); ++d) {
+    if (!has_field(*lattice.definitions()[d].type, "radiation")) continue;
+    lattice.set_field(d, "radiation", static_cast<double>(mode));
+    ++count;
+  }
+  lattice.prepare();
+  return count;
+}
+
+RadiationMode lattice_radiation(const Lattice& lattice) {
+  int highest = 0;
+  for (uint32_t d = 0; d < lattice.definitions().size(); ++d)
+    if (has_field(*lattice.definitions()[d].type, "radiation"))
+      highest = std::max(highest, static_cast<int>(lattice.field(d, "radiation")));
+  return static_cast<RadiationMode>(highest);
+}
+
+RadiationIntegrals radiation_integrals(const Lattice& lattice, const TwissTable& twiss) {
+  const size_t n = lattice.sequence().size();
+  if (twiss.size() != n + 1)
+    throw Error(fmt::format("radiation integrals: the Twiss table has {} rows, the lattice {} elements (expected {})",
+                            twiss.size(), n, n + 1));
+  RadiationIntegrals r;
+  for (size_t e = 0; e < n; ++e) {
+    const uint32_t d = lattice.sequence()[e].definition;
+    const ElementType& type = *lattice.definitions()[d].type;
+    if (!has_field(type, "length")) continue;
+    const double length = lattice.field(d, "length");
+    const PlaneOptics o{twiss.beta_x[e], twiss.alpha_x[e], twiss.dx[e], twiss.dpx[e]};
+    Integrals add;
+    if (has_field(type, "angle")) {
+      const double angle = lattice.field(d, "angle");
+      if (angle == 0.0 || length == 0.0) continue;
+      const double k1 = has_field(type, "k1") ? lattice.field(d, "k1") : 0.0;
+      auto edge = [&](const char* side) {
+        const std::string active = fmt::format("edge_{}_active", side), face = fmt::format("edge_{}_angle", side);
+        if (has_field(type, active.c_str()) && lattice.field(d, active) == 0.0) return 0.0;
+        return has_field(type, face.c_str()) ? lattice.field(d, face) : 0.0;
+      };
+      add = thick_bend(o, length, angle, k1, edge("entry"), edge("exit"));
+    } else if (has_field(type, "hxl")) {
+      const double hxl = lattice.field(d, "hxl");
+      if (hxl == 0.0) continue;
+      if (length <= 0.0)
+        throw Error(
+            fmt::format("radiation integrals: element #{} '{}' ({}) bends by hxl = {} rad but has length = {} m: "
+                        "its curvature hxl / length needs the length of the magnet it stands for",
+                        e, lattice.definitions()[d].name, type.name, hxl, length));
+      const double k1l = has_field(type, "knl") ? lattice.field(d, "knl", 1) : 0.0;
+      add = thin_bend(o, length, hxl, k1l);
+    } else {
+      continue;
+    }
+    r.i1 += add.i1, r.i2 += add.i2, r.i3 += add.i3, r.i4 += add.i4, r.i5 += add.i5;
+    ++r.bends;
+  }
+
+  const ReferenceParticle& ref = lattice.reference();
+  r.energy0 = ref.energy0();
+  r.gamma0 = ref.gamma0();
+  r.beta0 = ref.beta0();
+  r.circumference = lattice.circumference();
+  r.revolution_period = r.circumference / (r.beta0 * kSpeedOfLight);
+  r.momentum_compaction = r.i1 / r.circumference;
+  const double radius = kElectronRadius * ref.q0 * ref.q0 * kElectronRestEnergy / ref.mass0;
+  const double compton = kHbarC / ref.mass0;
+  const double g = r.gamma0;
+  r.energy_loss_per_turn = 2.0 / 3.0 * radius * g * g * g * r.energy0 * r.i2;
+  if (r.i2 == 0.0) return r;  // no bends: no damping
+  r.j_x = 1.0 - r.i4 / r.i2;
+  r.j_y = 1.0;
+  r.j_zeta = 2.0 + r.i4 / r.i2;
+  const double turns = 2.0 * r.energy0 / r.energy_loss_per_turn;
+  r.damping_turns_x = turns / r.j_x;
+  r.damping_turns_y = turns / r.j_y;
+  r.damping_turns_zeta = turns / r.j_zeta;
+  r.damping_time_x = r.damping_turns_x * r.revolution_period;
+  r.damping_time_y = r.damping_turns_y * r.revolution_period;
+  r.damping_time_zeta = r.damping_turns_zeta * r.revolution_period;
+  const double c_q = 55.0 / (32.0 * std::sqrt(3.0)) * compton;
+  r.emittance_x = c_q * g * g * r.i5 / (r.j_x * r.i2);
+  r.sigma_delta = std::sqrt(c_q * g * g * r.i3 / (r.j_zeta * r.i2));
+  return r;
+}
+
+RadiationIntegrals radiation_integrals(const Lattice& lattice, const OpticsOptions& options) {
+  Lattice plain = lattice;
+  if (lattice_radiation(lattice) != RadiationMode::off) set_radiation(plain, RadiationMode::off);
+  return radiation_integrals(plain, compute_twiss_table(plain, options));
+}
+
+nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r) {
+  nlohmann::ordered_json j;
+  j["integrals"] = {{"i1", r.i1}, {"i2", r.i2}, {"i3", r.i3}, {"i4", r.i4}, {"i5", r.i5}};
+  j["bends"] = r.bends;
+  j["energy0"] = r.energy0;
+  j["circumference"] = r.circumference;
+  j["revolution_period"] = r.revolution_period;
+  j["energy_loss_per_turn"] = r.energy_loss_per_turn;
+  j["damping_partitions"] = {{"x", r.j_x}, {"y", r.j_y}, {"zeta", r.j_zeta}};
+  j["damping_times"] = {{"x", r.damping_time_x}, {"y", r.damping_time_y}, {"zeta", r.damping_time_zeta}};
+  j["damping_turns"] = {{"x", r.damping_turns_x}, {"y", r.damping_turns_y}, {"zeta", r.damping_turns_zeta}};
+  j["emittance_x"] = r.emittance_x;
+  j["sigma_delta"] = r.sigma_delta;
+  j["momentum_compaction"] = r.momentum_compaction;
+  return j;
+}
+
+}  // namespace ft
