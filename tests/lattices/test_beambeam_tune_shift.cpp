@@ -29,18 +29,28 @@
 // / (beta0 gamma)) (1 - E) / d^2, and at large d (E -> 0, beta0 -> 1)
 //   dQx = +q_other N r0 beta_x / (2 pi gamma d^2),   dQy = -q_other N r0 beta_y / (2 pi gamma d^2):
 // like charges focus in the plane of the separation and defocus in the other, opposite charges the reverse.
+//
+// Footprint (ft::tune_footprint, `fusetrack footprint`) of the head-on round lens, amplitudes in units of the
+// partner's sigma: to first order in xi a particle of amplitude a sigma in x alone has (A. W. Chao et al.,
+// "Handbook of Accelerator Physics and Engineering", sec. 2.5.1; the phase average of the kick's
+// Fourier component)
+//   dQx(a) = xi (4 / a^2) (1 - exp(-a^2 / 4) I0(a^2 / 4)),
+// 1 - 3 a^2 / 16 near the axis, 0.836 at 1 sigma, 0.198 at 4 sigma: the shift falls with amplitude.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <fstream>
 #include <string>
 #include <vector>
 
+#include "fusetrack/error.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/tracker.h"
 #include "support/lattice_builders.h"
+#include "support/process.h"
 #include "support/thin_lens.h"
 
 // The suite is compiled in unity files (tests/CMakeLists.txt): this file's names stay in test_beambeam_tune_shift.
@@ -84,17 +94,20 @@ double exact_tune(double q, double xi) {
   return std::acos(std::cos(2 * kPi * q) - 2 * kPi * xi * std::sin(2 * kPi * q)) / (2 * kPi);
 }
 
+nlohmann::ordered_json lens_ring_doc(const nlohmann::ordered_json& lens) {
+  return {{"fusetrack_lattice", 1},
+          {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", kP0c}}},
+          {"elements",
+           {{"lens", lens},
+            {"qf_half", {{"type", "Multipole"}, {"knl", {0.0, kF / 2}}}},
+            {"qd", {{"type", "Multipole"}, {"knl", {0.0, kD}}}},
+            {"d", {{"type", "Drift"}, {"length", kCell / 2}}}}},
+          {"lines", {{"cell", {"qf_half", "d", "qd", "d", "qf_half"}}}},
+          {"sequence", {"lens", {{"line", "cell"}, {"repeat", kCells}}}}};
+}
+
 ft::Lattice lens_ring(const nlohmann::ordered_json& lens) {
-  nlohmann::ordered_json doc = {{"fusetrack_lattice", 1},
-                                {"reference", {{"mass0", kProtonMass}, {"q0", 1}, {"p0c", kP0c}}},
-                                {"elements",
-                                 {{"lens", lens},
-                                  {"qf_half", {{"type", "Multipole"}, {"knl", {0.0, kF / 2}}}},
-                                  {"qd", {{"type", "Multipole"}, {"knl", {0.0, kD}}}},
-                                  {"d", {{"type", "Drift"}, {"length", kCell / 2}}}}},
-                                {"lines", {{"cell", {"qf_half", "d", "qd", "d", "qf_half"}}}},
-                                {"sequence", {"lens", {{"line", "cell"}, {"repeat", kCells}}}}};
-  return ft::lattice_from_json(doc, "lens_ring", ft::test::builtin_registry());
+  return ft::lattice_from_json(lens_ring_doc(lens), "lens_ring", ft::test::builtin_registry());
 }
 
 nlohmann::ordered_json lens_2d(double q_other, double sigma_x, double sigma_y, double shift_x = 0.0,
@@ -244,6 +257,148 @@ TEST_CASE("Long-range beam-beam lens: tune shifts +-N r0 beta / (2 pi gamma d^2)
       CHECK(std::fabs(scaled_y[i] / scaled_y[0] - 1) < 0.01);
     }
   }
+}
+
+namespace {
+
+// First-order detuning of a round head-on lens, dQx(a) / xi for an amplitude a sigma in x alone.
+double head_on_detuning(double a) {
+  const double z = a * a / 4;
+  return 4 / (a * a) * (1 - std::exp(-z) * std::cyl_bessel_i(0.0, z));
+}
+
+}  // namespace
+
+TEST_CASE("Beam-beam footprint: the tune shift at the centre and the detuning with amplitude of a head-on lens") {
+  const ThinOptics ox = thin_optics(+1), oy = thin_optics(-1);
+  const double r0 = classical_radius(), gamma = gamma0();
+  const double sigma = 3.6e-4, q_other = 1.0;  // like charges: the tunes fall
+  const ft::Lattice ring = lens_ring(lens_2d(q_other, sigma, sigma));
+  size_t lenses = 0;
+  const ft::LinearOptics bare = ft::compute_linear_optics(ft::without_beam_beam_lenses(ring, &lenses));
+  CHECK(lenses == 1u);
+  CHECK(std::fabs(bare.qx - ox.tune) < 1e-10);  // the lens switched off: the ring's own optics
+  CHECK(std::fabs(bare.beta_x / ox.beta - 1) < 1e-10);
+  const double xi_x = kPartnerParticles * r0 * ox.beta / (4 * kPi * gamma * sigma * sigma);
+  const double xi_y = kPartnerParticles * r0 * oy.beta / (4 * kPi * gamma * sigma * sigma);
+  // Geometric emittances that make the tracked beam as large as the partner at the lens.
+  ft::FootprintOptions o;
+  o.emittance_x = sigma * sigma / ox.beta;
+  o.emittance_y = sigma * sigma / oy.beta;
+  o.turns = 1024;
+  o.threads = 1;
+  auto backend = ft::make_cpu_backend(ring);
+
+  // The centre: one particle at (1.4e-3, 1.4e-3) sigma.
+  o.amplitudes = 1;
+  o.angles = 1;
+  o.max_sigma = 2e-3;
+  o.min_sigma = 1e-4;
+  const ft::TuneFootprint centre = ft::tune_footprint(ring, bare, *backend, o);
+  REQUIRE(centre.qx.size() == 1u);
+  CHECK(std::fabs(centre.sigma_x / sigma - 1) < 1e-9);
+  CHECK(std::fabs(centre.sigma_y / sigma - 1) < 1e-9);
+  const double exact_x = exact_tune(ox.tune, -xi_x / beta0()), exact_y = exact_tune(oy.tune, -xi_y / beta0());
+  MESSAGE(fmt::format("footprint centre: qx {:.9f} (exact {:.9f}), qy {:.9f} (exact {:.9f})", centre.qx[0], exact_x,
+                      centre.qy[0], exact_y));
+  CHECK(std::fabs((centre.qx[0] - ox.tune) / (exact_x - ox.tune) - 1) < 1e-6);
+  CHECK(std::fabs((centre.qy[0] - oy.tune) / (exact_y - oy.tune) - 1) < 1e-6);
+
+  // Along x (angle 0, a_y = 1e-3): 0.5 .. 4 sigma.
+  o.amplitudes = 8;
+  o.angles = 2;
+  o.max_sigma = 4.0;
+  o.min_sigma = 1e-3;
+  const ft::TuneFootprint fp = ft::tune_footprint(ring, bare, *backend, o);
+  const double shift_centre = centre.qx[0] - ox.tune;
+  double previous = std::fabs(shift_centre);
+  for (int k = 0; k < o.amplitudes; ++k) {
+    const size_t i = static_cast<size_t>(k * o.angles);
+    REQUIRE(fp.lost_turn[i] == -1);
+    const double a = fp.amplitude_x[i], dqx = fp.qx[i] - ox.tune;
+    const double ratio = dqx / shift_centre, expected = head_on_detuning(a);
+    MESSAGE(fmt::format("a = {:.1f} sigma: dQx {:+.6e}, dQx / dQx(0) {:.5f} (first order {:.5f}, {:+.1e})", a, dqx,
+                        ratio, expected, ratio / expected - 1));
+    CAPTURE(a);
+    CHECK(dqx < 0.0);
+    CHECK(std::fabs(dqx) < previous);  // the shift falls with amplitude
+    CHECK(std::fabs(ratio / expected - 1) < 0.01);
+    previous = std::fabs(dqx);
+  }
+}
+
+TEST_CASE("fusetrack footprint (command line) of a ring with a beam-beam lens, and bad input named") {
+  const auto dir = ft::test::temp_dir("footprint_lens_cli");
+  const std::string ring = (dir / "lens_ring.json").string(), out = (dir / "fp").string();
+  const double sigma = 3.6e-4;
+  std::ofstream(ring) << lens_ring_doc(lens_2d(1.0, sigma, sigma)).dump(1);
+  const ThinOptics ox = thin_optics(+1), oy = thin_optics(-1);
+  const std::string emittances = fmt::format("{:.17g} {:.17g}", sigma * sigma / ox.beta, sigma * sigma / oy.beta);
+  const auto run = ft::test::run_command(fmt::format(
+      "{} footprint {} --geometric-emittances {} --max-sigma 3 --min-sigma 1e-3 --amplitudes 3 --angles 2 -n 512 "
+      "--device cpu --no-plot -o {}",
+      ft::test::fusetrack_binary(), ring, emittances, out));
+  CAPTURE(run.second);
+  REQUIRE(run.first == 0);
+  CHECK(run.second.find("without its 1 beam-beam lenses") != std::string::npos);
+  CHECK(run.second.find("footprint 6 particles (3 amplitudes up to 3 sigma x 2 angles), 512 turns: 0 lost") !=
+        std::string::npos);
+  std::ifstream in(out + "/footprint.json");
+  const nlohmann::json j = nlohmann::json::parse(in);
+  CHECK(std::fabs(j.at("lattice_tunes")[0].get<double>() - ox.tune) < 1e-9);
+  CHECK(std::fabs(j.at("sigma_x").get<double>() / sigma - 1) < 1e-9);
+  REQUIRE(j.at("qx").size() == 6u);
+  // Like charges: every tune below the ring's, the shift smaller at 3 sigma than at 1 sigma.
+  for (size_t i = 0; i < 6; ++i) CHECK(j.at("qx")[i].get<double>() < ox.tune);
+  CHECK(j.at("qx")[4].get<double>() > j.at("qx")[0].get<double>());
+  CHECK(std::ifstream(out + "/footprint.csv").good());
+
+  // Bad input: exit code 2, the option named.
+  const auto bad = [&](const std::string& options) {
+    return ft::test::run_command(
+        fmt::format("{} footprint {} {} -n 64 --no-plot -o {}", ft::test::fusetrack_binary(), ring, options, out));
+  };
+  const auto negative = bad("--emittances -2e-6 1e-6");
+  CHECK(negative.first == 2);
+  CHECK(negative.second.find("--emittances") != std::string::npos);
+  CHECK(negative.second.find("positive") != std::string::npos);
+  const auto negative_geometric = bad("--geometric-emittances 1e-9 -1e-9");
+  CHECK(negative_geometric.first == 2);
+  CHECK(negative_geometric.second.find("--geometric-emittances") != std::string::npos);
+  const auto none = bad("");
+  CHECK(none.first == 2);
+  CHECK(none.second.find("--geometric-emittances") != std::string::npos);
+}
+
+TEST_CASE("Tune footprint: normalized emittances without a reference energy, and both kinds at once, are named") {
+  const ft::Lattice ring = lens_ring(lens_2d(1.0, 3.6e-4, 3.6e-4));
+  ft::LinearOptics optics = ft::compute_linear_optics(ft::without_beam_beam_lenses(ring));
+  auto backend = ft::make_cpu_backend(ring);
+  auto message = [&](const ft::FootprintOptions& o, const ft::LinearOptics& with) -> std::string {
+    try {
+      ft::tune_footprint(ring, with, *backend, o);
+    } catch (const ft::InputError& e) {
+      return e.what();
+    }
+    return "(no error)";
+  };
+  ft::FootprintOptions o;
+  o.turns = 16;
+  o.amplitudes = o.angles = 1;
+  o.emittance_nx = o.emittance_ny = 2e-6;
+  ft::LinearOptics no_energy = optics;
+  no_energy.gamma0 = 0.0;  // as for a reference without p0c
+  const std::string e1 = message(o, no_energy);
+  CHECK(e1.find("'emittances'") != std::string::npos);
+  CHECK(e1.find("reference energy") != std::string::npos);
+  o.emittance_x = 1e-9;
+  o.emittance_y = 1e-9;
+  CHECK(message(o, optics).find("not both") != std::string::npos);
+  o.emittance_nx = o.emittance_ny = 0.0;
+  o.emittance_y = -1e-9;
+  CHECK(message(o, optics).find("geometric emittances must be positive") != std::string::npos);
+  o.emittance_y = 1e-9;
+  CHECK(message(o, optics) == "(no error)");
 }
 
 }  // namespace test_beambeam_tune_shift
