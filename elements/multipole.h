@@ -24,20 +24,22 @@
 // same type as int on every supported host), and NVRTC has no int32_t without a prelude.
 #pragma once
 #include "fusetrack/device/element.h"
+#include "magnet_integrators.h"  // FT_MAGNET_BODY_FUNCTION, magnet_body_on_copy
 #include "radiation.h"
 
 #define FT_MULTIPOLE_MAX_ORDER 5
 
-#define FT_MULTIPOLE_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                          \
-  ARRAY(double, knl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated normal strengths K_n L")      \
-  ARRAY(double, ksl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated skew strengths J_n L")        \
-  PARAM(double, hxl, 0.0, "rad", "horizontal bending angle of the reference trajectory")               \
-  PARAM(double, length, 0.0, "m", "length of the originating thick magnet, for h = hxl / length")      \
-  PARAM(int, order, -1, "1",                                                                            \
-        "highest order of the Horner sum; -1: the highest non-zero knl/ksl (set it as in Xsuite to match it bit for bit)") \
-  DERIVED(int, kick_order, "1", "order used by the kick")                                               \
-  DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")                                          \
-  DERIVED(double, h_knl0, "m^-1", "h knl[0], h = hxl / length (0 if length = 0)")                        \
+#define FT_MULTIPOLE_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                                          \
+  ARRAY(double, knl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated normal strengths K_n L")                    \
+  ARRAY(double, ksl, FT_MULTIPOLE_MAX_ORDER + 1, 0.0, "m^-n", "integrated skew strengths J_n L")                      \
+  PARAM(double, hxl, 0.0, "rad", "horizontal bending angle of the reference trajectory")                              \
+  PARAM(double, length, 0.0, "m", "length of the originating thick magnet, for h = hxl / length")                     \
+  PARAM(int, order, -1, "1",                                                                                          \
+        "highest order of the Horner sum; -1: the highest non-zero knl/ksl (set it as in Xsuite to match it bit for " \
+        "bit)")                                                                                                       \
+  DERIVED(int, kick_order, "1", "order used by the kick")                                                             \
+  DERIVED(double, inv_factorial_order, "1", "1 / kick_order!")                                                        \
+  DERIVED(double, h_knl0, "m^-1", "h knl[0], h = hxl / length (0 if length = 0)")                                     \
   DERIVED(double, h_k1l, "m^-2", "h knl[1] (0 below order 1)")                                                        \
   FT_RADIATION_FIELDS(PARAM, DERIVED)
 
@@ -119,10 +121,17 @@ FT_FUNCTION void multipole_track(const Multipole& e, ft::ParticleView& p) {
   if (kRadiation) radiation_thin_half(e.radiation, e.rad_mean, e.rad_quantum, e.radiation_seed, curv, path, p);
 }
 
+/// The radiating kick, one called device function (as the thick magnets' bodies, magnet_integrators.h): inlined
+/// at every multipole of a baked kernel, NVRTC's time would grow with the multipole count even where the
+/// radiation is off. It works on a copy of the particle in registers (magnet_body_on_copy).
+FT_MAGNET_BODY_FUNCTION void multipole_track_radiating(const Multipole& e, ft::ParticleView& p) {
+  magnet_body_on_copy(p, [&](ft::ParticleView& q) { multipole_track<true>(e, q); });
+}
+
 FT_FUNCTION void Multipole_track(const Multipole& e, ft::ParticleView& p) {
   // xtrack radiates only in a multipole of non-zero length (the curvature is the kick over it).
   if (e.radiation != FT_RADIATION_OFF && e.length > 0.0)
-    multipole_track<true>(e, p);
+    multipole_track_radiating(e, p);
   else
     multipole_track<false>(e, p);
 }

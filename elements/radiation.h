@@ -89,11 +89,20 @@ void radiation_prepare(E& e, const ft_reference& ref, const char* type) {
 }
 #endif
 
-/// A standard normal drawn from the particle's coordinates under `seed` (see the header comment).
-FT_FUNCTION double radiation_normal(const ft::ParticleView& p, int seed) {
-  const unsigned long long words[6] = {ft::portable::detail::to_bits(p.x),    ft::portable::detail::to_bits(p.px),
-                                       ft::portable::detail::to_bits(p.y),    ft::portable::detail::to_bits(p.py),
-                                       ft::portable::detail::to_bits(p.zeta), ft::portable::detail::to_bits(p.delta)};
+// The random draw (Philox and Box-Muller, hundreds of operations) is one called device function: inlined at
+// every radiating kick of a baked kernel, NVRTC's time grows with the element count.
+#if defined(FT_DEVICE_COMPILE)
+#define FT_RADIATION_CALLED_FUNCTION __device__ __noinline__
+#else
+#define FT_RADIATION_CALLED_FUNCTION inline
+#endif
+
+/// A standard normal drawn from the coordinates (x, px, y, py, zeta, delta) under `seed` (the header comment).
+FT_RADIATION_CALLED_FUNCTION double radiation_normal_of(double x, double px, double y, double py, double zeta,
+                                                        double delta, int seed) {
+  const unsigned long long words[6] = {ft::portable::detail::to_bits(x),    ft::portable::detail::to_bits(px),
+                                       ft::portable::detail::to_bits(y),    ft::portable::detail::to_bits(py),
+                                       ft::portable::detail::to_bits(zeta), ft::portable::detail::to_bits(delta)};
   unsigned int key0 = static_cast<unsigned int>(seed), key1 = 0x52414431u;  // "RAD1"
   ft::ft_philox_block b{{0u, 0u, 0u, 0u}};
   for (int k = 0; k < 6; k += 2) {
@@ -105,6 +114,11 @@ FT_FUNCTION double radiation_normal(const ft::ParticleView& p, int seed) {
     b = ft::ft_philox4x32_10(c, key0, key1);
   }
   return ft::ft_box_muller(ft::ft_uniform53(b.v[0], b.v[1]), ft::ft_uniform53(b.v[2], b.v[3]));
+}
+
+/// A standard normal drawn from the particle's coordinates under `seed`.
+FT_FUNCTION double radiation_normal(const ft::ParticleView& p, int seed) {
+  return radiation_normal_of(p.x, p.px, p.y, p.py, p.zeta, p.delta, seed);
 }
 
 /// Sets delta (ptau, rpp, rvv follow) and scales px, py by the ratio of the momenta.
