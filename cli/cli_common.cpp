@@ -14,6 +14,18 @@
 
 namespace ft::cli {
 
+void add_cartesian_grid_options(CLI::App& cmd, DaConfig& config, std::vector<double>& x_range,
+                                std::vector<double>& y_range, std::string& units) {
+  cmd.add_option("--nx", config.nx, "points in x (cartesian)");
+  cmd.add_option("--ny", config.ny, "points in y (cartesian)");
+  cmd.add_option("--x-range", x_range, "x min max (cartesian)")->expected(2);
+  cmd.add_option("--y-range", y_range, "y min max (cartesian)")->expected(2);
+  cmd.add_option("--units", units, "amplitude units: m, or sigma (needs --emittance-nx/-ny)")
+      ->check(CLI::IsMember({"m", "sigma"}));
+  cmd.add_option("--emittance-nx", config.emittance_nx, "normalised horizontal emittance [m]");
+  cmd.add_option("--emittance-ny", config.emittance_ny, "normalised vertical emittance [m]");
+}
+
 void add_common_options(CLI::App& cmd, CommonOptions& o, bool with_device) {
   cmd.add_option("--plugin", o.plugins, "load an element plugin (.so); repeatable");
   if (with_device) {

@@ -5,6 +5,7 @@
 #include <string>
 #include <vector>
 
+#include "fusetrack/da.h"
 #include "fusetrack/lattice.h"
 #include "fusetrack/registry.h"
 #include "fusetrack/tracker.h"
@@ -50,6 +51,11 @@ void check_output_path(const std::string& path, const std::string& option);
 /// shell word) by the first python3 with matplotlib and numpy. Returns true when it ran; otherwise prints
 /// a warning naming `what` (the plots that are not written) and returns false.
 bool run_plot_script(const std::string& module, const std::vector<std::string>& arguments, const std::string& what);
+
+/// The options of a scan grid's cartesian points and amplitude units (`da` and `fma`): --nx, --ny, --x-range,
+/// --y-range, --units, --emittance-nx, --emittance-ny.
+void add_cartesian_grid_options(CLI::App& cmd, DaConfig& config, std::vector<double>& x_range,
+                                std::vector<double>& y_range, std::string& units);
 
 /// CPU threads for this process: --threads, or the node's cores shared among its MPI ranks.
 int threads_per_rank(const CommonOptions& o);

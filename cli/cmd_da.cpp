@@ -348,14 +348,7 @@ void add_da_command(CLI::App& app) {
   cmd->add_option("--angle-range", a->angle_range, "first and last angle [deg] (polar, default 0 90)")->expected(2);
   cmd->add_option("--amplitudes", a->config.amplitudes, "number of amplitudes per angle (polar)");
   cmd->add_option("--amplitude-range", a->amplitude_range, "smallest and largest amplitude (polar)")->expected(2);
-  cmd->add_option("--nx", a->config.nx, "points in x (cartesian)");
-  cmd->add_option("--ny", a->config.ny, "points in y (cartesian)");
-  cmd->add_option("--x-range", a->x_range, "x min max (cartesian)")->expected(2);
-  cmd->add_option("--y-range", a->y_range, "y min max (cartesian)")->expected(2);
-  cmd->add_option("--units", a->units, "amplitude units: m, or sigma (needs --emittance-nx/-ny)")
-      ->check(CLI::IsMember({"m", "sigma"}));
-  cmd->add_option("--emittance-nx", a->config.emittance_nx, "normalised horizontal emittance [m]");
-  cmd->add_option("--emittance-ny", a->config.emittance_ny, "normalised vertical emittance [m]");
+  add_cartesian_grid_options(*cmd, a->config, a->x_range, a->y_range, a->units);
   cmd->add_option("--px", a->config.px0, "px offset of every particle");
   cmd->add_option("--py", a->config.py0, "py offset of every particle");
   cmd->add_option("--zeta", a->config.zeta0, "zeta offset of every particle [m]");

@@ -111,14 +111,7 @@ void add_fma_command(CLI::App& app) {
   cmd->add_option("--amplitudes", a->config.amplitudes, "number of amplitudes per angle (polar, default 20)");
   cmd->add_option("--amplitude-range", a->amplitude_range, "smallest and largest amplitude (polar, default 0.001 0.02)")
       ->expected(2);
-  cmd->add_option("--nx", a->config.nx, "points in x (cartesian)");
-  cmd->add_option("--ny", a->config.ny, "points in y (cartesian)");
-  cmd->add_option("--x-range", a->x_range, "x min max (cartesian)")->expected(2);
-  cmd->add_option("--y-range", a->y_range, "y min max (cartesian)")->expected(2);
-  cmd->add_option("--units", a->units, "amplitude units: m, or sigma (needs --emittance-nx/-ny)")
-      ->check(CLI::IsMember({"m", "sigma"}));
-  cmd->add_option("--emittance-nx", a->config.emittance_nx, "normalised horizontal emittance [m]");
-  cmd->add_option("--emittance-ny", a->config.emittance_ny, "normalised vertical emittance [m]");
+  add_cartesian_grid_options(*cmd, a->config, a->x_range, a->y_range, a->units);
   cmd->add_option("--delta", a->config.deltas, "momentum offsets (several: one grid each)");
   cmd->add_flag("--no-closed-orbit", a->no_closed_orbit, "launch around zero instead of the closed orbit");
   cmd->add_option("-o,--output", a->output, "output directory (fma.csv, fma.npz, summary.json, fma.png)");

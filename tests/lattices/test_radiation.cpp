@@ -198,18 +198,4 @@ TEST_CASE("radiation: the energy variance of one bend's passage is Sands' quantu
   }
 }
 
-TEST_CASE("radiation: the command prints and writes the integrals and the equilibrium") {
-  const std::string out = ft::test::write_temp_file("radiation.json", "");
-  const auto [rc, text] = ft::test::run_command(ft::test::fusetrack_binary() + " radiation " +
-                                                ft::test::source_path("lattices/mba_light_source.json") + " -o " + out);
-  CAPTURE(text);
-  REQUIRE(rc == 0);
-  CHECK(text.find("140 bends") != std::string::npos);
-  CHECK(text.find("partitions") != std::string::npos);
-  const json j = parse_json_file(out);
-  const double rho = 1.1 / (2 * kPi / 140);
-  CHECK(std::fabs(j["integrals"]["i2"].get<double>() - 2 * kPi / rho) < 1e-12);
-  CHECK(j["damping_partitions"]["y"] == 1.0);
-}
-
 }  // namespace test_radiation

@@ -1415,41 +1415,49 @@ void CollectiveKernelWriter::write_particle_range(int deposit) {
 }
 
 void CollectiveKernelWriter::write_kick(int kick) {
-  if (kick >= 0 && is_grid(kick)) {
+  if (kick < 0) return;
+  // Every kick block opens with the element's struct and closes with the loss check naming the element.
+  const size_t e = m_program.collective[static_cast<size_t>(kick)];
+  const ElementDefinition& def = m_lattice.element(e);
+  const std::string& kick_function = def.type->collective->kick_function;
+  const std::string open =
+      fmt::format("    {{ const {} el{};", def.type->name,
+                  struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)));
+  const auto close = [&](const char* kind) {
+    return fmt::format("      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}{}\n", e, e,
+                       def.name, kind);
+  };
+  if (is_grid(kick)) {
     // The field of the bunch at the particle from the grid nodes (the deposit's weights), then the
     // element's kick, for the particles inside the grid (those outside were counted at the deposit).
-    const size_t e = m_program.collective[static_cast<size_t>(kick)];
-    const ElementDefinition& def = m_lattice.element(e);
-    m_text += fmt::format(
-        "    {{ const {} el{}; const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
-        "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field, kick_stride)) "
-        "{}(el, ft_field, p);\n"
-        "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
-        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (grid)\n",
-        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
-        def.type->collective->kick_function, e, e, def.name);
-  } else if (kick >= 0 && is_moments(kick)) {
+    m_text +=
+        open +
+        fmt::format(
+            " const double ft_pos[3] = {{p.x, p.y, p.zeta}}; double ft_field[3];\n"
+            "      if (ft::charge_grid_field_at(kick_grid, kick_ex, kick_ey, kick_ez, ft_pos, ft_field, kick_stride)) "
+            "{}(el, ft_field, p);\n"
+            "      ft::apply_element_limits(p, limits, ft_check_xy);\n",
+            kick_function) +
+        close(" (grid)");
+  } else if (is_moments(kick)) {
     // The kick of the particle's slice (nearest, as the deposit); none outside the cuts.
-    const size_t e = m_program.collective[static_cast<size_t>(kick)];
-    const ElementDefinition& def = m_lattice.element(e);
-    m_text += fmt::format(
-        "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
-        "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
-        "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
-        "      ft::apply_element_limits(p, limits, ft_check_xy);\n"
-        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {} (slice moments)\n",
-        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
-        grid_literal(m_grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
-  } else if (kick >= 0) {
-    const size_t e = m_program.collective[static_cast<size_t>(kick)];
-    const ElementDefinition& def = m_lattice.element(e);
-    m_text += fmt::format(
-        "    {{ const {} el{}; const ft::SliceGrid kick_grid = {};\n"
-        "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits, "
-        "ft_check_xy);\n"
-        "      if (p.state <= 0) {{ lost_at = {}; goto segment_done; }} }}  // #{} {}\n",
-        def.type->name, struct_initializer(*def.type, m_lattice.params(m_lattice.sequence()[e].definition)),
-        grid_literal(m_grids[static_cast<size_t>(kick)]), def.type->collective->kick_function, e, e, def.name);
+    m_text += open +
+              fmt::format(
+                  " const ft::SliceGrid kick_grid = {};\n"
+                  "      const int ft_slice = ft::slice_of_zeta(kick_grid, p.zeta);\n"
+                  "      if (ft_slice >= 0) {}(el, ft::slice_kick_at(kick_field, ft_slice), p);\n"
+                  "      ft::apply_element_limits(p, limits, ft_check_xy);\n",
+                  grid_literal(m_grids[static_cast<size_t>(kick)]), kick_function) +
+              close(" (slice moments)");
+  } else {
+    m_text +=
+        open +
+        fmt::format(
+            " const ft::SliceGrid kick_grid = {};\n"
+            "      {}(el, ft::slice_field_at(kick_field, kick_grid, p.zeta), p); ft::apply_element_limits(p, limits, "
+            "ft_check_xy);\n",
+            grid_literal(m_grids[static_cast<size_t>(kick)]), kick_function) +
+        close("");
   }
 }
 

@@ -102,24 +102,29 @@ extern "C" __global__ void fusetrack_tile_slots(int n_particles, const unsigned 
     if (k != FT_TILE_NO_KEY) source[first + __popc(peers & ((1u << lane) - 1u))] = static_cast<int>(i);
   }
 }
+// Every array of particle i of P into slot j of Q (the gather and the restore below).
+__device__ __forceinline__ void fusetrack_tile_copy_particle(const FtParticleArrays& P, long long i,
+                                                             const FtParticleArrays& Q, long long j) {
+  Q.x[j] = P.x[i];
+  Q.px[j] = P.px[i];
+  Q.y[j] = P.y[i];
+  Q.py[j] = P.py[i];
+  Q.zeta[j] = P.zeta[i];
+  Q.delta[j] = P.delta[i];
+  Q.ptau[j] = P.ptau[i];
+  Q.rpp[j] = P.rpp[i];
+  Q.rvv[j] = P.rvv[i];
+  Q.state[j] = P.state[i];
+  Q.lost_turn[j] = P.lost_turn[i];
+  Q.lost_element[j] = P.lost_element[i];
+}
 extern "C" __global__ void fusetrack_tile_gather(FtParticleArrays P, FtParticleArrays Q, int n_particles,
                                                  const int* __restrict__ source, const int* __restrict__ origin,
                                                  int* __restrict__ origin_out) {
   for (long long j = blockIdx.x * (long long)blockDim.x + threadIdx.x; j < n_particles;
        j += (long long)gridDim.x * blockDim.x) {
     const int i = source[j];
-    Q.x[j] = P.x[i];
-    Q.px[j] = P.px[i];
-    Q.y[j] = P.y[i];
-    Q.py[j] = P.py[i];
-    Q.zeta[j] = P.zeta[i];
-    Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i];
-    Q.rpp[j] = P.rpp[i];
-    Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i];
-    Q.lost_turn[j] = P.lost_turn[i];
-    Q.lost_element[j] = P.lost_element[i];
+    fusetrack_tile_copy_particle(P, i, Q, j);
     origin_out[j] = origin[i];
   }
 }
@@ -129,18 +134,7 @@ extern "C" __global__ void fusetrack_tile_restore(FtParticleArrays P, FtParticle
   for (long long i = blockIdx.x * (long long)blockDim.x + threadIdx.x; i < n_particles;
        i += (long long)gridDim.x * blockDim.x) {
     const int j = origin[i];
-    Q.x[j] = P.x[i];
-    Q.px[j] = P.px[i];
-    Q.y[j] = P.y[i];
-    Q.py[j] = P.py[i];
-    Q.zeta[j] = P.zeta[i];
-    Q.delta[j] = P.delta[i];
-    Q.ptau[j] = P.ptau[i];
-    Q.rpp[j] = P.rpp[i];
-    Q.rvv[j] = P.rvv[i];
-    Q.state[j] = P.state[i];
-    Q.lost_turn[j] = P.lost_turn[i];
-    Q.lost_element[j] = P.lost_element[i];
+    fusetrack_tile_copy_particle(P, i, Q, j);
     origin_out[j] = j;
   }
 }
