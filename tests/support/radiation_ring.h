@@ -86,4 +86,53 @@ inline double tracked_equilibrium_spread(const Lattice& plain, const Lattice& ri
   return mean;
 }
 
+/// Rms sizes of a bunch tracked to its radiation equilibrium.
+struct TrackedEquilibrium {
+  double emittance_x = 0.0;  // geometric, of the betatron part (x, px with their correlation to delta removed) [m]
+  double sigma_delta = 0.0;
+};
+
+/// The rms betatron emittance and energy spread of `p` around their means: the covariances of x, px
+/// less their parts correlated with delta (x_beta = x - (<x delta> / <delta^2>) delta, the same for px).
+inline TrackedEquilibrium bunch_equilibrium_sizes(const Particles& p) {
+  const double n = static_cast<double>(p.size());
+  double mx = 0, mp = 0, md = 0;
+  for (size_t i = 0; i < p.size(); ++i) mx += p.x[i] / n, mp += p.px[i] / n, md += p.delta[i] / n;
+  double xx = 0, pp = 0, xp = 0, dd = 0, xd = 0, pd = 0;
+  for (size_t i = 0; i < p.size(); ++i) {
+    const double x = p.x[i] - mx, px = p.px[i] - mp, d = p.delta[i] - md;
+    xx += x * x / n, pp += px * px / n, xp += x * px / n, dd += d * d / n, xd += x * d / n, pd += px * d / n;
+  }
+  const double bxx = xx - xd * xd / dd, bpp = pp - pd * pd / dd, bxp = xp - xd * pd / dd;
+  return {std::sqrt(bxx * bpp - bxp * bxp), std::sqrt(dd)};
+}
+
+/// `n` particles tracked with quantum excitation on `backend` (made for `plain` with the quantum radiation) for
+/// `turns` turns from a Gaussian bunch of the integrals' sizes `r` (with its longitudinal equilibrium) around
+/// the closed orbit of the mean radiation; the sizes averaged over the samples every `every` turns of the
+/// last `tail` turns.
+inline TrackedEquilibrium tracked_equilibrium(const Lattice& plain, Backend& backend, const RadiationIntegrals& r,
+                                              size_t n, int64_t turns, int64_t tail, int64_t every) {
+  const LinearOptics o = compute_linear_optics(plain);
+  const double beta_gamma = plain.reference().p0c / plain.reference().mass0;
+  Particles p = make_gaussian(plain, o, n, r.emittance_x * beta_gamma, 1e-3 * r.emittance_x * beta_gamma,
+                              r.bunch_length, r.sigma_delta, 2468);
+  const auto& co = r.closed_orbit;
+  for (size_t i = 0; i < n; ++i)
+    p.set(i, p.x[i] + co[0], p.px[i] + co[1], p.y[i] + co[2], p.py[i] + co[3], p.zeta[i] + co[4], p.delta[i] + co[5]);
+  TrackedEquilibrium sum;
+  double samples = 0.0;
+  TrackOptions options;
+  options.turns = turns;
+  options.callback_every = every;
+  options.callback = [&](int64_t done, const Particles& q) {
+    if (done <= turns - tail) return true;
+    const TrackedEquilibrium s = bunch_equilibrium_sizes(q);
+    sum.emittance_x += s.emittance_x, sum.sigma_delta += s.sigma_delta, samples += 1.0;
+    return true;
+  };
+  backend.track(p, options);
+  return {sum.emittance_x / samples, sum.sigma_delta / samples};
+}
+
 }  // namespace ft::test

@@ -5,6 +5,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
 
@@ -202,7 +203,64 @@ RadiationIntegrals radiation_integrals(const Lattice& lattice, const TwissTable&
 RadiationIntegrals radiation_integrals(const Lattice& lattice, const OpticsOptions& options) {
   Lattice plain = lattice;
   if (lattice_radiation(lattice) != RadiationMode::off) set_radiation(plain, RadiationMode::off);
-  return radiation_integrals(plain, compute_twiss_table(plain, options));
+  RadiationIntegrals r = radiation_integrals(plain, compute_twiss_table(plain, options));
+  radiation_longitudinal_equilibrium(lattice, r, options);
+  return r;
+}
+
+void radiation_longitudinal_equilibrium(const Lattice& lattice, RadiationIntegrals& r, const OpticsOptions& options) {
+  r.longitudinal = false;
+  const double charge = std::fabs(lattice.reference().q0);
+  r.rf_voltage = 0.0;
+  for (const auto& entry : lattice.sequence()) {
+    const auto& def = lattice.definitions()[entry.definition];
+    if (def.type->name == "Cavity") r.rf_voltage += charge * lattice.field(entry.definition, "voltage");
+  }
+  r.synchronous_phase = r.rf_voltage > r.energy_loss_per_turn ? std::asin(r.energy_loss_per_turn / r.rf_voltage)
+                                                              : std::numeric_limits<double>::quiet_NaN();
+  if (r.i2 == 0.0) {
+    r.longitudinal_reason = "no bends: no radiation";
+    return;
+  }
+  // The ring with the mean radiation: elements in the quantum mode keep the mean loss, and a ring
+  // without radiation gets it everywhere.
+  Lattice radiating = lattice;
+  if (lattice_radiation(lattice) == RadiationMode::off) {
+    set_radiation(radiating, RadiationMode::mean);
+  } else {
+    for (uint32_t d = 0; d < radiating.definitions().size(); ++d)
+      if (has_field(*radiating.definitions()[d].type, "radiation") &&
+          radiating.field(d, "radiation") == static_cast<double>(RadiationMode::quantum))
+        radiating.set_field(d, "radiation", static_cast<double>(RadiationMode::mean));
+    radiating.prepare();
+  }
+  std::string reason;
+  OneTurnMap map;
+  try {
+    map = compute_one_turn_map(radiating, options, &reason);
+  } catch (const Error& e) {
+    r.longitudinal_reason = fmt::format("no closed orbit with the mean radiation: {}", e.what());
+    return;
+  }
+  if (!map.six_d) {
+    r.longitudinal_reason = reason;
+    return;
+  }
+  // The (zeta, pzeta) block without its damping: M / sqrt(det M).
+  const Matrix6& m = map.matrix;
+  const double det = m[4][4] * m[5][5] - m[4][5] * m[5][4];
+  const double scale = det > 0.0 ? 1.0 / std::sqrt(det) : 1.0;
+  const PlaneTwiss ts = twiss_from_block(m[4][4] * scale, m[4][5] * scale, m[5][4] * scale, m[5][5] * scale);
+  if (!ts.stable) {
+    r.longitudinal_reason = "the synchrotron motion of the radiating ring is not stable";
+    return;
+  }
+  r.longitudinal = true;
+  r.longitudinal_reason = reason;
+  r.closed_orbit = map.closed_orbit;
+  r.synchrotron_tune = ts.tune > 0.5 ? 1.0 - ts.tune : ts.tune;
+  r.beta_s = std::fabs(ts.beta);
+  r.bunch_length = r.beta_s * r.sigma_delta / (r.beta0 * r.beta0);
 }
 
 nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r) {
@@ -219,6 +277,19 @@ nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r) 
   j["emittance_x"] = r.emittance_x;
   j["sigma_delta"] = r.sigma_delta;
   j["momentum_compaction"] = r.momentum_compaction;
+  j["rf_voltage"] = r.rf_voltage;
+  j["synchronous_phase_deg"] = std::isfinite(r.synchronous_phase)
+                                   ? nlohmann::ordered_json(r.synchronous_phase * 57.29577951308232)
+                                   : nlohmann::ordered_json(nullptr);
+  j["longitudinal"] = r.longitudinal;
+  j["longitudinal_reason"] = r.longitudinal_reason;
+  if (r.longitudinal) {
+    j["closed_orbit"] = {{"x", r.closed_orbit[0]},  {"px", r.closed_orbit[1]},   {"y", r.closed_orbit[2]},
+                         {"py", r.closed_orbit[3]}, {"zeta", r.closed_orbit[4]}, {"delta", r.closed_orbit[5]}};
+    j["synchrotron_tune"] = r.synchrotron_tune;
+    j["beta_s"] = r.beta_s;
+    j["bunch_length"] = r.bunch_length;
+  }
   return j;
 }
 
