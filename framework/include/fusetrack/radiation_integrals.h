@@ -29,7 +29,8 @@
 // The longitudinal equilibrium comes from the ring itself with the mean radiation on (every
 // radiating element switched to it): its 6D closed orbit, where the cavities give back U0 at the
 // synchronous phase (|q| V sin(phi_s) = U0 for one cavity), and the 2x2 (zeta, pzeta) block M of its
-// one-turn matrix, taken without the damping (M / sqrt(det M)): cos(2 pi Qs) = tr / 2,
+// one-turn matrix in the frame without dispersion (the betatron coordinates; A. W. Chao, J. Appl. Phys.
+// 50 (1979) 595), taken without the damping (M / sqrt(det M)): cos(2 pi Qs) = tr / 2,
 // beta_s = M12 / sin(2 pi Qs), and the equilibrium bunch length
 //   sigma_zeta = beta_s sigma_pzeta,  sigma_pzeta = sigma_delta / beta0^2
 // (for a linear bucket beta_s = |eta| C / (2 pi Qs), i.e. sigma_z = alpha_c c sigma_delta / Omega_s
