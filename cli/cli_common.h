@@ -70,5 +70,8 @@ void add_spacecharge_command(CLI::App& app);
 void add_momentum_acceptance_command(CLI::App& app);
 void add_fma_command(CLI::App& app);
 void add_radiation_command(CLI::App& app);
+void add_footprint_command(CLI::App& app);
+/// The tune-footprint command (cmd_footprint.cpp) as the subcommand `name` of `parent` (also `spacecharge footprint`).
+CLI::App* add_footprint_subcommand(CLI::App& parent, const std::string& name, const std::string& description);
 
 }  // namespace ft::cli

@@ -5,7 +5,7 @@
 //   Laslett tune shifts.
 // fusetrack spacecharge remove LATTICE -o OUT.json: the lattice without them, split drifts joined again.
 // fusetrack spacecharge footprint LATTICE --emittances enx eny -o DIR: the tune footprint (NAFF tunes of a
-//   polar grid of amplitudes, ft::tune_footprint) into DIR/footprint.csv and DIR/footprint.png.
+//   polar grid of amplitudes, ft::tune_footprint): the command `fusetrack footprint` (cmd_footprint.cpp).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -40,19 +40,6 @@ struct InstallArgs {
   std::string pic_model = "2.5D";
   std::vector<int> nodes = {64, 64, 32};
   double extent_sigmas = 6.0, fixed_sigmas = 0.0;
-};
-
-struct FootprintArgs {
-  CommonOptions common;
-  std::string lattice;
-  std::vector<double> emittances;
-  double max_sigma = 4.0;
-  int amplitudes = 12, angles = 7;
-  int64_t turns = 1024;
-  double zeta = 0.0, delta = 0.0;
-  bool force_4d = false;
-  bool plot = true;
-  std::string output;
 };
 
 struct RemoveArgs {
@@ -93,17 +80,20 @@ void run_install(const InstallArgs& a) {
   write_file_atomically(a.output, sc.lattice.dump(1) + "\n");
 
   fmt::print("lattice   {} ({} elements, C = {:.6f} m)\n", a.lattice, lattice.sequence().size(), sc.circumference);
-  fmt::print("installed {} {} elements ({} ... {}), {} drifts split\n", sc.kicks.size(),
-             o.pic ? fmt::format("SpaceChargePIC ({}, {} x {} x {} nodes, {})", o.pic_model, o.pic_nodes[0], o.pic_nodes[1],
-                                 o.pic_nodes[2],
-                                 o.pic_fixed_sigmas > 0.0 ? fmt::format("grids fixed at +- {:.4g} rms", o.pic_fixed_sigmas)
-                                                          : fmt::format("grids adapted to +- {:.4g} rms", o.pic_extent_sigmas))
-                   : std::string("SpaceChargeBiGaussian"),
-             sc.kicks.front().name, sc.kicks.back().name, sc.split_drifts);
-  fmt::print("bunch     N = {:.6g}, eps_n = ({:.4g}, {:.4g}) m rad, sigma_zeta = {:.6g} m, delta_rms = {:.4g}, z0 = {:.6g} m\n",
-             o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms, sc.z0);
-  fmt::print("    {:<12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}\n", "name", "s [m]", "L [m]",
-             "beta_x", "beta_y", "D_x [m]", "shift [m]", "sigma_x", "sigma_y");
+  fmt::print(
+      "installed {} {} elements ({} ... {}), {} drifts split\n", sc.kicks.size(),
+      o.pic ? fmt::format("SpaceChargePIC ({}, {} x {} x {} nodes, {})", o.pic_model, o.pic_nodes[0], o.pic_nodes[1],
+                          o.pic_nodes[2],
+                          o.pic_fixed_sigmas > 0.0 ? fmt::format("grids fixed at +- {:.4g} rms", o.pic_fixed_sigmas)
+                                                   : fmt::format("grids adapted to +- {:.4g} rms", o.pic_extent_sigmas))
+            : std::string("SpaceChargeBiGaussian"),
+      sc.kicks.front().name, sc.kicks.back().name, sc.split_drifts);
+  fmt::print(
+      "bunch     N = {:.6g}, eps_n = ({:.4g}, {:.4g}) m rad, sigma_zeta = {:.6g} m, delta_rms = {:.4g}, z0 = {:.6g} "
+      "m\n",
+      o.intensity, o.eps_nx, o.eps_ny, o.sigma_zeta, o.delta_rms, sc.z0);
+  fmt::print("    {:<12} {:>11} {:>10} {:>10} {:>10} {:>10} {:>10} {:>11} {:>11}\n", "name", "s [m]", "L [m]", "beta_x",
+             "beta_y", "D_x [m]", "shift [m]", "sigma_x", "sigma_y");
   const size_t shown = std::min<size_t>(sc.kicks.size(), 12);
   for (size_t k = 0; k < sc.kicks.size(); ++k) {
     if (k == shown && k + 1 < sc.kicks.size()) {
@@ -111,8 +101,8 @@ void run_install(const InstallArgs& a) {
       k = sc.kicks.size() - 1;
     }
     const SpaceChargeKick& s = sc.kicks[k];
-    fmt::print("    {:<12} {:>11.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.3g} {:>11.4e} {:>11.4e}\n", s.name, s.s,
-               s.length, s.beta_x, s.beta_y, s.dx, s.shift, s.sigma_x, s.sigma_y);
+    fmt::print("    {:<12} {:>11.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.4f} {:>10.3g} {:>11.4e} {:>11.4e}\n", s.name,
+               s.s, s.length, s.beta_x, s.beta_y, s.dx, s.shift, s.sigma_x, s.sigma_y);
   }
   double max_shift = 0.0;
   for (const SpaceChargeKick& s : sc.kicks) max_shift = std::max(max_shift, std::fabs(s.shift));
@@ -136,76 +126,13 @@ void run_remove(const RemoveArgs& a) {
   fmt::print("written   {}\n", a.output);
 }
 
-void run_footprint(const FootprintArgs& a) {
-  if (a.emittances.size() != 2)
-    throw InputError(InputLocation("--emittances"), "expects two values: eps_nx eps_ny [m rad]");
-  ElementRegistry registry;
-  load_plugins(registry, a.common);
-  const Lattice lattice = load_lattice(a.lattice, registry);
-  OpticsOptions oo;
-  oo.force_4d = a.force_4d;
-  oo.threads = threads_per_rank(a.common);
-  // With frozen space-charge elements in the lattice, the beam sizes and the reference tunes are
-  // those of the bare ring (the elements removed): the footprint then shows the shifts.
-  size_t removed = 0;
-  const nlohmann::ordered_json bare_doc = remove_space_charge(lattice, a.lattice, &removed);
-  const LinearOptics optics =
-      removed > 0 ? compute_linear_optics(lattice_from_json(bare_doc, a.lattice + " (space charge removed)", registry), oo)
-                  : compute_linear_optics(lattice, oo);
-  FootprintOptions o;
-  o.emittance_nx = a.emittances[0];
-  o.emittance_ny = a.emittances[1];
-  o.max_sigma = a.max_sigma;
-  o.amplitudes = a.amplitudes;
-  o.angles = a.angles;
-  o.turns = a.turns;
-  o.zeta_offset = a.zeta;
-  o.delta_offset = a.delta;
-  o.threads = threads_per_rank(a.common);
-  o.fma = parse_fma(a.common.fma);
-  std::filesystem::create_directories(a.output);
-  const std::string csv = (std::filesystem::path(a.output) / "footprint.csv").string();
-  check_output_path(csv, "--output");
-  auto backend = make_backend(lattice, a.common);
-  const TuneFootprint fp = tune_footprint(lattice, optics, *backend, o);
-  std::string text = fmt::format("# tune footprint of {} ({} turns, NAFF); lattice tunes qx {:.10f} qy {:.10f}; "
-                                 "sigma_x {:.6e} m, sigma_y {:.6e} m at the start\n",
-                                 a.lattice, fp.turns, optics.qx, optics.qy, fp.sigma_x, fp.sigma_y);
-  text += "amplitude_x,amplitude_y,qx,qy,lost_turn\n";
-  size_t lost = 0;
-  double min_qx = 1.0, max_qx = 0.0, min_qy = 1.0, max_qy = 0.0;
-  for (size_t i = 0; i < fp.qx.size(); ++i) {
-    text += fmt::format("{:.6g},{:.6g},{:.12g},{:.12g},{}\n", fp.amplitude_x[i], fp.amplitude_y[i], fp.qx[i], fp.qy[i],
-                        fp.lost_turn[i]);
-    if (fp.lost_turn[i] >= 0) {
-      ++lost;
-      continue;
-    }
-    min_qx = std::min(min_qx, fp.qx[i]);
-    max_qx = std::max(max_qx, fp.qx[i]);
-    min_qy = std::min(min_qy, fp.qy[i]);
-    max_qy = std::max(max_qy, fp.qy[i]);
-  }
-  write_file_atomically(csv, text);
-  fmt::print("lattice   {}: tunes qx {:.6f}, qy {:.6f}{} ({})\n", a.lattice, optics.qx, optics.qy,
-             removed > 0 ? fmt::format(" without its {} space-charge elements", removed) : "", backend->name());
-  fmt::print("footprint {} particles ({} amplitudes up to {} sigma x {} angles), {} turns: {} lost\n", fp.qx.size(),
-             o.amplitudes, o.max_sigma, o.angles, fp.turns, lost);
-  if (lost < fp.qx.size())
-    fmt::print("          qx {:.6f} .. {:.6f}, qy {:.6f} .. {:.6f}\n", min_qx, max_qx, min_qy, max_qy);
-  fmt::print("written   {}\n", csv);
-  if (a.plot) {
-    const std::string png = (std::filesystem::path(a.output) / "footprint.png").string();
-    if (run_plot_script("footprint", {csv, png}, "the plot " + png + " is")) fmt::print("plot      {}\n", png);
-  }
-}
-
 }  // namespace
 
 void add_spacecharge_command(CLI::App& app) {
-  CLI::App* cmd = app.add_subcommand(
-      "spacecharge", "install frozen (SpaceChargeBiGaussian) or particle-in-cell (SpaceChargePIC) space-charge "
-                     "elements around a ring, remove them, or compute a tune footprint (docs: Space charge)");
+  CLI::App* cmd =
+      app.add_subcommand("spacecharge",
+                         "install frozen (SpaceChargeBiGaussian) or particle-in-cell (SpaceChargePIC) space-charge "
+                         "elements around a ring, remove them, or compute a tune footprint (docs: Space charge)");
   cmd->require_subcommand(1);
 
   auto in = std::make_shared<InstallArgs>();
@@ -242,27 +169,12 @@ void add_spacecharge_command(CLI::App& app) {
   });
 
   auto rm = std::make_shared<RemoveArgs>();
-  auto fp = std::make_shared<FootprintArgs>();
-  CLI::App* footprint = cmd->add_subcommand(
-      "footprint", "tune footprint: NAFF tunes of a polar grid of amplitudes (space charge, octupoles, beam-beam)");
-  footprint->add_option("lattice", fp->lattice, "lattice file (e.g. one written by `spacecharge install`)")->required();
-  footprint->add_option("--emittances", fp->emittances, "normalized rms emittances eps_nx eps_ny [m rad]")
-      ->expected(2)
-      ->required();
-  footprint->add_option("--max-sigma", fp->max_sigma, "largest amplitude [rms beam sizes] (default 4)");
-  footprint->add_option("--amplitudes", fp->amplitudes, "amplitude steps (default 12)");
-  footprint->add_option("--angles", fp->angles, "angles from the x axis to the y axis (default 7)");
-  footprint->add_option("-n,--turns", fp->turns, "turns for the frequency analysis (default 1024, >= 16)");
-  footprint->add_option("--zeta", fp->zeta, "zeta of the particles from the closed orbit [m] (default 0: the bunch centre)");
-  footprint->add_option("--delta", fp->delta, "delta of the particles from the closed orbit (default 0)");
-  footprint->add_flag("--4d", fp->force_4d, "optics with delta frozen (as `fusetrack optics --4d`)");
-  footprint->add_flag("!--no-plot", fp->plot, "write footprint.csv only");
-  footprint->add_option("-o,--output", fp->output, "directory for footprint.csv and footprint.png")->required();
-  add_common_options(*footprint, fp->common);
-  footprint->callback([fp] { run_footprint(*fp); });
+  add_footprint_subcommand(*cmd, "footprint",
+                           "tune footprint: NAFF tunes of a polar grid of amplitudes (space charge, octupoles, "
+                           "beam-beam); the same as `fusetrack footprint`");
 
-  CLI::App* remove =
-      cmd->add_subcommand("remove", "remove every SpaceChargeBiGaussian and SpaceChargePIC, joining split drifts again");
+  CLI::App* remove = cmd->add_subcommand(
+      "remove", "remove every SpaceChargeBiGaussian and SpaceChargePIC, joining split drifts again");
   remove->add_option("lattice", rm->lattice, "lattice file")->required();
   remove->add_option("-o,--output", rm->output, "lattice to write (fusetrack JSON)")->required();
   remove->add_option("--plugin", rm->common.plugins, "load an element plugin (.so); repeatable");

@@ -25,6 +25,7 @@ int main(int argc, char** argv) {
   ft::cli::add_momentum_acceptance_command(app);
   ft::cli::add_fma_command(app);
   ft::cli::add_radiation_command(app);
+  ft::cli::add_footprint_command(app);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -80,13 +80,13 @@ py::dict tune_footprint(const LatticePtr& h, double eps_nx, double eps_ny, doubl
   {
     py::gil_scoped_release release;
     // As the command line does: beam sizes and reference tunes of the ring without its frozen
-    // space-charge elements.
+    // space-charge elements and with its beam-beam lenses switched off.
     size_t removed = 0;
     const nlohmann::ordered_json bare = ft::remove_space_charge(h->lattice, h->lattice.source_file(), &removed);
     ft::OpticsOptions oo;
     oo.threads = threads;
-    optics = removed > 0 ? ft::compute_linear_optics(ft::lattice_from_json(bare, "bare", *h->registry), oo)
-                         : ft::compute_linear_optics(h->lattice, oo);
+    optics = ft::compute_linear_optics(
+        ft::without_beam_beam_lenses(removed > 0 ? ft::lattice_from_json(bare, "bare", *h->registry) : h->lattice), oo);
     auto backend = ft::make_backend(h->lattice, choice, nullptr);
     backend_name = backend->name();
     fp = ft::tune_footprint(h->lattice, optics, *backend, o);

@@ -20,9 +20,9 @@
 // "Frequency analysis for multi-dimensional systems", Physica D 67 (1993) 257 (NAFF);
 // xtrack twiss.py (finite-difference steps, 4D/6D methods, chromaticity from +-delta).
 #pragma once
-#include <nlohmann/json_fwd.hpp>
 #include <array>
 #include <cstdint>
+#include <nlohmann/json_fwd.hpp>
 #include <string>
 #include <vector>
 
@@ -90,11 +90,11 @@ struct OpticsOptions {
 
 /// The closed orbit and the one-turn matrix around it.
 struct OneTurnMap {
-  bool six_d = false;                     // 6D (full map) or 4D (delta fixed)
-  std::array<double, 6> closed_orbit{};   // (x, px, y, py, zeta, delta) at the start [m, 1]
-  Matrix6 matrix{};                       // d out / d in in (x, px, y, py, zeta, pzeta)
-  int iterations = 0;                     // Newton iterations
-  double residual = 0.0;                  // max |map(co) - co| over the solved coordinates
+  bool six_d = false;                    // 6D (full map) or 4D (delta fixed)
+  std::array<double, 6> closed_orbit{};  // (x, px, y, py, zeta, delta) at the start [m, 1]
+  Matrix6 matrix{};                      // d out / d in in (x, px, y, py, zeta, pzeta)
+  int iterations = 0;                    // Newton iterations
+  double residual = 0.0;                 // max |map(co) - co| over the solved coordinates
   /// zeta after one turn minus zeta before, on the closed orbit [m] (4D: the path-length
   /// difference to the reference, -eta C delta to first order; 6D: ~0).
   double dzeta_per_turn = 0.0;
@@ -152,10 +152,10 @@ struct LinearOptics {
   double circumference = 0.0;  // [m]
   double beta0 = 1.0, gamma0 = 1.0;
   bool six_d = false;
-  std::string mode_reason;  // why 4D or 6D
+  std::string mode_reason;               // why 4D or 6D
   std::array<double, 6> closed_orbit{};  // (x, px, y, py, zeta, delta) [m, 1]
-  OneTurnMap map;     // the map used for the closed orbit (6D or 4D)
-  OneTurnMap map_4d;  // the 4D (frozen delta) map at the closed orbit's delta
+  OneTurnMap map;                        // the map used for the closed orbit (6D or 4D)
+  OneTurnMap map_4d;                     // the 4D (frozen delta) map at the closed orbit's delta
   // Tunes (fractional). qx, qy: eigen-tunes of the 4D (delta frozen) matrix at the closed
   // orbit's delta (transverse_tunes; as MAD-X TWISS, without synchro-betatron coupling, which
   // shifts the 6D tunes by ~3e-8 in the PSB); qs in [0, 0.5]: the longitudinal root of the 6D
@@ -247,7 +247,6 @@ struct TrackedTunes {
   /// 6x6 one-turn matrix (as Xsuite's and MAD-X's 6D twiss), synchro-betatron coupling included;
   /// qs_6d equals qs. Mode k is the one nearest the 4D tunes (qx, qy) and the longitudinal block.
   double qx_6d = kNaNTune, qy_6d = kNaNTune, qs_6d = kNaNTune;
-
 };
 TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optics, int64_t turns,
                                const OpticsOptions& options = {});
@@ -258,17 +257,19 @@ TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optic
 /// (`angles` steps; both a_x and a_y at least `min_sigma` so every particle has a line in each
 /// plane), px = co_px - alpha_x a_x sigma_x / beta_x (on the ellipse's axis; py alike), at the
 /// closed orbit's (zeta, delta) plus the given offsets; with a delta offset d the transverse start
-/// is the dispersive orbit co + (D, D') d plus those amplitudes (the 4D dispersion of the optics). Tracked `turns` turns on `backend`
-/// (any backend; TrackOptions::callback_every = 1), the tunes of each particle from its
-/// turn-by-turn (x, px) and (y, py) around the closed orbit (tune_from_tracking, NAFF). A lost
-/// particle has NaN tunes and its loss turn. Sizes from the normalized emittances (beam_sizes).
+/// is the dispersive orbit co + (D, D') d plus those amplitudes (the 4D dispersion of the optics). Tracked `turns`
+/// turns on `backend` (any backend; TrackOptions::callback_every = 1), the tunes of each particle from its turn-by-turn
+/// (x, px) and (y, py) around the closed orbit (tune_from_tracking, NAFF). A lost particle has NaN tunes and its loss
+/// turn. Sizes from the normalized emittances (beam_sizes, with the reference's beta0 gamma0) or, when given instead,
+/// from the geometric ones: sigma = sqrt(beta eps).
 struct FootprintOptions {
   double emittance_nx = 0.0, emittance_ny = 0.0;  // normalized [m rad]
-  double max_sigma = 3.0;                          // largest amplitude [sigma]
-  double min_sigma = 0.05;                         // smallest amplitude per plane [sigma]
+  double emittance_x = 0.0, emittance_y = 0.0;    // geometric [m rad], instead of the normalized ones
+  double max_sigma = 3.0;                         // largest amplitude [sigma]
+  double min_sigma = 0.05;                        // smallest amplitude per plane [sigma]
   int amplitudes = 10, angles = 7;
-  double zeta_offset = 0.0, delta_offset = 0.0;    // from the closed orbit [m, 1]
-  int64_t turns = 1024;                            // >= 16
+  double zeta_offset = 0.0, delta_offset = 0.0;  // from the closed orbit [m, 1]
+  int64_t turns = 1024;                          // >= 16
   int threads = 0;
   FmaMode fma = FmaMode::Off;
 };
@@ -277,10 +278,17 @@ struct TuneFootprint {
   std::vector<double> qx, qy;                    // fractional tunes; NaN for a lost particle
   std::vector<int64_t> lost_turn;                // -1 when it survived
   int64_t turns = 0;
-  double sigma_x = 0.0, sigma_y = 0.0;           // [m] at the start
+  double sigma_x = 0.0, sigma_y = 0.0;  // [m] at the start
 };
 TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics, Backend& backend,
                              const FootprintOptions& options);
+
+/// The lattice with its weak-strong beam-beam lenses (BeamBeamBiGaussian2D, BeamBeamBiGaussian3D) switched
+/// off: scale_strength = 0, which removes their kicks and post-subtracted offsets (the 3D lens's boost and
+/// inverse boost remain, together the identity). Its optics are those of the bare ring, the reference of a
+/// beam-beam footprint (tunes, closed orbit, beam sizes). `lenses` (if given) receives the number of
+/// sequence entries switched off.
+Lattice without_beam_beam_lenses(const Lattice& lattice, size_t* lenses = nullptr);
 
 /// The optics as JSON (closed orbit, matrix, tunes, Twiss, dispersion, chromaticity, eta,
 /// alpha_c, gamma_t; NaN as null).
@@ -317,7 +325,7 @@ struct TwissTable {
   double circumference = 0.0;  // [m]
   bool six_d = false;          // the closed orbit from the 6D map (RF) or the 4D one
   std::string mode_reason;
-  double q1 = 0.0, q2 = 0.0;   // full tunes of modes 1 and 2 (mu_x, mu_y at the end) [1]
+  double q1 = 0.0, q2 = 0.0;  // full tunes of modes 1 and 2 (mu_x, mu_y at the end) [1]
   /// Total tunes: the fractional eigen-tunes of the 4D one-turn matrix (LinearOptics::qx, qy)
   /// plus the integer part of the phase advance q1, q2 (round(q1 - qx) + qx): the integer from
   /// the ring, the fraction from the matrix.
@@ -334,14 +342,14 @@ struct TwissTable {
 
   // Columns (size N + 1)
   std::vector<std::string> name, type;
-  std::vector<double> s;                                  // [m]
+  std::vector<double> s;  // [m]
   /// Closed orbit [m, 1] of the map the optics are taken around: delta frozen at the closed
   /// orbit's delta (as LinearOptics::map_4d), starting at its zeta; x..py are periodic, zeta
   /// changes over the turn by the path-length difference (OneTurnMap::dzeta_per_turn).
   std::vector<double> x, px, y, py, zeta, delta;
-  std::vector<double> beta_x, alpha_x, mu_x;              // mode 1, x plane; mu / 2 pi [m, 1, 1]
-  std::vector<double> beta_y, alpha_y, mu_y;              // mode 2, y plane
-  std::vector<double> dx, dpx, dy, dpy;                   // dispersion [m, 1]
+  std::vector<double> beta_x, alpha_x, mu_x;                 // mode 1, x plane; mu / 2 pi [m, 1, 1]
+  std::vector<double> beta_y, alpha_y, mu_y;                 // mode 2, y plane
+  std::vector<double> dx, dpx, dy, dpy;                      // dispersion [m, 1]
   std::vector<double> beta_1x, alpha_1x, beta_1y, alpha_1y;  // Mais-Ripken, mode 1
   std::vector<double> beta_2x, alpha_2x, beta_2y, alpha_2y;  // Mais-Ripken, mode 2
 

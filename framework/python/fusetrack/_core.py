@@ -442,11 +442,12 @@ def remove_space_charge(lattice: Lattice) -> Lattice:
 def tune_footprint(lattice: Lattice, emittances: Sequence[float], max_sigma: float = 4.0, amplitudes: int = 12,
                    angles: int = 7, turns: int = 1024, zeta: float = 0.0, delta: float = 0.0,
                    device: str = "auto", fma: str = "off", threads: int = 0) -> dict:
-    """Tune footprint (``fusetrack spacecharge footprint``): NAFF tunes of a polar grid of amplitudes
+    """Tune footprint (``fusetrack footprint``): NAFF tunes of a polar grid of amplitudes
     up to ``max_sigma`` rms beam sizes (normalized ``emittances`` [m rad]) tracked ``turns`` turns.
     Returns NumPy arrays ``amplitude_x amplitude_y`` [sigma], ``qx qy`` (NaN when lost),
     ``lost_turn`` (-1: survived), the reference tunes ``qx0 qy0`` and ``sigma_x sigma_y`` [m] (of the
-    ring without its frozen space-charge elements), and ``backend``."""
+    ring without its frozen space-charge elements and with its beam-beam lenses switched off), and
+    ``backend``."""
     eps = _emittances(emittances)
     return _ft._tune_footprint(lattice, eps[0], eps[1], float(max_sigma), int(amplitudes), int(angles), int(turns),
                                float(zeta), float(delta), device, fma, int(threads))

@@ -339,8 +339,9 @@ struct MotifKeys {
   std::vector<bool> worth_alone;   // per key: it fixes an integer field
 };
 
-/// The largest parameter struct whose integer fields a motif fixes (a thin multipole: 144 bytes).
-constexpr uint32_t kMotifMaxCopiedBytes = 160;
+/// The largest parameter struct whose integer fields a motif fixes (a thin multipole with its radiation
+/// switch: 168 bytes).
+constexpr uint32_t kMotifMaxCopiedBytes = 176;
 
 MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std::vector<const Lattice*>& lattices) {
   MotifKeys k;

@@ -1,4 +1,4 @@
-"""Plot of a tune footprint written by `fusetrack spacecharge footprint` (footprint.csv): each
+"""Plot of a tune footprint written by `fusetrack footprint` (footprint.csv): each
 particle's (qx, qy) coloured by its amplitude, the lattice's tunes, and the resonance lines
 m qx + n qy = p up to order 4 in the window.
 
@@ -74,7 +74,7 @@ def write_plots(csv, png):
 def main(argv=None):
     """The command line (``python3 -m fusetrack.plot.footprint``; `argv`: its arguments, default sys.argv)."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("csv", help="footprint.csv of `fusetrack spacecharge footprint`")
+    parser.add_argument("csv", help="footprint.csv of `fusetrack footprint`")
     parser.add_argument("png", help="the image to write")
     args = parser.parse_args(argv)
     write_plots(args.csv, args.png)

@@ -167,6 +167,60 @@ TrackedTunes tunes_by_tracking(const Lattice& lattice, const LinearOptics& optic
   return t;
 }
 
+namespace {
+
+// The rms beam sizes at the start from the normalized emittances (beam_sizes) or the geometric ones.
+BeamSizes footprint_beam_sizes(const LinearOptics& optics, const FootprintOptions& options) {
+  auto bad = [](const std::string& why) {
+    InputLocation at;
+    at.field = "emittances";
+    throw InputError(at, why);
+  };
+  auto positive = [](double a, double b) { return a > 0.0 && b > 0.0 && std::isfinite(a) && std::isfinite(b); };
+  const bool geometric = options.emittance_x != 0.0 || options.emittance_y != 0.0;
+  const bool normalized = options.emittance_nx != 0.0 || options.emittance_ny != 0.0;
+  if (geometric && normalized) bad("give either the normalized or the geometric emittances, not both");
+  if (geometric) {
+    if (!positive(options.emittance_x, options.emittance_y))
+      bad(fmt::format("the geometric emittances must be positive, got {} and {}", options.emittance_x,
+                      options.emittance_y));
+    BeamSizes s;
+    s.sigma_x = std::sqrt(optics.beta_x * options.emittance_x);
+    s.sigma_px = std::sqrt(optics.gamma_x * options.emittance_x);
+    s.sigma_y = std::sqrt(optics.beta_y * options.emittance_y);
+    s.sigma_py = std::sqrt(optics.gamma_y * options.emittance_y);
+    return s;
+  }
+  if (!positive(options.emittance_nx, options.emittance_ny))
+    bad(fmt::format("the normalized emittances must be positive, got {} and {}", options.emittance_nx,
+                    options.emittance_ny));
+  const double bg = optics.beta0 * optics.gamma0;
+  if (!(bg > 0.0) || !std::isfinite(bg))
+    bad(
+        fmt::format("normalized emittances need the reference energy (beta0 gamma0 = {}): set the lattice's "
+                    "reference p0c or give geometric emittances",
+                    bg));
+  return beam_sizes(optics, options.emittance_nx, options.emittance_ny);
+}
+
+}  // namespace
+
+Lattice without_beam_beam_lenses(const Lattice& lattice, size_t* lenses) {
+  Lattice bare = lattice;
+  std::vector<char> done(lattice.definitions().size(), 0);
+  size_t count = 0;
+  for (const SequenceEntry& entry : lattice.sequence()) {
+    const std::string& type = lattice.definitions()[entry.definition].type->name;
+    if (type != "BeamBeamBiGaussian2D" && type != "BeamBeamBiGaussian3D") continue;
+    ++count;
+    if (!done[entry.definition]) bare.set_field(entry.definition, "scale_strength", 0.0);
+    done[entry.definition] = 1;
+  }
+  if (count > 0) bare.prepare();
+  if (lenses) *lenses = count;
+  return bare;
+}
+
 TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics, Backend& backend,
                              const FootprintOptions& options) {
   using namespace optics_internal;
@@ -183,11 +237,7 @@ TuneFootprint tune_footprint(const Lattice& lattice, const LinearOptics& optics,
     bad("max_sigma", fmt::format("the largest amplitude must be positive, got {}", options.max_sigma));
   if (!(options.min_sigma > 0.0) || !(options.min_sigma < options.max_sigma))
     bad("min_sigma", fmt::format("the smallest amplitude must be in (0, max_sigma), got {}", options.min_sigma));
-  if (!(options.emittance_nx > 0.0) || !(options.emittance_ny > 0.0) || !std::isfinite(options.emittance_nx) ||
-      !std::isfinite(options.emittance_ny))
-    bad("emittances", fmt::format("the normalized emittances must be positive, got {} and {}", options.emittance_nx,
-                                  options.emittance_ny));
-  const BeamSizes sizes = beam_sizes(optics, options.emittance_nx, options.emittance_ny);
+  const BeamSizes sizes = footprint_beam_sizes(optics, options);
   const auto& co = optics.closed_orbit;
   TuneFootprint fp;
   fp.turns = options.turns;
