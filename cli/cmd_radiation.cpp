@@ -4,6 +4,7 @@
 // the ring with the mean radiation.
 #include <fmt/format.h>
 
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -40,7 +41,12 @@ void run_radiation(const RadiationArgs& a) {
   fmt::print("damping      tau_x {:.6e} s, tau_y {:.6e} s, tau_zeta {:.6e} s ({:.6g}, {:.6g}, {:.6g} turns)\n",
              r.damping_time_x, r.damping_time_y, r.damping_time_zeta, r.damping_turns_x, r.damping_turns_y,
              r.damping_turns_zeta);
-  fmt::print("equilibrium  emittance_x {:.6e} m, sigma_delta {:.6e}\n", r.emittance_x, r.sigma_delta);
+  const auto size = [](double value, const char* unit, const char* partition) {
+    return std::isfinite(value) ? fmt::format("{:.6e}{}", value, unit)
+                                : fmt::format("none ({} <= 0: anti-damped)", partition);
+  };
+  fmt::print("equilibrium  emittance_x {}, sigma_delta {}\n", size(r.emittance_x, " m", "J_x"),
+             size(r.sigma_delta, "", "J_zeta"));
   fmt::print("compaction   alpha_c = I1 / C = {:.10g}\n", r.momentum_compaction);
   fmt::print("rf           V {:.10g} V, synchronous phase asin(U0 / V) {:.6g} deg\n", r.rf_voltage,
              r.synchronous_phase * 57.29577951308232);

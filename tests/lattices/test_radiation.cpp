@@ -167,6 +167,13 @@ TEST_CASE("radiation: the command prints and writes the integrals and the equili
   const double rho = 1.1 / (2 * kPi / 140);
   CHECK(std::fabs(j["integrals"]["i2"].get<double>() - 2 * kPi / rho) < 1e-12);
   CHECK(j["damping_partitions"]["y"] == 1.0);
+  // The ring's gradient bends (k1 = -2 m^-2) give I4 / I2 < -2: J_zeta < 0, the synchrotron motion
+  // anti-damped, so neither an energy spread nor a bunch length.
+  const double i4_over_i2 = j["integrals"]["i4"].get<double>() / j["integrals"]["i2"].get<double>();
+  CHECK(i4_over_i2 < -2.0);
+  CHECK(j["sigma_delta"].is_null());
+  CHECK(j["longitudinal"] == false);
+  CHECK(text.find("anti-damped") != std::string::npos);
 }
 
 }  // namespace test_radiation
@@ -202,7 +209,7 @@ TEST_CASE("radiation: the energy variance of one bend's passage is Sands' quantu
   }
 }
 
-TEST_CASE("radiation: the closed orbit with the mean radiation takes U0 from the cavity; Qs and the bunch length") {
+TEST_CASE("radiation: the closed orbit with the mean radiation takes U0 from the cavity, and its Qs and bunch length") {
   // 3 GeV, 10 MV at lag 180 deg (the crossing at zero): the 6D closed orbit of the radiating ring moves in zeta
   // until the cavity gives back the energy lost, |q| V sin(pi - k_rf zeta) = U0 (k_rf = 2 pi h / C).
   const double energy = 3e9, voltage = 10e6, harmonic = 40.0;
