@@ -1,5 +1,5 @@
 // fusetrack momentum-acceptance LATTICE: the local momentum acceptance at chosen elements by tracking,
-// and the Touschek lifetime from it when the bunch is given.
+// and the Touschek lifetime from it when the bunch is given (or taken from the radiation equilibrium).
 #include <fmt/format.h>
 
 #include <cmath>
@@ -10,6 +10,7 @@
 #include "fusetrack/momentum_acceptance.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/output_files.h"
+#include "fusetrack/radiation_integrals.h"
 
 namespace ft::cli {
 
@@ -26,7 +27,75 @@ struct MomentumAcceptanceArgs {
   bool plots = true;
   // The bunch of the Touschek lifetime (all or none).
   double emittance_x = 0.0, emittance_y = 0.0, sigma_delta = 0.0, sigma_zeta = 0.0, bunch_population = 0.0;
+  // Or the radiation equilibrium's bunch (ft::equilibrium_touschek_beam).
+  bool equilibrium_beam = false;
+  double coupling = -1.0;
 };
+
+bool option_given(const CLI::App& cmd, const char* name) { return cmd.get_option(name)->count() > 0; }
+
+/// Whether the Touschek bunch comes from the radiation equilibrium: --equilibrium-beam, or a radiating
+/// lattice with --bunch-population and none of --emittance-x, --sigma-delta, --sigma-zeta. Checks the
+/// options that go with it (InputError naming them).
+bool use_equilibrium_beam(const CLI::App& cmd, const MomentumAcceptanceArgs& a, const Lattice& lattice) {
+  const bool measured =
+      option_given(cmd, "--emittance-x") || option_given(cmd, "--sigma-delta") || option_given(cmd, "--sigma-zeta");
+  const bool radiating = lattice_radiation(lattice) != RadiationMode::off;
+  if (!a.equilibrium_beam && !(radiating && !measured && option_given(cmd, "--bunch-population"))) {
+    if (option_given(cmd, "--coupling")) {
+      InputLocation at;
+      at.field = "--coupling";
+      throw InputError(at,
+                       "goes with the equilibrium beam (--equilibrium-beam, or a radiating lattice without "
+                       "--emittance-x, --sigma-delta and --sigma-zeta)");
+    }
+    return false;
+  }
+  InputLocation at;
+  if (measured) {
+    at.field = "--equilibrium-beam";
+    throw InputError(at,
+                     "takes emittance_x, sigma_delta and sigma_zeta from the radiation integrals: leave out "
+                     "--emittance-x, --sigma-delta and --sigma-zeta");
+  }
+  if (!option_given(cmd, "--bunch-population")) {
+    at.field = "--bunch-population";
+    throw InputError(at, "the equilibrium beam's Touschek lifetime needs the particles per bunch; missing");
+  }
+  if (option_given(cmd, "--coupling") == option_given(cmd, "--emittance-y")) {
+    at.field = "--coupling, --emittance-y";
+    throw InputError(at,
+                     "the equilibrium beam needs exactly one of the coupling ratio eps_y / eps_x and the "
+                     "vertical emittance");
+  }
+  if (option_given(cmd, "--coupling") && !(a.coupling >= 0.0 && std::isfinite(a.coupling))) {
+    at.field = "--coupling";
+    throw InputError(at, fmt::format("must be finite and >= 0, got {}", a.coupling));
+  }
+  return true;
+}
+
+/// The radiation equilibrium's bunch (printed), option names in its errors.
+TouschekBeam radiation_equilibrium_beam(const MomentumAcceptanceArgs& a, const Lattice& lattice,
+                                        const OpticsOptions& optics) {
+  const RadiationIntegrals r = radiation_integrals(lattice, optics);
+  TouschekBeam beam;
+  try {
+    beam = equilibrium_touschek_beam(r, a.bunch_population, a.coupling, a.emittance_y);
+  } catch (const InputError& e) {
+    InputLocation at;
+    at.field = e.where().field == "radiation" ? "--equilibrium-beam" : "--" + e.where().field;
+    for (char& c : at.field)
+      if (c == '_') c = '-';
+    throw InputError(at, e.problem());
+  }
+  fmt::print(
+      "equilibrium beam (radiation integrals): emittance_x {:.6e} m, emittance_y {:.6e} m, sigma_delta {:.6e}, "
+      "sigma_zeta {:.6e} m (natural emittance {:.6e} m, Qs {:.6g}), {:.6g} particles per bunch\n",
+      beam.emittance_x, beam.emittance_y, beam.sigma_delta, beam.sigma_zeta, r.emittance_x, r.synchrotron_tune,
+      beam.bunch_population);
+  return beam;
+}
 
 /// The Touschek bunch when any of its options is given; InputError naming the missing ones.
 bool touschek_beam_from_options(const CLI::App& cmd, const MomentumAcceptanceArgs& a, TouschekBeam& beam) {
@@ -88,12 +157,14 @@ int run_momentum_acceptance(const CLI::App& cmd, MomentumAcceptanceArgs& a) {
   MomentumAcceptanceConfig c = checked_config(a.config);
   c.fma = parse_fma(a.common.fma);
   c.threads = threads_per_rank(a.common);
-  TouschekBeam beam;
-  const bool touschek = touschek_beam_from_options(cmd, a, beam);
   if (!a.output.empty()) check_output_directory(a.output, "--output");
   ElementRegistry registry;
   load_plugins(registry, a.common);
   Lattice lattice = load_lattice(a.lattice, registry);
+  TouschekBeam beam;
+  const bool from_equilibrium = use_equilibrium_beam(cmd, a, lattice);
+  const bool touschek = from_equilibrium || touschek_beam_from_options(cmd, a, beam);
+  if (from_equilibrium) beam = radiation_equilibrium_beam(a, lattice, c.optics);
   if (!a.limits.empty()) {
     InputLocation at;
     at.field = "--limit";
@@ -167,6 +238,13 @@ void add_momentum_acceptance_command(CLI::App& app) {
   cmd->add_option("--sigma-delta", a->sigma_delta, "Touschek: rms relative momentum spread");
   cmd->add_option("--sigma-zeta", a->sigma_zeta, "Touschek: rms bunch length [m]");
   cmd->add_option("--bunch-population", a->bunch_population, "Touschek: particles per bunch");
+  cmd->add_flag("--equilibrium-beam", a->equilibrium_beam,
+                "Touschek: emittance_x, sigma_delta and sigma_zeta of the radiation equilibrium (as `fusetrack "
+                "radiation`; the default for a radiating lattice given --bunch-population alone of the bunch), with "
+                "--bunch-population and --coupling or --emittance-y");
+  cmd->add_option("--coupling", a->coupling,
+                  "Touschek, equilibrium beam: emittance ratio kappa = eps_y / eps_x; eps_x = eps0 / (1 + kappa), "
+                  "eps_y = kappa eps0 / (1 + kappa)");
   cmd->add_option("-o,--output", a->output, "output directory (table, summary, plot)");
   cmd->add_flag("--plots,!--no-plots", a->plots, "write a PNG plot (python3 + matplotlib)");
   add_common_options(*cmd, a->common);

@@ -120,6 +120,17 @@ struct TouschekBeam {
 /// Throws InputError naming the field (emittance_x, ...) unless every value is finite and > 0.
 void validate_touschek_beam(const TouschekBeam& beam);
 
+struct RadiationIntegrals;  // fusetrack/radiation_integrals.h
+
+/// The Touschek bunch at the radiation equilibrium `r` (radiation_integrals of the ring, with its
+/// longitudinal part): sigma_delta and sigma_zeta the equilibrium's, and the natural emittance eps0
+/// shared by the coupling ratio kappa = eps_y / eps_x when `coupling` >= 0 (eps_x = eps0 / (1 + kappa),
+/// eps_y = kappa eps0 / (1 + kappa), the emittance exchange of a weakly coupled ring), or, with
+/// `coupling` < 0, eps_x = eps0 and eps_y = `emittance_y`. Throws InputError (field "radiation")
+/// when the ring has no bends or no longitudinal equilibrium (no RF, or a voltage below U0).
+TouschekBeam equilibrium_touschek_beam(const RadiationIntegrals& r, double bunch_population, double coupling,
+                                       double emittance_y = 0.0);
+
 /// Optics at one point (Twiss table columns, MAD-X / Xsuite sense).
 struct TouschekOptics {
   double beta_x = 0.0, alpha_x = 0.0, dx = 0.0, dpx = 0.0;  // [m, 1, m, 1]

@@ -25,8 +25,20 @@
 //   eps_x = C_q gamma0^2 I5 / (J_x I2),  sigma_delta^2 = C_q gamma0^2 I3 / (J_zeta I2),
 //   C_q = 55 lambda_c / (32 sqrt 3)   (3.832e-13 m for electrons),
 //   alpha_c = I1 / C.
+//
+// The longitudinal equilibrium comes from the ring itself with the mean radiation on (every
+// radiating element switched to it): its 6D closed orbit, where the cavities give back U0 at the
+// synchronous phase (|q| V sin(phi_s) = U0 for one cavity), and the 2x2 (zeta, pzeta) block M of its
+// one-turn matrix in the frame without dispersion (the betatron coordinates; A. W. Chao, J. Appl. Phys.
+// 50 (1979) 595), taken without the damping (M / sqrt(det M)): cos(2 pi Qs) = tr / 2,
+// beta_s = M12 / sin(2 pi Qs), and the equilibrium bunch length
+//   sigma_zeta = beta_s sigma_pzeta,  sigma_pzeta = sigma_delta / beta0^2
+// (for a linear bucket beta_s = |eta| C / (2 pi Qs), i.e. sigma_z = alpha_c c sigma_delta / Omega_s
+// above transition; Sands, SLAC-121, eq. 5.28 ff.).
 #pragma once
+#include <array>
 #include <nlohmann/json_fwd.hpp>
+#include <string>
 
 #include "fusetrack/lattice.h"
 #include "fusetrack/optics.h"
@@ -57,6 +69,16 @@ struct RadiationIntegrals {
   double emittance_x = 0.0;          // natural equilibrium emittance (geometric) [m]
   double sigma_delta = 0.0;          // equilibrium relative energy spread
   double momentum_compaction = 0.0;  // I1 / C
+  // Longitudinal equilibrium (file comment); `longitudinal` false without a stable 6D closed orbit of
+  // the radiating ring (no RF, or the voltage below U0), the reason in `longitudinal_reason`.
+  bool longitudinal = false;
+  std::string longitudinal_reason;
+  double rf_voltage = 0.0;               // sum of the cavities' |q0| V [V]
+  double synchronous_phase = 0.0;        // asin(U0 / rf_voltage) [rad], from the crossing at zero
+  std::array<double, 6> closed_orbit{};  // 6D closed orbit with the mean radiation, at the start
+  double synchrotron_tune = 0.0;         // Qs of the radiating ring
+  double beta_s = 0.0;                   // longitudinal beta of the radiating ring [m]
+  double bunch_length = 0.0;             // equilibrium rms sigma_zeta [m]
 };
 
 /// The integrals from the optics of `twiss` (compute_twiss_table of `lattice` without radiation),
@@ -64,8 +86,14 @@ struct RadiationIntegrals {
 RadiationIntegrals radiation_integrals(const Lattice& lattice, const TwissTable& twiss);
 
 /// The same from a copy of the lattice with its radiation off (the optics of the ring without
-/// damping, as the integrals assume).
+/// damping, as the integrals assume), and the longitudinal equilibrium (synchrotron tune, bunch
+/// length, closed orbit) from a copy with the mean radiation on.
 RadiationIntegrals radiation_integrals(const Lattice& lattice, const OpticsOptions& options = {});
+
+/// Fills the longitudinal equilibrium of `r` (the integrals of `lattice`) from a copy of `lattice`
+/// with the mean radiation on (file comment).
+void radiation_longitudinal_equilibrium(const Lattice& lattice, RadiationIntegrals& r,
+                                        const OpticsOptions& options = {});
 
 nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r);
 

@@ -14,6 +14,7 @@
 
 #include "fusetrack/error.h"
 #include "fusetrack/output_files.h"
+#include "fusetrack/radiation_integrals.h"
 
 namespace ft {
 
@@ -430,6 +431,29 @@ double integrate_adaptive(const F& f, double a, double b, double rel) {
 }
 
 }  // namespace
+
+TouschekBeam equilibrium_touschek_beam(const RadiationIntegrals& r, double bunch_population, double coupling,
+                                       double emittance_y) {
+  InputLocation at;
+  at.field = "radiation";
+  if (r.i2 == 0.0) throw InputError(at, "the equilibrium beam needs bends: the ring has none that radiate");
+  if (!r.longitudinal)
+    throw InputError(at, fmt::format("the equilibrium beam needs the bunch length of the radiating ring: {}",
+                                     r.longitudinal_reason));
+  TouschekBeam beam;
+  if (coupling >= 0.0) {
+    beam.emittance_x = r.emittance_x / (1.0 + coupling);
+    beam.emittance_y = coupling * r.emittance_x / (1.0 + coupling);
+  } else {
+    beam.emittance_x = r.emittance_x;
+    beam.emittance_y = emittance_y;
+  }
+  beam.sigma_delta = r.sigma_delta;
+  beam.sigma_zeta = r.bunch_length;
+  beam.bunch_population = bunch_population;
+  validate_touschek_beam(beam);
+  return beam;
+}
 
 double touschek_rate(const TouschekOptics& o, const TouschekBeam& beam, const ReferenceParticle& ref, double delta_m) {
   validate_touschek_beam(beam);

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 
 #include "fusetrack/error.h"
 #include "fusetrack/registry.h"
@@ -110,6 +112,51 @@ Integrals thin_bend(const PlaneOptics& o, double length, double hxl, double k1l)
   return r;
 }
 
+/// The one-turn matrix M (x, px, y, py, zeta, pzeta) in the frame of the betatron coordinates,
+/// T^-1 M T with the symplectic T(d): x = x_b + d0 pzeta, px = px_b + d1 pzeta (y alike with d2, d3),
+/// zeta = zeta_b - d1 x_b + d0 px_b - d3 y_b + d2 py_b, T^-1 = T(-d); d the periodic dispersion of M,
+/// (1 - A) d = b with A its 4x4 transverse block and b its pzeta column (A. W. Chao, "Evaluation of beam
+/// distribution parameters in an electron storage ring", J. Appl. Phys. 50 (1979) 595). Its (zeta,
+/// pzeta) block then holds the whole slip (the path lengths of the dispersion orbit included), as the
+/// synchrotron motion of a ring with its cavities at dispersive points has it.
+Matrix6 without_dispersion(const Matrix6& m) {
+  double a[4][5];
+  for (int i = 0; i < 4; ++i) {
+    for (int j = 0; j < 4; ++j) a[i][j] = (i == j ? 1.0 : 0.0) - m[i][j];
+    a[i][4] = m[i][5];
+  }
+  for (int c = 0; c < 4; ++c) {  // Gaussian elimination with partial pivoting
+    int pivot = c;
+    for (int i = c + 1; i < 4; ++i)
+      if (std::fabs(a[i][c]) > std::fabs(a[pivot][c])) pivot = i;
+    for (int j = 0; j < 5; ++j) std::swap(a[c][j], a[pivot][j]);
+    if (a[c][c] == 0.0) return m;  // a transverse integer resonance: leave the matrix as it is
+    for (int i = 0; i < 4; ++i) {
+      if (i == c) continue;
+      const double f = a[i][c] / a[c][c];
+      for (int j = c; j < 5; ++j) a[i][j] -= f * a[c][j];
+    }
+  }
+  double d[4];
+  for (int i = 0; i < 4; ++i) d[i] = a[i][4] / a[i][i];
+  auto shear = [&](double sign) {
+    Matrix6 t{};
+    for (int i = 0; i < 6; ++i) t[i][i] = 1.0;
+    for (int i = 0; i < 4; ++i) t[i][5] = sign * d[i];
+    t[4][0] = -sign * d[1], t[4][1] = sign * d[0], t[4][2] = -sign * d[3], t[4][3] = sign * d[2];
+    return t;
+  };
+  const Matrix6 t = shear(1.0), t_inv = shear(-1.0);
+  Matrix6 mt{}, out{};
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      for (int k = 0; k < 6; ++k) mt[i][j] += m[i][k] * t[k][j];
+  for (int i = 0; i < 6; ++i)
+    for (int j = 0; j < 6; ++j)
+      for (int k = 0; k < 6; ++k) out[i][j] += t_inv[i][k] * mt[k][j];
+  return out;
+}
+
 }  // namespace
 
 size_t set_radiation(Lattice& lattice, RadiationMode mode) {
@@ -194,15 +241,80 @@ RadiationIntegrals radiation_integrals(const Lattice& lattice, const TwissTable&
   r.damping_time_y = r.damping_turns_y * r.revolution_period;
   r.damping_time_zeta = r.damping_turns_zeta * r.revolution_period;
   const double c_q = 55.0 / (32.0 * std::sqrt(3.0)) * compton;
-  r.emittance_x = c_q * g * g * r.i5 / (r.j_x * r.i2);
-  r.sigma_delta = std::sqrt(c_q * g * g * r.i3 / (r.j_zeta * r.i2));
+  // A partition <= 0 is an anti-damped plane (e.g. gradient bends with I4 / I2 < -2): no equilibrium.
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  r.emittance_x = r.j_x > 0.0 ? c_q * g * g * r.i5 / (r.j_x * r.i2) : nan;
+  r.sigma_delta = r.j_zeta > 0.0 ? std::sqrt(c_q * g * g * r.i3 / (r.j_zeta * r.i2)) : nan;
   return r;
 }
 
 RadiationIntegrals radiation_integrals(const Lattice& lattice, const OpticsOptions& options) {
   Lattice plain = lattice;
   if (lattice_radiation(lattice) != RadiationMode::off) set_radiation(plain, RadiationMode::off);
-  return radiation_integrals(plain, compute_twiss_table(plain, options));
+  RadiationIntegrals r = radiation_integrals(plain, compute_twiss_table(plain, options));
+  radiation_longitudinal_equilibrium(lattice, r, options);
+  return r;
+}
+
+void radiation_longitudinal_equilibrium(const Lattice& lattice, RadiationIntegrals& r, const OpticsOptions& options) {
+  r.longitudinal = false;
+  const double charge = std::fabs(lattice.reference().q0);
+  r.rf_voltage = 0.0;
+  for (const auto& entry : lattice.sequence()) {
+    const auto& def = lattice.definitions()[entry.definition];
+    if (def.type->name == "Cavity") r.rf_voltage += charge * lattice.field(entry.definition, "voltage");
+  }
+  r.synchronous_phase = r.rf_voltage > r.energy_loss_per_turn ? std::asin(r.energy_loss_per_turn / r.rf_voltage)
+                                                              : std::numeric_limits<double>::quiet_NaN();
+  if (r.i2 == 0.0) {
+    r.longitudinal_reason = "no bends: no radiation";
+    return;
+  }
+  if (!(r.j_zeta > 0.0)) {
+    r.longitudinal_reason =
+        fmt::format("the synchrotron motion is anti-damped (J_zeta = 2 + I4 / I2 = {:.6g} <= 0)", r.j_zeta);
+    return;
+  }
+  // The ring with the mean radiation: elements in the quantum mode keep the mean loss, and a ring
+  // without radiation gets it everywhere.
+  Lattice radiating = lattice;
+  if (lattice_radiation(lattice) == RadiationMode::off) {
+    set_radiation(radiating, RadiationMode::mean);
+  } else {
+    for (uint32_t d = 0; d < radiating.definitions().size(); ++d)
+      if (has_field(*radiating.definitions()[d].type, "radiation") &&
+          radiating.field(d, "radiation") == static_cast<double>(RadiationMode::quantum))
+        radiating.set_field(d, "radiation", static_cast<double>(RadiationMode::mean));
+    radiating.prepare();
+  }
+  std::string reason;
+  OneTurnMap map;
+  try {
+    map = compute_one_turn_map(radiating, options, &reason);
+  } catch (const Error& e) {
+    r.longitudinal_reason = fmt::format("no closed orbit with the mean radiation: {}", e.what());
+    return;
+  }
+  if (!map.six_d) {
+    r.longitudinal_reason = reason;
+    return;
+  }
+  // The (zeta, pzeta) block of the matrix in the frame without dispersion, without its damping
+  // (M / sqrt(det M)).
+  const Matrix6 m = without_dispersion(map.matrix);
+  const double det = m[4][4] * m[5][5] - m[4][5] * m[5][4];
+  const double scale = det > 0.0 ? 1.0 / std::sqrt(det) : 1.0;
+  const PlaneTwiss ts = twiss_from_block(m[4][4] * scale, m[4][5] * scale, m[5][4] * scale, m[5][5] * scale);
+  if (!ts.stable) {
+    r.longitudinal_reason = "the synchrotron motion of the radiating ring is not stable";
+    return;
+  }
+  r.longitudinal = true;
+  r.longitudinal_reason = reason;
+  r.closed_orbit = map.closed_orbit;
+  r.synchrotron_tune = ts.tune > 0.5 ? 1.0 - ts.tune : ts.tune;
+  r.beta_s = std::fabs(ts.beta);
+  r.bunch_length = r.beta_s * r.sigma_delta / (r.beta0 * r.beta0);
 }
 
 nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r) {
@@ -219,6 +331,19 @@ nlohmann::ordered_json radiation_integrals_to_json(const RadiationIntegrals& r) 
   j["emittance_x"] = r.emittance_x;
   j["sigma_delta"] = r.sigma_delta;
   j["momentum_compaction"] = r.momentum_compaction;
+  j["rf_voltage"] = r.rf_voltage;
+  j["synchronous_phase_deg"] = std::isfinite(r.synchronous_phase)
+                                   ? nlohmann::ordered_json(r.synchronous_phase * 57.29577951308232)
+                                   : nlohmann::ordered_json(nullptr);
+  j["longitudinal"] = r.longitudinal;
+  j["longitudinal_reason"] = r.longitudinal_reason;
+  if (r.longitudinal) {
+    j["closed_orbit"] = {{"x", r.closed_orbit[0]},  {"px", r.closed_orbit[1]},   {"y", r.closed_orbit[2]},
+                         {"py", r.closed_orbit[3]}, {"zeta", r.closed_orbit[4]}, {"delta", r.closed_orbit[5]}};
+    j["synchrotron_tune"] = r.synchrotron_tune;
+    j["beta_s"] = r.beta_s;
+    j["bunch_length"] = r.bunch_length;
+  }
   return j;
 }
 
