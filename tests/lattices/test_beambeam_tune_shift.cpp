@@ -49,6 +49,7 @@
 #include "fusetrack/lattice.h"
 #include "fusetrack/optics.h"
 #include "fusetrack/tracker.h"
+#include "fusetrack/variants.h"
 #include "support/lattice_builders.h"
 #include "support/process.h"
 #include "support/thin_lens.h"
@@ -399,6 +400,34 @@ TEST_CASE("Tune footprint: normalized emittances without a reference energy, and
   CHECK(message(o, optics).find("geometric emittances must be positive") != std::string::npos);
   o.emittance_y = 1e-9;
   CHECK(message(o, optics) == "(no error)");
+}
+
+}  // namespace test_beambeam_tune_shift
+
+namespace test_beambeam_tune_shift {
+
+TEST_CASE("Beam-beam lens knobs in a variants study: intensity and scale_strength scans give the tune shifts of xi") {
+  // A study of the head-on round lens over the partner's intensity (N, 2 N) and the lens's scale_strength
+  // (0, 0.5, 1): each variant's small-amplitude tune is the exact thin-lens tune of its own xi = s N r0 beta /
+  // (4 pi gamma sigma^2), so the knobs reach the kick (its derived strength recomputed per variant).
+  const ThinOptics ox = thin_optics(+1), oy = thin_optics(-1);
+  const double sigma = 3.6e-4, r0 = classical_radius(), gamma = gamma0();
+  const ft::Lattice base = lens_ring(lens_2d(-1.0, sigma, sigma));
+  const nlohmann::ordered_json doc = nlohmann::ordered_json::parse(R"({"fusetrack_variants": 1,
+      "variants": [{"name": "nominal"},
+                   {"name": "double", "elements": [{"name": "lens", "set": {"other_beam_num_particles": 2.2e11}}]}],
+      "scans": [{"name": "lens", "field": "scale_strength", "values": [0.0, 0.5, 1.0]}]})");
+  const ft::LatticeVariants study = ft::variants_from_json(base, doc, "lens_knobs.json");
+  REQUIRE(study.size() == 6);
+  for (size_t k = 0; k < study.size(); ++k) {
+    const double intensity = k < 3 ? kPartnerParticles : 2.2e11, scale = 0.5 * static_cast<double>(k % 3);
+    const double xi_x = scale * intensity * r0 * ox.beta / (4 * kPi * gamma * sigma * sigma);
+    const double xi_y = scale * intensity * r0 * oy.beta / (4 * kPi * gamma * sigma * sigma);
+    const Tunes t = tracked_tunes(study.lattices[k], 1e-3 * sigma, 1e-3 * sigma, ox.beta, oy.beta);
+    CAPTURE(study.names[k]);
+    CHECK(std::fabs(t.qx - exact_tune(ox.tune, xi_x / beta0())) < 1e-6 * std::max(xi_x, 1e-3));
+    CHECK(std::fabs(t.qy - exact_tune(oy.tune, xi_y / beta0())) < 1e-6 * std::max(xi_y, 1e-3));
+  }
 }
 
 }  // namespace test_beambeam_tune_shift
