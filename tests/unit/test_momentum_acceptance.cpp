@@ -373,6 +373,12 @@ TEST_CASE("fusetrack momentum-acceptance: the table, the summary with the lifeti
   std::ifstream(out + "/summary.json") >> summary;
   CHECK(summary["touschek"]["lifetime_s"].get<double>() > 0.0);
   CHECK(summary["positions"] == 2);
+  CHECK(std::ifstream(out + "/touschek_rate.csv").good());
+  // A run without the bunch in the same directory leaves no Touschek table of the earlier run behind.
+  const auto again = ft::test::run_command(
+      command + fmt::format("--at qd --limit 0 0 0 0 0.125 0 -n 50 --delta-max 0.03 --precision 5e-3 -o {}", out));
+  REQUIRE(again.first == 0);
+  CHECK_FALSE(std::ifstream(out + "/touschek_rate.csv").good());
 
   const auto fails_naming = [&](const std::string& options, const std::string& named) {
     const auto bad = ft::test::run_command(command + options);

@@ -573,6 +573,9 @@ void write_momentum_acceptance(const std::string& dir, const MomentumAcceptance&
       for (size_t k = 0; k < lifetime->s.size(); ++k)
         out << fmt::format("{:.17g},{:.17g}\n", lifetime->s[k], lifetime->rate[k]);
     });
+  } else {
+    // A table of an earlier run in the same directory would be read with this run's (the plot reads both).
+    std::filesystem::remove(dir + "/touschek_rate.csv");
   }
   nlohmann::ordered_json j;
   j["lattice"] = lattice_file;
