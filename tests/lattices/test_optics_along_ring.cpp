@@ -743,7 +743,7 @@ RingBuilder close_tune_ring(double k1sl) {
 /// Full phase advances (mu_x, mu_y) [turns] of an uncoupled ring from the element matrices
 /// (Courant-Snyder propagation, each element's atan2 step), started at the periodic solution.
 std::array<double, 2> uncoupled_phase_advance(const RingBuilder& b) {
-  const M4& m = b.partial_products().back().m;
+  const M4 m = b.partial_products().back().m;  // a copy: partial_products() returns a temporary
   Twiss2 tw[2];
   for (size_t p = 0; p < 2; ++p) {
     const size_t o = 2 * p;
