@@ -96,7 +96,7 @@ FT_ELEMENT_STRUCT(Bend, FT_BEND_FIELDS)
 #include <string>
 inline void Bend_prepare(Bend& e, const ft_reference& ref) {
   char msg[240];
-  auto fail = [&msg](const char* text) {
+  auto fail = [](const char* text) {
     throw std::invalid_argument(std::string("Bend: ") + text);
   };
   if (e.model < FT_BEND_MODEL_EXPANDED || e.model > FT_BEND_MODEL_MAT_KICK_MAT) {
