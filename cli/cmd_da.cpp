@@ -6,17 +6,17 @@
 
 #include <atomic>
 #include <chrono>
-#include <csignal>
 #include <cmath>
+#include <csignal>
 #include <filesystem>
 
 #include "cli_common.h"
-#include "fusetrack/output_files.h"
 #include "fusetrack/da.h"
 #include "fusetrack/error.h"
+#include "fusetrack/lattice_optimize.h"
+#include "fusetrack/output_files.h"
 #include "fusetrack/parallel.h"
 #include "fusetrack/session.h"
-#include "fusetrack/lattice_optimize.h"
 #include "fusetrack/variants.h"
 
 namespace ft::cli {
@@ -33,16 +33,16 @@ struct DaArgs {
   std::string grid = "polar";
   std::string units = "m";
   std::vector<double> amplitude_range, angle_range, x_range, y_range;  // min max
-  std::vector<double> limits;  // x px y py zeta delta
+  std::vector<double> limits;                                          // x px y py zeta delta
   bool no_closed_orbit = false;
   std::string output = "da_out";
   int64_t checkpoint_every = 0;
   bool resume = false;
   bool plots = true;
-  std::string part;  // --part i/N
+  std::string part;                   // --part i/N
   std::vector<std::string> variants;  // --variants: variants files or lattice files (a study)
-  bool optimize = false;               // --optimize
-  int64_t stop_after = 0;  // --stop-after TURNS
+  bool optimize = false;              // --optimize
+  int64_t stop_after = 0;             // --stop-after TURNS
 };
 
 /// Plots of a DA result directory with fusetrack.plot.da.
@@ -100,9 +100,10 @@ void print_columns(const DaSummary& summary, const char* unit) {
              fmt::format("y_low [{}]", unit));
   for (const auto& r : summary.per_column)
     fmt::print("{:>10.3g} {:>14.6g} {:>16.6g} {:>16.6g}\n", r.delta, r.x, r.y_high, r.y_low);
-  fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: over the columns whose point nearest y = 0 "
-             "survives, the vertical border min(|y_high|, |y_low|) reached from it before the first loss)\n",
-             summary.da_min, summary.da_mean, summary.da_max, unit);
+  fmt::print(
+      "DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: over the columns whose point nearest y = 0 "
+      "survives, the vertical border min(|y_high|, |y_low|) reached from it before the first loss)\n",
+      summary.da_min, summary.da_mean, summary.da_max, unit);
 }
 
 /// A study: per variant its DA, then per angle (column) the statistics over the variants.
@@ -138,10 +139,10 @@ void refuse_options_of_the_other_grid(const CLI::App& cmd, const std::string& gr
   if (given.empty()) return;
   InputLocation at;
   at.field = "--grid";
-  throw InputError(at, fmt::format("{} {} only for --grid {}, but the grid is {}{}", given,
-                                   given.find(',') == std::string::npos ? "applies" : "apply",
-                                   cartesian ? "polar" : "cartesian", grid,
-                                   cartesian ? "" : " (the default); add --grid cartesian"));
+  throw InputError(
+      at, fmt::format("{} {} only for --grid {}, but the grid is {}{}", given,
+                      given.find(',') == std::string::npos ? "applies" : "apply", cartesian ? "polar" : "cartesian",
+                      grid, cartesian ? "" : " (the default); add --grid cartesian"));
 }
 
 int run_da(DaArgs a) {
@@ -159,13 +160,15 @@ int run_da(DaArgs a) {
     if (a.limits.size() != 6) throw InputError(at, "expects six values: x px y py zeta delta (0: no limit)");
     std::copy(a.limits.begin(), a.limits.end(), c.turn_limits);
   }
-  validate_da_config(c);  // before the (possibly slow) lattice load
+  validate_da_config(c);                         // before the (possibly slow) lattice load
   check_output_directory(a.output, "--output");  // not after hours of tracking
 
   // Set-up (reading the lattice and variants, each variant's closed orbit and optics, the backend)
   // and tracking are timed apart: the set-up is CPU work that MPI ranks share by variant.
   using Clock = std::chrono::steady_clock;
-  const auto seconds_since = [](Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); };
+  const auto seconds_since = [](Clock::time_point t) {
+    return std::chrono::duration<double>(Clock::now() - t).count();
+  };
   const auto t_start = Clock::now();
   ElementRegistry registry;
   load_plugins(registry, a.common);
@@ -275,15 +278,17 @@ int run_da(DaArgs a) {
     for (const auto& r : summary.per_angle)
       fmt::print("{:>10.3g} {:>10.2f} {:>16.6g} {:>16.6g} {:>16.6g}\n", r.delta, r.angle, r.da_first_loss,
                  r.da_last_stable, r.da_refined);
-    fmt::print("DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: largest amplitude below the first loss on "
-               "each ray{})\n",
-               summary.da_min, summary.da_mean, summary.da_max, unit, c.refine_resolution > 0 ? ", refined by bisection" : "");
+    fmt::print(
+        "DA min {:.6g}, mean {:.6g}, max {:.6g} [{}] (definition: largest amplitude below the first loss on "
+        "each ray{})\n",
+        summary.da_min, summary.da_mean, summary.da_max, unit, c.refine_resolution > 0 ? ", refined by bisection" : "");
     if (c.refine_resolution > 0)
-      fmt::print("refinement: {} particle-turns; the equivalent fine grid (step {}) would need about {} ({:.1f}x more)\n",
-                 summary.refinement_particle_turns, c.refine_resolution, summary.fine_grid_particle_turns_estimate,
-                 static_cast<double>(summary.fine_grid_particle_turns_estimate) /
-                     std::max<double>(1.0, static_cast<double>(summary.refinement_particle_turns) +
-                                               static_cast<double>(c.turns) * static_cast<double>(scan.particles.size())));
+      fmt::print(
+          "refinement: {} particle-turns; the equivalent fine grid (step {}) would need about {} ({:.1f}x more)\n",
+          summary.refinement_particle_turns, c.refine_resolution, summary.fine_grid_particle_turns_estimate,
+          static_cast<double>(summary.fine_grid_particle_turns_estimate) /
+              std::max<double>(1.0, static_cast<double>(summary.refinement_particle_turns) +
+                                        static_cast<double>(c.turns) * static_cast<double>(scan.particles.size())));
   }
   if (c.grid == DaGrid::Cartesian) print_columns(summary, unit);
   fmt::print("results: {0}/summary.json, {0}/summary.csv, {0}/da.npz\n", a.output);

@@ -49,41 +49,42 @@
 #define FT_BEND_BODY_COMBINED 3
 
 #define FT_BEND_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                                       \
-  REQUIRED(double, length, "m", "arc length of the reference trajectory in the magnet")                        \
-  PARAM(double, angle, 0.0, "rad", "bending angle of the reference trajectory; curvature h = angle / length")   \
-  PARAM(double, k0, 0.0, "m^-1", "dipole strength By / (B rho); used when k0_from_h = 0")                       \
+  REQUIRED(double, length, "m", "arc length of the reference trajectory in the magnet")                       \
+  PARAM(double, angle, 0.0, "rad", "bending angle of the reference trajectory; curvature h = angle / length") \
+  PARAM(double, k0, 0.0, "m^-1", "dipole strength By / (B rho); used when k0_from_h = 0")                     \
   PARAM(int, k0_from_h, 1, "1", "1: k0 = h (the field that bends the reference); 0: k0 as given")             \
-  PARAM(double, k1, 0.0, "m^-2", "normal gradient")                                                            \
-  PARAM(double, k2, 0.0, "m^-3", "normal sextupole strength")                                                  \
-  PARAM(double, k3, 0.0, "m^-4", "normal octupole strength")                                                   \
-  PARAM(double, k0s, 0.0, "m^-1", "skew dipole strength Bx / (B rho)")                                         \
-  PARAM(double, k1s, 0.0, "m^-2", "skew gradient")                                                             \
-  PARAM(double, k2s, 0.0, "m^-3", "skew sextupole strength")                                                   \
-  PARAM(double, k3s, 0.0, "m^-4", "skew octupole strength")                                                    \
-  ARRAY(double, knl, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-n", "additional integrated normal strengths K_n L")     \
-  ARRAY(double, ksl, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-n", "additional integrated skew strengths J_n L")       \
-  PARAM(int, model, 0, "1", "0: expanded (AT BndMPoleSymplectic4Pass), 1: xtrack rot-kick-rot, 2: xtrack mat-kick-mat") \
-  PARAM(int, integrator, 0, "1", "0: Forest-Ruth 4th order, 1: teapot, 2: yoshida4, 3: uniform (xtrack's)")    \
-  PARAM(int, num_slices, 0, "1", "Forest-Ruth steps, or kicks of xtrack's integrators; 0: automatic")        \
-  PARAM(double, edge_entry_angle, 0.0, "rad", "entry pole-face angle e1")                                      \
-  PARAM(double, edge_exit_angle, 0.0, "rad", "exit pole-face angle e2")                                        \
+  PARAM(double, k1, 0.0, "m^-2", "normal gradient")                                                           \
+  PARAM(double, k2, 0.0, "m^-3", "normal sextupole strength")                                                 \
+  PARAM(double, k3, 0.0, "m^-4", "normal octupole strength")                                                  \
+  PARAM(double, k0s, 0.0, "m^-1", "skew dipole strength Bx / (B rho)")                                        \
+  PARAM(double, k1s, 0.0, "m^-2", "skew gradient")                                                            \
+  PARAM(double, k2s, 0.0, "m^-3", "skew sextupole strength")                                                  \
+  PARAM(double, k3s, 0.0, "m^-4", "skew octupole strength")                                                   \
+  ARRAY(double, knl, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-n", "additional integrated normal strengths K_n L")    \
+  ARRAY(double, ksl, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-n", "additional integrated skew strengths J_n L")      \
+  PARAM(int, model, 0, "1",                                                                                   \
+        "0: expanded (AT BndMPoleSymplectic4Pass), 1: xtrack rot-kick-rot, 2: xtrack mat-kick-mat")           \
+  PARAM(int, integrator, 0, "1", "0: Forest-Ruth 4th order, 1: teapot, 2: yoshida4, 3: uniform (xtrack's)")   \
+  PARAM(int, num_slices, 0, "1", "Forest-Ruth steps, or kicks of xtrack's integrators; 0: automatic")         \
+  PARAM(double, edge_entry_angle, 0.0, "rad", "entry pole-face angle e1")                                     \
+  PARAM(double, edge_exit_angle, 0.0, "rad", "exit pole-face angle e2")                                       \
   PARAM(double, edge_entry_angle_fdown, 0.0, "rad", "angle added to e1 in the vertical edge kick only")       \
   PARAM(double, edge_exit_angle_fdown, 0.0, "rad", "angle added to e2 in the vertical edge kick only")        \
-  PARAM(double, edge_entry_hgap, 0.0, "m", "entry half gap")                                                   \
-  PARAM(double, edge_exit_hgap, 0.0, "m", "exit half gap")                                                     \
-  PARAM(double, edge_entry_fint, 0.0, "1", "entry fringe-field integral")                                      \
-  PARAM(double, edge_exit_fint, 0.0, "1", "exit fringe-field integral")                                        \
-  PARAM(int, edge_entry_active, 1, "1", "1: apply the entry edge, 0: not")                                     \
-  PARAM(int, edge_exit_active, 1, "1", "1: apply the exit edge, 0: not")                                       \
-  DERIVED(double, h, "m^-1", "curvature angle / length")                                                       \
-  DERIVED(double, k0_body, "m^-1", "k0 integrated in the drift (models 1 and 2)")                              \
-  DERIVED(double, k1_body, "m^-2", "k1 integrated in the drift (model 2)")                                     \
+  PARAM(double, edge_entry_hgap, 0.0, "m", "entry half gap")                                                  \
+  PARAM(double, edge_exit_hgap, 0.0, "m", "exit half gap")                                                    \
+  PARAM(double, edge_entry_fint, 0.0, "1", "entry fringe-field integral")                                     \
+  PARAM(double, edge_exit_fint, 0.0, "1", "exit fringe-field integral")                                       \
+  PARAM(int, edge_entry_active, 1, "1", "1: apply the entry edge, 0: not")                                    \
+  PARAM(int, edge_exit_active, 1, "1", "1: apply the exit edge, 0: not")                                      \
+  DERIVED(double, h, "m^-1", "curvature angle / length")                                                      \
+  DERIVED(double, k0_body, "m^-1", "k0 integrated in the drift (models 1 and 2)")                             \
+  DERIVED(double, k1_body, "m^-2", "k1 integrated in the drift (model 2)")                                    \
   DERIVED(int, body, "1", "drift of the body: 0 expanded, 1 polar with k0, 2 exact straight, 3 combined map") \
-  DERIVED(int, num_kicks, "1", "Forest-Ruth steps or kicks used")                                              \
-  DERIVED(double, r21_entry, "m^-1", "entry edge px += r21 x")                                                 \
-  DERIVED(double, r43_entry, "m^-1", "entry edge py += r43 y")                                                 \
-  DERIVED(double, r21_exit, "m^-1", "exit edge px += r21 x")                                                   \
-  DERIVED(double, r43_exit, "m^-1", "exit edge py += r43 y")                                                   \
+  DERIVED(int, num_kicks, "1", "Forest-Ruth steps or kicks used")                                             \
+  DERIVED(double, r21_entry, "m^-1", "entry edge px += r21 x")                                                \
+  DERIVED(double, r43_entry, "m^-1", "entry edge py += r43 y")                                                \
+  DERIVED(double, r21_exit, "m^-1", "exit edge px += r21 x")                                                  \
+  DERIVED(double, r43_exit, "m^-1", "exit edge py += r43 y")                                                  \
   FT_MAGNET_KICK_FIELDS(DERIVED)                                                                              \
   FT_MAGNET_RADIATION_FIELDS(PARAM, DERIVED)
 
@@ -96,9 +97,7 @@ FT_ELEMENT_STRUCT(Bend, FT_BEND_FIELDS)
 #include <string>
 inline void Bend_prepare(Bend& e, const ft_reference& ref) {
   char msg[240];
-  auto fail = [](const char* text) {
-    throw std::invalid_argument(std::string("Bend: ") + text);
-  };
+  auto fail = [](const char* text) { throw std::invalid_argument(std::string("Bend: ") + text); };
   if (e.model < FT_BEND_MODEL_EXPANDED || e.model > FT_BEND_MODEL_MAT_KICK_MAT) {
     std::snprintf(msg, sizeof(msg), "model = %d is not one of 0 (expanded), 1 (rot-kick-rot), 2 (mat-kick-mat)",
                   e.model);
@@ -194,7 +193,9 @@ struct BendBody {
     }
   }
   template <class P>
-  FT_FUNCTION void kick(double w, P& p) const { magnet_kick(e, w, p); }
+  FT_FUNCTION void kick(double w, P& p) const {
+    magnet_kick(e, w, p);
+  }
 };
 
 template <class P>

@@ -59,21 +59,21 @@ FT_FUNCTION void magnet_body_on_copy(ft::ParticleView& p, const Body& body) {
 
 /// The derived fields that hold a magnet's kick, declared in each thick magnet's field list:
 /// c_n = (KL_n + i JL_n) / n! (n = 0..5) and the curvature terms.
-#define FT_MAGNET_KICK_FIELDS(DERIVED)                                                \
+#define FT_MAGNET_KICK_FIELDS(DERIVED)                                                 \
   DERIVED(double, kick_re0, "1", "KL_0 / 0! of the kick (integrated over the magnet)") \
-  DERIVED(double, kick_im0, "1", "JL_0 / 0!")                                        \
-  DERIVED(double, kick_re1, "m^-1", "KL_1 / 1!")                                     \
-  DERIVED(double, kick_im1, "m^-1", "JL_1 / 1!")                                     \
-  DERIVED(double, kick_re2, "m^-2", "KL_2 / 2!")                                     \
-  DERIVED(double, kick_im2, "m^-2", "JL_2 / 2!")                                     \
-  DERIVED(double, kick_re3, "m^-3", "KL_3 / 3!")                                     \
-  DERIVED(double, kick_im3, "m^-3", "JL_3 / 3!")                                     \
-  DERIVED(double, kick_re4, "m^-4", "KL_4 / 4!")                                     \
-  DERIVED(double, kick_im4, "m^-4", "JL_4 / 4!")                                     \
-  DERIVED(double, kick_re5, "m^-5", "KL_5 / 5!")                                     \
-  DERIVED(double, kick_im5, "m^-5", "JL_5 / 5!")                                     \
-  DERIVED(double, kick_hl, "rad", "h L of a frame rotation made by the kick")       \
-  DERIVED(double, kick_h_k0l, "m^-1", "h k0 L of the curvature term")               \
+  DERIVED(double, kick_im0, "1", "JL_0 / 0!")                                          \
+  DERIVED(double, kick_re1, "m^-1", "KL_1 / 1!")                                       \
+  DERIVED(double, kick_im1, "m^-1", "JL_1 / 1!")                                       \
+  DERIVED(double, kick_re2, "m^-2", "KL_2 / 2!")                                       \
+  DERIVED(double, kick_im2, "m^-2", "JL_2 / 2!")                                       \
+  DERIVED(double, kick_re3, "m^-3", "KL_3 / 3!")                                       \
+  DERIVED(double, kick_im3, "m^-3", "JL_3 / 3!")                                       \
+  DERIVED(double, kick_re4, "m^-4", "KL_4 / 4!")                                       \
+  DERIVED(double, kick_im4, "m^-4", "JL_4 / 4!")                                       \
+  DERIVED(double, kick_re5, "m^-5", "KL_5 / 5!")                                       \
+  DERIVED(double, kick_im5, "m^-5", "JL_5 / 5!")                                       \
+  DERIVED(double, kick_hl, "rad", "h L of a frame rotation made by the kick")          \
+  DERIVED(double, kick_h_k0l, "m^-1", "h k0 L of the curvature term")                  \
   DERIVED(double, kick_h_k1l, "m^-2", "h k1 L of the curvature terms")
 
 /// The radiation fields of a thick magnet (radiation.h), declared in its field list.
@@ -90,10 +90,8 @@ FT_FUNCTION void magnet_body_on_copy(ft::ParticleView& p, const Body& body) {
 /// Fills the kick fields of a thick magnet from strengths integrated over the magnet.
 template <class E>
 void magnet_set_kick(E& e, const double* knl, const double* ksl, double hl, double h_k0l, double h_k1l) {
-  double* re[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_re0, &e.kick_re1, &e.kick_re2,
-                                         &e.kick_re3, &e.kick_re4, &e.kick_re5};
-  double* im[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_im0, &e.kick_im1, &e.kick_im2,
-                                         &e.kick_im3, &e.kick_im4, &e.kick_im5};
+  double* re[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_re0, &e.kick_re1, &e.kick_re2, &e.kick_re3, &e.kick_re4, &e.kick_re5};
+  double* im[FT_MAGNET_MAX_ORDER + 1] = {&e.kick_im0, &e.kick_im1, &e.kick_im2, &e.kick_im3, &e.kick_im4, &e.kick_im5};
   double factorial = 1.0;  // exact for n <= 18
   for (int n = 0; n <= FT_MAGNET_MAX_ORDER; ++n) {
     if (n > 1) factorial *= n;

@@ -16,13 +16,13 @@
 #include "fusetrack/device/element.h"
 #include "magnet_integrators.h"
 
-#define FT_THICK_MULTIPOLE_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                      \
-  REQUIRED(double, length, "m", "magnetic length")                                                       \
+#define FT_THICK_MULTIPOLE_FIELDS(REQUIRED, PARAM, ARRAY, DERIVED)                                              \
+  REQUIRED(double, length, "m", "magnetic length")                                                              \
   ARRAY(double, kn, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-(n+1)", "normal strengths k_n = (d^n By/dx^n) / (B rho)") \
   ARRAY(double, ks, FT_MAGNET_MAX_ORDER + 1, 0.0, "m^-(n+1)", "skew strengths j_n = (d^n Bx/dx^n) / (B rho)")   \
-  PARAM(int, integrator, 0, "1", "0: Forest-Ruth 4th order, 1: teapot, 2: yoshida4, 3: uniform (xtrack's)") \
-  PARAM(int, num_slices, 0, "1", "Forest-Ruth steps, or kicks of xtrack's integrators; 0: automatic")  \
-  DERIVED(int, num_kicks, "1", "Forest-Ruth steps or kicks used")                                        \
+  PARAM(int, integrator, 0, "1", "0: Forest-Ruth 4th order, 1: teapot, 2: yoshida4, 3: uniform (xtrack's)")     \
+  PARAM(int, num_slices, 0, "1", "Forest-Ruth steps, or kicks of xtrack's integrators; 0: automatic")           \
+  DERIVED(int, num_kicks, "1", "Forest-Ruth steps or kicks used")                                               \
   FT_MAGNET_KICK_FIELDS(DERIVED)                                                                                \
   FT_MAGNET_RADIATION_FIELDS(PARAM, DERIVED)
 
@@ -45,9 +45,13 @@ inline void ThickMultipole_prepare(ThickMultipole& e, const ft_reference& ref) {
 struct ThickMultipoleBody {
   const ThickMultipole& e;
   template <class P>
-  FT_FUNCTION void drift(double s, P& p) const { magnet_expanded_drift(s, p); }
+  FT_FUNCTION void drift(double s, P& p) const {
+    magnet_expanded_drift(s, p);
+  }
   template <class P>
-  FT_FUNCTION void kick(double w, P& p) const { magnet_kick(e, w, p); }
+  FT_FUNCTION void kick(double w, P& p) const {
+    magnet_kick(e, w, p);
+  }
 };
 
 template <class P>

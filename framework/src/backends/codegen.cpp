@@ -3,10 +3,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
-#include <cstdlib>
 #include <map>
 #include <tuple>
 
@@ -14,8 +14,8 @@
 #include "fusetrack/device/reduction.h"
 #include "fusetrack/device/transform.h"
 #include "fusetrack/error.h"
-#include "fusetrack/transform.h"
 #include "fusetrack/motifs.h"
+#include "fusetrack/transform.h"
 
 extern "C" const ft_source_file ft_core_device_headers[];
 extern "C" const uint32_t ft_core_device_headers_count;
@@ -31,10 +31,14 @@ std::map<std::string, std::string> framework_device_headers() {
 
 const char* dispatch_name(Dispatch dispatch) {
   switch (dispatch) {
-    case Dispatch::Auto: return "auto";
-    case Dispatch::Switch: return "switch";
-    case Dispatch::Baked: return "baked";
-    case Dispatch::Staged: return "staged";
+    case Dispatch::Auto:
+      return "auto";
+    case Dispatch::Switch:
+      return "switch";
+    case Dispatch::Baked:
+      return "baked";
+    case Dispatch::Staged:
+      return "staged";
   }
   return "?";
 }
@@ -231,7 +235,9 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   src.headers = framework_device_headers();
   for (const ElementType* t : src.types) {
     const std::string* text = t->plugin->header(t->header);
-    if (!text) throw Error(fmt::format("element type {}: header {} missing from plugin {}", t->name, t->header, t->plugin->file()));
+    if (!text)
+      throw Error(
+          fmt::format("element type {}: header {} missing from plugin {}", t->name, t->header, t->plugin->file()));
     src.headers[t->header] = *text;
     for (const auto& [name, body] : t->plugin->headers()) src.headers[name] = body;  // the header's own includes
     std::string& origin = src.header_origin[t->header];
@@ -254,8 +260,10 @@ std::string source_preamble(const Lattice& lattice, KernelSource& src, FmaMode f
   if (!src.transformed_types.empty()) s += "#include \"fusetrack/device/transform.h\"\n";
   s += "\n// The device structs must have the layout the host plugins gave the packed parameters.\n";
   for (const ElementType* t : src.types)
-    s += fmt::format("static_assert(sizeof({0}) == {1} && alignof({0}) == {2}, \"{0}: device layout differs from the host plugin's ({1} bytes)\");\n",
-                     t->name, t->param_size, t->param_align);
+    s += fmt::format(
+        "static_assert(sizeof({0}) == {1} && alignof({0}) == {2}, \"{0}: device layout differs from the host plugin's "
+        "({1} bytes)\");\n",
+        t->name, t->param_size, t->param_align);
   return s;
 }
 
@@ -304,9 +312,9 @@ uint32_t switch_case_id(const KernelSource& source, const std::vector<const Latt
                         uint32_t definition) {
   const ElementDefinition& def = lattice.definitions()[definition];
   if (!def.type->is_collective() && transform_words_over_variants(lattices, definition) > 0)
-    return static_cast<uint32_t>(source.types.size() +
-                                 (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
-                                  source.transformed_types.begin()));
+    return static_cast<uint32_t>(
+        source.types.size() + (std::find(source.transformed_types.begin(), source.transformed_types.end(), def.type) -
+                               source.transformed_types.begin()));
   return static_cast<uint32_t>(std::find(source.types.begin(), source.types.end(), def.type) - source.types.begin());
 }
 
@@ -370,7 +378,8 @@ MotifKeys motif_keys(const Lattice& lattice, const KernelSource& src, const std:
           if (same) fixed += fmt::format(" ft_s.{} = {};", f.name, value);
         }
         const uint32_t case_id = switch_case_id(src, lattices, lattice, entry.definition);
-        const auto [it, inserted] = ids.emplace(std::make_pair(case_id, fixed), static_cast<uint32_t>(k.case_id.size()));
+        const auto [it, inserted] =
+            ids.emplace(std::make_pair(case_id, fixed), static_cast<uint32_t>(k.case_id.size()));
         if (inserted) {
           k.case_id.push_back(case_id);
           k.worth_alone.push_back(!fixed.empty());
@@ -404,13 +413,15 @@ std::string motif_cases(const KernelSource& src, const MotifKeys& keys, const Mo
     const std::vector<uint32_t>& motif = plan.motifs[m];
     s += fmt::format("{}case {}: {{\n", indent, m + 1);
     for (size_t j = 1; j < motif.size(); ++j)
-      s += fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
+      s +=
+          fmt::format("{}  const unsigned char* ft_p{} = params + ((steps[e + {}] & 0xffffffu) << 3);\n", indent, j, j);
     for (size_t j = 0; j < motif.size(); ++j) {
       const uint32_t case_id = keys.case_id[motif[j]];
       const std::string call = element_call(src, case_id, j ? fmt::format("ft_p{}", j) : "prm", keys.fixed[motif[j]]);
       if (checked)
-        s += fmt::format("{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
-                         indent, call, j);
+        s += fmt::format(
+            "{}  {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = e + {}; goto done; }}\n",
+            indent, call, j);
       else if (writes_x_or_y(src, case_id))
         s += fmt::format("{}  {} ft_inside &= ft::inside_element_limits(p, limits);\n", indent, call);
       else  // x and y as after the last test: its result stands
@@ -772,8 +783,10 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
   src.dispatch = choose_dispatch(lattice, requested);
   if (variants.size() > 1 && src.dispatch != Dispatch::Switch) {
     if (requested != Dispatch::Auto)
-      throw Error(fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
-                              "parameters); {} was asked for", dispatch_name(requested)));
+      throw Error(
+          fmt::format("lattice variants run with the switch dispatch (each particle reads its variant's "
+                      "parameters); {} was asked for",
+                      dispatch_name(requested)));
     src.dispatch = Dispatch::Switch;
   }
   src.variants = variants.size() > 1;
@@ -815,7 +828,8 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
       t += "      const unsigned int mot_next = next < element_end ? steps[n_elements + next] : 0u;\n";
       t += "      const unsigned char* prm = params + ((cur & 0xffffffu) << 3);\n";
       t += "      if (len) {\n";
-      if (!checked) t += "        const ft::ParticleView ft_start = p;\n        bool ft_inside = true, ft_replay = false;\n";
+      if (!checked)
+        t += "        const ft::ParticleView ft_start = p;\n        bool ft_inside = true, ft_replay = false;\n";
       t += "        switch (mot >> 8) {\n";
       t += motif_cases(src, keys, plan, "          ", checked);
       t += "          default: break;\n        }\n";
@@ -853,9 +867,11 @@ KernelSource uncapped_fused_kernel(const Lattice& lattice, FmaMode fma, Dispatch
         b += fmt::format("    // #{} {} ({}): collective, skipped\n", e, def.name, def.type->name);
         continue;
       }
-      b += fmt::format("    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; }} }}  // #{} {}\n",
-                       def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
-                       baked_track_call(lattice, entry.definition), e, e, def.name);
+      b += fmt::format(
+          "    {{ const {} el{}; {} ft::apply_element_limits(p, limits); if (p.state <= 0) {{ lost_at = {}; goto done; "
+          "}} }}  // #{} {}\n",
+          def.type->name, struct_initializer(*def.type, lattice.params(entry.definition)),
+          baked_track_call(lattice, entry.definition), e, e, def.name);
     }
   }
   if (!src.few_particles_form) s += kernel_function(kFusedKernelName, b);
@@ -947,8 +963,10 @@ KernelTraffic kernel_traffic(const Lattice& lattice, const TurnProgram& program,
     use.read |= collective_framework_reads(*lattice.element(e).type);
   }
   for (size_t k : segments)
-    for (size_t e = program.segments[k].begin; e < program.segments[k].end; ++e) add(element_coordinate_use(lattice, e));
-  if (deposit >= 0) use.read |= collective_framework_reads(*lattice.element(program.collective[static_cast<size_t>(deposit)]).type);
+    for (size_t e = program.segments[k].begin; e < program.segments[k].end; ++e)
+      add(element_coordinate_use(lattice, e));
+  if (deposit >= 0)
+    use.read |= collective_framework_reads(*lattice.element(program.collective[static_cast<size_t>(deposit)]).type);
   if (turn_end) {
     // A coordinate written anywhere in the turn is checked (finite, turn limits) at its end.
     for (const TurnProgram::Segment& seg : program.segments)
@@ -985,7 +1003,10 @@ enum class Prefetch { None, L1, Registers, Auto };
 Prefetch segment_prefetch() {
   const char* v = std::getenv("FUSETRACK_PREFETCH");
   const std::string m(v ? v : "auto");
-  return m == "none" ? Prefetch::None : m == "registers" ? Prefetch::Registers : m == "l1" ? Prefetch::L1 : Prefetch::Auto;
+  return m == "none"        ? Prefetch::None
+         : m == "registers" ? Prefetch::Registers
+         : m == "l1"        ? Prefetch::L1
+                            : Prefetch::Auto;
 }
 
 /// The ParticleView of particle i with the coordinates the kernel loads (ft_<name> and ft_state from
@@ -1020,9 +1041,10 @@ std::string turn_limit_check(const KernelTraffic& traffic) {
   constexpr uint32_t six = FT_COORD_TRANSVERSE | FT_COORD_ZETA | FT_COORD_DELTA;
   const uint32_t checked = traffic.loaded & six;
   if (checked == six) return "    ft::apply_turn_limits(p, limits);\n";
-  return fmt::format("    if (ft_full) ft::apply_turn_limits(p, limits);\n"
-                     "    else ft::apply_turn_limits(p, limits, 0x{:x}u);  // the coordinates loaded\n",
-                     checked);
+  return fmt::format(
+      "    if (ft_full) ft::apply_turn_limits(p, limits);\n"
+      "    else ft::apply_turn_limits(p, limits, 0x{:x}u);  // the coordinates loaded\n",
+      checked);
 }
 
 /// The particle loop of a segment kernel over [ft_begin, ft_end) in steps of ft_stride, up to the
@@ -1038,12 +1060,14 @@ std::string particle_loop(const KernelTraffic& traffic, Prefetch prefetch) {
     declare += fmt::format("  double ft_next_{} = 0.0;\n", name);
     first += fmt::format(" ft_next_{0} = P.{0}[ft_begin];", name);
     next += fmt::format(" ft_next_{0} = P.{0}[ft_j];", name);
-    take += fmt::format("    const double ft_{0} = {1};\n", name,
-                        prefetch == Prefetch::Registers ? fmt::format("ft_next_{}", name) : fmt::format("P.{}[i]", name));
+    take +=
+        fmt::format("    const double ft_{0} = {1};\n", name,
+                    prefetch == Prefetch::Registers ? fmt::format("ft_next_{}", name) : fmt::format("P.{}[i]", name));
     hint += fmt::format(" ft::prefetch_l1(P.{}, ft_j);", name);
   }
-  const std::string loop = "  for (long long ft_i = ft_begin; ft_i < ft_end; ft_i += ft_stride) {\n"
-                           "    const int i = static_cast<int>(ft_i);\n";
+  const std::string loop =
+      "  for (long long ft_i = ft_begin; ft_i < ft_end; ft_i += ft_stride) {\n"
+      "    const int i = static_cast<int>(ft_i);\n";
   if (prefetch == Prefetch::Registers)
     return declare + "  if (ft_begin < ft_end) { ft_next_state = P.state[ft_begin];" + first + " }\n" + loop +
            "    const int ft_state = ft_next_state;\n" + take +
@@ -1052,7 +1076,8 @@ std::string particle_loop(const KernelTraffic& traffic, Prefetch prefetch) {
   std::string s = loop + "    const int ft_state = P.state[i];\n";
   if (prefetch == Prefetch::L1)
     s += "    if (ft_i + ft_stride < ft_end) {  // the next particle's words on their way to L1\n"
-         "      const long long ft_j = ft_i + ft_stride;\n      ft::prefetch_l1(P.state, ft_j);" + hint + "\n    }\n";
+         "      const long long ft_j = ft_i + ft_stride;\n      ft::prefetch_l1(P.state, ft_j);" +
+         hint + "\n    }\n";
   return s + "    if (ft_state <= 0) continue;\n" + take;
 }
 
@@ -1629,7 +1654,8 @@ std::string switch_block(const Lattice& lattice, uint32_t definition, uint32_t w
 
 }  // namespace
 
-KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source, const std::vector<const Lattice*>& variants) {
+KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source,
+                           const std::vector<const Lattice*>& variants) {
   std::vector<const Lattice*> lattices = variants;
   if (lattices.empty()) lattices.push_back(&lattice);
   KernelTables t;
@@ -1642,7 +1668,8 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source, c
   for (const auto& entry : lattice.sequence()) {
     const ElementDefinition& def = lattice.definitions()[entry.definition];
     uint32_t& offset = offset_of_definition[entry.definition];
-    const uint32_t transform_words = def.type->is_collective() ? 0 : transform_words_over_variants(lattices, entry.definition);
+    const uint32_t transform_words =
+        def.type->is_collective() ? 0 : transform_words_over_variants(lattices, entry.definition);
     if (offset == UINT32_MAX) {
       std::string key_bytes;
       std::vector<std::string> per_variant;
@@ -1677,7 +1704,8 @@ KernelTables kernel_tables(const Lattice& lattice, const KernelSource& source, c
   t.variant_stride_bytes = words_stored * sizeof(uint64_t);
   t.params.assign(words_stored * lattices.size(), 0);
   for (size_t v = 0; v < lattices.size(); ++v)
-    std::memcpy(reinterpret_cast<char*>(t.params.data()) + v * t.variant_stride_bytes, blocks[v].data(), blocks[v].size());
+    std::memcpy(reinterpret_cast<char*>(t.params.data()) + v * t.variant_stride_bytes, blocks[v].data(),
+                blocks[v].size());
   return t;
 }
 

@@ -21,15 +21,23 @@ namespace fs = std::filesystem;
 
 const char* json_type_name(const json& v) {
   switch (v.type()) {
-    case json::value_t::null: return "null";
-    case json::value_t::boolean: return "a boolean";
-    case json::value_t::string: return "a string";
-    case json::value_t::array: return "an array";
-    case json::value_t::object: return "an object";
+    case json::value_t::null:
+      return "null";
+    case json::value_t::boolean:
+      return "a boolean";
+    case json::value_t::string:
+      return "a string";
+    case json::value_t::array:
+      return "an array";
+    case json::value_t::object:
+      return "an object";
     case json::value_t::number_integer:
-    case json::value_t::number_unsigned: return "an integer";
-    case json::value_t::number_float: return "a number";
-    default: return "an unsupported value";
+    case json::value_t::number_unsigned:
+      return "an integer";
+    case json::value_t::number_float:
+      return "a number";
+    default:
+      return "an unsupported value";
   }
 }
 
@@ -65,8 +73,7 @@ void read_scalar(const json& v, const FieldInfo& f, const Where& where, unsigned
   if (!v.is_number())
     throw InputError(where(), fmt::format("expected {} number, got {}", f.type_name(), json_type_name(v)));
   if (f.type == FT_FIELD_INT32) {
-    if (!v.is_number_integer())
-      throw InputError(where(), fmt::format("expected an integer, got {}", v.dump()));
+    if (!v.is_number_integer()) throw InputError(where(), fmt::format("expected an integer, got {}", v.dump()));
     if (v.is_number_unsigned() && v.get<unsigned long long>() > static_cast<unsigned long long>(INT32_MAX))
       throw InputError(where(), fmt::format("integer {} is out of range", v.dump()));
     const long long i = v.get<long long>();
@@ -77,8 +84,7 @@ void read_scalar(const json& v, const FieldInfo& f, const Where& where, unsigned
   }
   const double x = v.get<double>();
   if (!std::isfinite(x)) throw InputError(where(), fmt::format("value {} is not a finite number", v.dump()));
-  if (x < 0.0 && f.name == "length")
-    throw InputError(where(), fmt::format("length must not be negative, got {} m", x));
+  if (x < 0.0 && f.name == "length") throw InputError(where(), fmt::format("length must not be negative, got {} m", x));
   std::memcpy(out, &x, 8);
 }
 
@@ -124,17 +130,19 @@ uint32_t Lattice::define(const std::string& name, const ElementType& type, const
     if (f->host_only()) {
       // Read by the collective element's create() from the definition's JSON text.
     } else if (f->count == 1) {
-      read_scalar(value, *f, [&, &field_key = key] { return where(field_key); }, bytes.data() + f->offset);
+      read_scalar(
+          value, *f, [&, &field_key = key] { return where(field_key); }, bytes.data() + f->offset);
     } else {
       if (!value.is_array())
-        throw InputError(where(key), fmt::format("expected an array of up to {} numbers, got {}", f->count,
-                                                 json_type_name(value)));
+        throw InputError(where(key),
+                         fmt::format("expected an array of up to {} numbers, got {}", f->count, json_type_name(value)));
       if (value.size() > f->count)
         throw InputError(where(key),
                          fmt::format("array has {} entries, at most {} are supported", value.size(), f->count));
       for (size_t k = 0; k < value.size(); ++k)
-        read_scalar(value[k], *f, [&, &field_key = key] { return where(fmt::format("{}[{}]", field_key, k)); },
-                    bytes.data() + f->offset + k * f->element_size());
+        read_scalar(
+            value[k], *f, [&, &field_key = key] { return where(fmt::format("{}[{}]", field_key, k)); },
+            bytes.data() + f->offset + k * f->element_size());
     }
     given[static_cast<size_t>(f - type.fields.data())] = true;
   }
@@ -308,7 +316,8 @@ void Lattice::set_field(uint32_t definition, const std::string& field, double va
   const ElementDefinition& def = m_definitions.at(definition);
   const FieldInfo* f = def.type->find_field(field);
   if (!f) throw Error(fmt::format("element type {} has no field '{}'", def.type->name, field));
-  if (f->host_only()) throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
+  if (f->host_only())
+    throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
   if (index >= f->count) throw Error(fmt::format("field '{}' has {} entries", field, f->count));
   unsigned char* at = mutable_params(definition) + f->offset + index * f->element_size();
   if (f->type == FT_FIELD_INT32) {
@@ -323,7 +332,8 @@ double Lattice::field(uint32_t definition, const std::string& field, unsigned in
   const ElementDefinition& def = m_definitions.at(definition);
   const FieldInfo* f = def.type->find_field(field);
   if (!f) throw Error(fmt::format("element type {} has no field '{}'", def.type->name, field));
-  if (f->host_only()) throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
+  if (f->host_only())
+    throw Error(fmt::format("field '{}' of {} is host-only JSON, not a number", field, def.type->name));
   if (index >= f->count) throw Error(fmt::format("field '{}' has {} entries", field, f->count));
   const unsigned char* at = params(definition) + f->offset + index * f->element_size();
   if (f->type == FT_FIELD_INT32) {
@@ -370,12 +380,13 @@ void Lattice::prepare() {
     const ElementType& type = *m_definitions[d].type;
     const double len = type.thick ? length[d] : 0.0;
     const FieldInfo* angle_field = type.find_field("angle");
-    const double angle = angle_field && angle_field->count == 1 && angle_field->type == FT_FIELD_DOUBLE &&
-                                 !angle_field->derived
-                             ? field(d, "angle")
-                             : 0.0;
+    const double angle =
+        angle_field && angle_field->count == 1 && angle_field->type == FT_FIELD_DOUBLE && !angle_field->derived
+            ? field(d, "angle")
+            : 0.0;
     try {
-      m_transform_blocks[static_cast<size_t>(t)] = ft::transform_block(m_transforms[static_cast<size_t>(t)], len, angle);
+      m_transform_blocks[static_cast<size_t>(t)] =
+          ft::transform_block(m_transforms[static_cast<size_t>(t)], len, angle);
     } catch (const std::exception& ex) {
       InputLocation where;
       where.file = m_source_file;
@@ -440,7 +451,8 @@ std::vector<const ElementType*> Lattice::types_used() const {
   return out;
 }
 
-ReferenceParticle reference_from_json(const nlohmann::ordered_json& r, const std::string& file, const std::string& field) {
+ReferenceParticle reference_from_json(const nlohmann::ordered_json& r, const std::string& file,
+                                      const std::string& field) {
   InputLocation where{file};
   where.field = field;
   if (!r.is_object()) throw InputError(where, "expected an object with mass0 [eV], q0 and p0c [eV]");
@@ -524,8 +536,9 @@ Lattice lattice_from_json(const json& doc, const std::string& file, ElementRegis
     if (!known.count(key)) {
       InputLocation at{file};
       at.field = key;
-      throw InputError(at, "unknown top-level field; expected reference, elements, sequence and optionally "
-                           "lines, plugins, global_aperture, radiation, description");
+      throw InputError(at,
+                       "unknown top-level field; expected reference, elements, sequence and optionally "
+                       "lines, plugins, global_aperture, radiation, description");
     }
   }
   if (!doc.contains("reference")) {

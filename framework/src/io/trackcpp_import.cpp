@@ -26,8 +26,8 @@
 #include <sstream>
 #include <unordered_map>
 
-#include "fusetrack/error.h"
 #include "core/math_helpers.hpp"
+#include "fusetrack/error.h"
 
 namespace ft {
 
@@ -36,7 +36,7 @@ namespace {
 using json = nlohmann::ordered_json;
 
 constexpr double kNoLimit = std::numeric_limits<double>::max();  // trackcpp's default aperture (DBL_MAX)
-constexpr int kMaxOrder = 5;  // FT_MAGNET_MAX_ORDER (elements/magnet_integrators.h)
+constexpr int kMaxOrder = 5;                                     // FT_MAGNET_MAX_ORDER (elements/magnet_integrators.h)
 // Electron rest energy [eV] as trackcpp computes it (m_e c^2 / e with CODATA
 // 2018 m_e and exact c, e).
 constexpr double kElectronRestEnergy = 9.1093837015e-31 * 299792458.0 * 299792458.0 / 1.602176634e-19;
